@@ -1,0 +1,13 @@
+// Command turnstile runs any set of turnstile's roles in one process: TURNSTILE_ROLES is a comma
+// list of broker, intake, worker and gateway (default: all). `make dev` runs every role on one port
+// with the embedded Kafka broker; split across processes, one runs broker,intake,gateway and others
+// run worker. `turnstile migrate [status]` applies (or lists) the database migrations and exits.
+package main
+
+import (
+	"github.com/turnstile-run/turnstile/cmd/turnstile/roles"
+	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/config"
+)
+
+func main() { app.Main(config.RolesDefault, roles.All) }

@@ -1,0 +1,3 @@
+module github.com/turnstile-run/turnstile/loadtest
+
+go 1.26.0

@@ -1,0 +1,245 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/turnstile-run/turnstile/pkg/config"
+	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/logging"
+	"github.com/turnstile-run/turnstile/pkg/postgres"
+)
+
+// Stack is a running set of roles with their HTTP server.
+type Stack struct {
+	deps       *Deps
+	components []named
+	server     *http.Server
+	listener   net.Listener
+	serveDone  chan error
+	draining   atomic.Bool
+	stopped    atomic.Bool
+}
+
+type named struct {
+	name string
+	c    Component
+}
+
+// Start builds and starts the roles of cfg.Roles from the available ones, in the order given by
+// available (broker first), then serves HTTP on cfg.HTTPAddr. On error everything started is stopped.
+func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
+	s := &Stack{deps: deps, serveDone: make(chan error, 1)}
+	r := chi.NewRouter()
+	for _, role := range available {
+		if !deps.Config.HasRole(role.Name) {
+			continue
+		}
+		c, err := role.New(ctx, deps)
+		if err != nil {
+			s.stopComponents(context.Background())
+			return nil, fmt.Errorf("build role %s: %w", role.Name, err)
+		}
+		if err := c.Start(ctx); err != nil {
+			s.stopComponents(context.Background())
+			return nil, fmt.Errorf("start role %s: %w", role.Name, err)
+		}
+		deps.Log.Info("role started", "role", role.Name)
+		s.components = append(s.components, named{role.Name, c})
+		if rt, ok := c.(Router); ok {
+			rt.Routes(r)
+		}
+	}
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", s.readyz)
+	r.Handle("/metrics", promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{Registry: deps.Registry}))
+
+	ln, err := net.Listen("tcp", deps.Config.HTTPAddr)
+	if err != nil {
+		s.stopComponents(context.Background())
+		return nil, fmt.Errorf("listen on TURNSTILE_HTTP_ADDR %s: %w", deps.Config.HTTPAddr, err)
+	}
+	s.listener = ln
+	s.server = httpx.NewServer(deps.Config.HTTPAddr, r)
+	s.server.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
+	go func() {
+		err := s.server.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		s.serveDone <- err
+	}()
+	deps.Log.Info("serving http", "addr", ln.Addr().String(), "roles", deps.Config.RoleList())
+	return s, nil
+}
+
+// Addr is the address the HTTP server listens on.
+func (s *Stack) Addr() string { return s.listener.Addr().String() }
+
+// Component returns the running component of a role, or nil.
+func (s *Stack) Component(role string) Component {
+	for _, n := range s.components {
+		if n.name == role {
+			return n.c
+		}
+	}
+	return nil
+}
+
+func (s *Stack) readyz(w http.ResponseWriter, _ *http.Request) {
+	notReady := []string{}
+	if s.draining.Load() {
+		notReady = append(notReady, "draining")
+	}
+	for _, n := range s.components {
+		if rd, ok := n.c.(Readier); ok && !rd.Ready() {
+			notReady = append(notReady, n.name)
+		}
+	}
+	if len(notReady) > 0 {
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "not_ready": notReady})
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// Stop drains and stops everything within ctx: readiness goes false, drainers drain, the HTTP server
+// finishes in-flight requests, then components stop in reverse start order (so the embedded broker
+// outlives the worker that commits offsets to it). Safe to call twice.
+func (s *Stack) Stop(ctx context.Context) error {
+	if !s.stopped.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.draining.Store(true)
+	for _, n := range s.components {
+		if d, ok := n.c.(Drainer); ok {
+			d.Drain(ctx)
+		}
+	}
+	var errs []error
+	if err := s.server.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shut down http server: %w", err))
+		_ = s.server.Close()
+	}
+	if err := <-s.serveDone; err != nil {
+		errs = append(errs, fmt.Errorf("serve http: %w", err))
+	}
+	errs = append(errs, s.stopComponents(ctx))
+	s.deps.Close()
+	return errors.Join(errs...)
+}
+
+func (s *Stack) stopComponents(ctx context.Context) error {
+	var errs []error
+	for i := len(s.components) - 1; i >= 0; i-- {
+		n := s.components[i]
+		if err := n.c.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop role %s: %w", n.name, err))
+		}
+		s.deps.Log.Info("role stopped", "role", n.name)
+	}
+	s.components = nil
+	return errors.Join(errs...)
+}
+
+// Main is the whole of a turnstile binary's main: it reads the configuration, runs a subcommand
+// (`migrate`) or the roles, and exits non-zero on failure. defaultRoles applies when
+// TURNSTILE_ROLES is unset.
+func Main(defaultRoles string, available []Role) {
+	if os.Getenv("TURNSTILE_ROLES") == "" {
+		_ = os.Setenv("TURNSTILE_ROLES", defaultRoles)
+	}
+	cfg, err := config.Load()
+	if err == nil {
+		err = cfg.Validate()
+	}
+	log := logging.New(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		log.Error("invalid configuration", "err", err)
+		os.Exit(2)
+	}
+	slog.SetDefault(log)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) > 1 {
+		if err := runCommand(ctx, cfg, log, os.Args[1:]); err != nil {
+			log.Error("command failed", "command", os.Args[1], "err", err)
+			os.Exit(1)
+		}
+		return
+	}
+	deps := NewDeps(cfg, log)
+	stack, err := Start(ctx, deps, available)
+	if err != nil {
+		log.Error("start failed", "err", err)
+		deps.Close()
+		os.Exit(1)
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("signal received, shutting down", "timeout", cfg.ShutdownTimeout)
+	case err := <-stack.serveDone:
+		log.Error("http server ended", "err", err)
+		stack.serveDone <- err
+	}
+	stop()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := stack.Stop(shutdownCtx); err != nil {
+		log.Error("shutdown incomplete", "err", err)
+		os.Exit(1)
+	}
+	log.Info("stopped cleanly")
+}
+
+func runCommand(ctx context.Context, cfg config.Config, log *slog.Logger, args []string) error {
+	switch args[0] {
+	case "migrate":
+		pool, err := postgres.NewPool(ctx, cfg.DatabaseURL, postgres.Options{Schema: cfg.DatabaseSchema})
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		if len(args) > 1 && args[1] == "status" {
+			st, err := postgres.Status(ctx, pool)
+			if err != nil {
+				return err
+			}
+			for _, m := range st {
+				fmt.Printf("%-8s %s\n", m.State, m.Source.Path)
+			}
+			return nil
+		}
+		n, err := postgres.Migrate(ctx, pool)
+		if err != nil {
+			return err
+		}
+		log.Info("migrations applied", "count", n)
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q (want: migrate [status])", args[0])
+	}
+}
+
+// WaitTimeout is a helper for components: it waits for done or the context, whichever first.
+func WaitTimeout(ctx context.Context, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for shutdown: %w", context.Cause(ctx))
+	}
+}

@@ -1,0 +1,246 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Defaults, exported so tests and docs can name them.
+const (
+	RolesDefault           = "broker,intake,worker,gateway"
+	HTTPAddrDefault        = "127.0.0.1:8080"
+	DatabaseURLDefault     = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	RedisURLDefault        = "redis://127.0.0.1:6379/0"
+	KafkaBrokersDefault    = "127.0.0.1:9092"
+	BrokerAddrDefault      = "127.0.0.1:9092"
+	TopicDefault           = "turns"
+	DLQTopicDefault        = "turns.dlq"
+	PartitionsDefault      = 8
+	ConsumerGroupDefault   = "turnstile-workers"
+	KeyPrefixDefault       = "ts"
+	MaxInflightDefault     = 64
+	LeaseTTLDefault        = 15 * time.Second
+	HeartbeatDefault       = 3 * time.Second
+	MaxAttemptsDefault     = 3
+	MinUsefulTimeDefault   = time.Second
+	DefaultDeadlineDefault = 10 * time.Minute
+	DrainTimeoutDefault    = 30 * time.Second
+	RetentionDefault       = 7 * 24 * time.Hour
+	StreamRetentionDefault = 24 * time.Hour
+	StreamMaxLenDefault    = 10000
+	KeepAliveDefault       = 15 * time.Second
+	ProduceTimeoutDefault  = 5 * time.Second
+	MaxBodyDefault         = 256 << 10
+	AgentDefault           = "demo"
+	DemoDelayDefault       = 25 * time.Millisecond
+	ShutdownTimeoutDefault = 45 * time.Second
+)
+
+// Config is every setting of every role. Roles read only the fields they need.
+type Config struct {
+	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway.
+	Roles string `env:"TURNSTILE_ROLES"`
+	// HTTPAddr is where the process serves its API, /healthz, /readyz and /metrics.
+	HTTPAddr string `env:"TURNSTILE_HTTP_ADDR"`
+	// InstanceID names this process in leases and logs. Defaults to hostname-pid.
+	InstanceID string `env:"TURNSTILE_INSTANCE_ID"`
+	// LogFormat is "text" (readable, the dev default) or "json".
+	LogFormat string `env:"TURNSTILE_LOG_FORMAT"`
+	// LogLevel is debug, info, warn or error. Defaults to info.
+	LogLevel string `env:"TURNSTILE_LOG_LEVEL"`
+	// Migrate is "auto" (apply migrations at start, the dev default) or "off".
+	Migrate string `env:"TURNSTILE_MIGRATE"`
+
+	DatabaseURL string `env:"TURNSTILE_DATABASE_URL"`
+	// DatabaseSchema, when set, confines every table to that Postgres schema (tests use one per test).
+	DatabaseSchema string `env:"TURNSTILE_DATABASE_SCHEMA"`
+	RedisURL       string `env:"TURNSTILE_REDIS_URL"`
+	// RedisClusterAddrs, a comma list, switches the Redis client to cluster mode.
+	RedisClusterAddrs string `env:"TURNSTILE_REDIS_CLUSTER_ADDRS"`
+	// KeyPrefix starts every Redis key and channel, so several stacks can share one Redis.
+	KeyPrefix string `env:"TURNSTILE_KEY_PREFIX"`
+
+	KafkaBrokers  string `env:"TURNSTILE_KAFKA_BROKERS"`
+	BrokerAddr    string `env:"TURNSTILE_BROKER_ADDR"`
+	Topic         string `env:"TURNSTILE_KAFKA_TOPIC"`
+	DLQTopic      string `env:"TURNSTILE_KAFKA_DLQ_TOPIC"`
+	Partitions    int    `env:"TURNSTILE_KAFKA_PARTITIONS"`
+	ConsumerGroup string `env:"TURNSTILE_KAFKA_GROUP"`
+
+	MaxInflight     int           `env:"TURNSTILE_WORKER_MAX_INFLIGHT"`
+	LeaseTTL        time.Duration `env:"TURNSTILE_LEASE_TTL"`
+	Heartbeat       time.Duration `env:"TURNSTILE_HEARTBEAT_INTERVAL"`
+	MaxAttempts     int           `env:"TURNSTILE_MAX_ATTEMPTS"`
+	MinUsefulTime   time.Duration `env:"TURNSTILE_MIN_USEFUL_TIME"`
+	DefaultDeadline time.Duration `env:"TURNSTILE_DEFAULT_DEADLINE"`
+	DrainTimeout    time.Duration `env:"TURNSTILE_DRAIN_TIMEOUT"`
+	Retention       time.Duration `env:"TURNSTILE_RETENTION"`
+
+	StreamRetention time.Duration `env:"TURNSTILE_STREAM_RETENTION"`
+	StreamMaxLen    int64         `env:"TURNSTILE_STREAM_MAXLEN"`
+	KeepAlive       time.Duration `env:"TURNSTILE_KEEPALIVE"`
+
+	ProduceTimeout time.Duration `env:"TURNSTILE_PRODUCE_TIMEOUT"`
+	MaxBody        int64         `env:"TURNSTILE_MAX_BODY"`
+
+	Agent     string        `env:"TURNSTILE_AGENT"`
+	DemoDelay time.Duration `env:"TURNSTILE_DEMO_DELAY"`
+
+	ShutdownTimeout time.Duration `env:"TURNSTILE_SHUTDOWN_TIMEOUT"`
+}
+
+// Load reads the environment and fills defaults. It does not validate; call Validate.
+func Load() (Config, error) {
+	var c Config
+	if err := env.Parse(&c); err != nil {
+		return Config{}, fmt.Errorf("read TURNSTILE_* environment: %w", err)
+	}
+	c.ApplyDefaults()
+	return c, nil
+}
+
+// Default returns a Config with every default filled, as an empty environment would give.
+func Default() Config {
+	var c Config
+	c.ApplyDefaults()
+	return c
+}
+
+// ApplyDefaults replaces every zero field with its default.
+func (c *Config) ApplyDefaults() {
+	str := func(p *string, d string) {
+		if *p == "" {
+			*p = d
+		}
+	}
+	dur := func(p *time.Duration, d time.Duration) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	str(&c.Roles, RolesDefault)
+	str(&c.HTTPAddr, HTTPAddrDefault)
+	if c.InstanceID == "" {
+		host, _ := os.Hostname()
+		c.InstanceID = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	str(&c.LogFormat, "text")
+	str(&c.LogLevel, "info")
+	str(&c.Migrate, "auto")
+	str(&c.DatabaseURL, DatabaseURLDefault)
+	str(&c.RedisURL, RedisURLDefault)
+	str(&c.KeyPrefix, KeyPrefixDefault)
+	str(&c.KafkaBrokers, KafkaBrokersDefault)
+	str(&c.BrokerAddr, BrokerAddrDefault)
+	str(&c.Topic, TopicDefault)
+	str(&c.DLQTopic, DLQTopicDefault)
+	if c.Partitions == 0 {
+		c.Partitions = PartitionsDefault
+	}
+	str(&c.ConsumerGroup, ConsumerGroupDefault)
+	if c.MaxInflight == 0 {
+		c.MaxInflight = MaxInflightDefault
+	}
+	dur(&c.LeaseTTL, LeaseTTLDefault)
+	dur(&c.Heartbeat, HeartbeatDefault)
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = MaxAttemptsDefault
+	}
+	dur(&c.MinUsefulTime, MinUsefulTimeDefault)
+	dur(&c.DefaultDeadline, DefaultDeadlineDefault)
+	dur(&c.DrainTimeout, DrainTimeoutDefault)
+	dur(&c.Retention, RetentionDefault)
+	dur(&c.StreamRetention, StreamRetentionDefault)
+	if c.StreamMaxLen == 0 {
+		c.StreamMaxLen = StreamMaxLenDefault
+	}
+	dur(&c.KeepAlive, KeepAliveDefault)
+	dur(&c.ProduceTimeout, ProduceTimeoutDefault)
+	if c.MaxBody == 0 {
+		c.MaxBody = MaxBodyDefault
+	}
+	str(&c.Agent, AgentDefault)
+	dur(&c.DemoDelay, DemoDelayDefault)
+	dur(&c.ShutdownTimeout, ShutdownTimeoutDefault)
+}
+
+// RoleList splits Roles into its names.
+func (c Config) RoleList() []string {
+	var out []string
+	for _, r := range strings.Split(c.Roles, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// HasRole reports whether this process runs the named role.
+func (c Config) HasRole(name string) bool {
+	for _, r := range c.RoleList() {
+		if r == name {
+			return true
+		}
+	}
+	return false
+}
+
+// BrokerList splits KafkaBrokers.
+func (c Config) BrokerList() []string { return splitList(c.KafkaBrokers) }
+
+// RedisClusterList splits RedisClusterAddrs.
+func (c Config) RedisClusterList() []string { return splitList(c.RedisClusterAddrs) }
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Validate checks every bound and returns all violations joined.
+func (c Config) Validate() error {
+	known := map[string]bool{"broker": true, "intake": true, "worker": true, "gateway": true}
+	var errs []error
+	for _, r := range c.RoleList() {
+		if !known[r] {
+			errs = append(errs, fmt.Errorf("TURNSTILE_ROLES: unknown role %q (want broker, intake, worker, gateway)", r))
+		}
+	}
+	checks := []struct {
+		bad bool
+		msg string
+	}{
+		{len(c.RoleList()) == 0, "TURNSTILE_ROLES: no role named"},
+		{c.LogFormat != "text" && c.LogFormat != "json", "TURNSTILE_LOG_FORMAT: must be text or json"},
+		{c.Migrate != "auto" && c.Migrate != "off", "TURNSTILE_MIGRATE: must be auto or off"},
+		{c.Partitions < 1 || c.Partitions > 10000, "TURNSTILE_KAFKA_PARTITIONS: must be between 1 and 10000"},
+		{c.MaxInflight < 1 || c.MaxInflight > 100000, "TURNSTILE_WORKER_MAX_INFLIGHT: must be between 1 and 100000"},
+		{c.LeaseTTL < 100*time.Millisecond, "TURNSTILE_LEASE_TTL: must be at least 100ms"},
+		{c.Heartbeat <= 0 || c.Heartbeat*2 > c.LeaseTTL, "TURNSTILE_HEARTBEAT_INTERVAL: must be positive and at most half of TURNSTILE_LEASE_TTL"},
+		{c.MaxAttempts < 1 || c.MaxAttempts > 100, "TURNSTILE_MAX_ATTEMPTS: must be between 1 and 100"},
+		{c.MinUsefulTime < 0, "TURNSTILE_MIN_USEFUL_TIME: must not be negative"},
+		{c.DefaultDeadline <= c.MinUsefulTime, "TURNSTILE_DEFAULT_DEADLINE: must exceed TURNSTILE_MIN_USEFUL_TIME"},
+		{c.DrainTimeout < 0, "TURNSTILE_DRAIN_TIMEOUT: must not be negative"},
+		{c.StreamMaxLen < 10, "TURNSTILE_STREAM_MAXLEN: must be at least 10"},
+		{c.StreamRetention < time.Second, "TURNSTILE_STREAM_RETENTION: must be at least 1s"},
+		{c.KeepAlive < 10*time.Millisecond, "TURNSTILE_KEEPALIVE: must be at least 10ms"},
+		{c.ProduceTimeout <= 0, "TURNSTILE_PRODUCE_TIMEOUT: must be positive"},
+		{c.MaxBody < 1024, "TURNSTILE_MAX_BODY: must be at least 1024 bytes"},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			errs = append(errs, errors.New(ch.msg))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/turnstile-run/turnstile/migrations"
+)
+
+// Options tune a pool. Zero values mean defaults.
+type Options struct {
+	// Schema confines the pool to one schema, created if missing.
+	Schema string
+	// MaxConns defaults to pgx's own default (4 per CPU, at least 4).
+	MaxConns int32
+	// ConnectTimeout bounds each new connection. Defaults to 5s.
+	ConnectTimeout time.Duration
+}
+
+// NewPool connects a pool and checks it answers, so a role that needs Postgres at start fails fast
+// with a legible error.
+func NewPool(ctx context.Context, url string, opts Options) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse TURNSTILE_DATABASE_URL: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	if opts.Schema != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+		schema := opts.Schema
+		// Create the schema on first connect so a fresh schema works before migrations run.
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize())
+			return err
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create postgres pool: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, cfg.ConnConfig.ConnectTimeout)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	return pool, nil
+}
+
+// Migrate applies every pending migration and returns how many it applied.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	p, db, err := provider(pool)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	res, err := p.Up(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("apply migrations: %w", err)
+	}
+	return len(res), nil
+}
+
+// Status lists every migration with whether it is applied.
+func Status(ctx context.Context, pool *pgxpool.Pool) ([]*goose.MigrationStatus, error) {
+	p, db, err := provider(pool)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return p.Status(ctx)
+}
+
+type closer interface{ Close() error }
+
+func provider(pool *pgxpool.Pool) (*goose.Provider, closer, error) {
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return nil, nil, fmt.Errorf("create migration lock: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker))
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, fmt.Errorf("load migrations: %w", err)
+	}
+	return p, db, nil
+}
+
+// NewLazyPool returns a pool that connects on first use, for roles that must start while Postgres
+// is down.
+func NewLazyPool(url, schema string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse TURNSTILE_DATABASE_URL: %w", err)
+	}
+	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	if schema != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create postgres pool: %w", err)
+	}
+	return pool, nil
+}

@@ -1,0 +1,121 @@
+package streams
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/turnstile-run/turnstile/pkg/wire"
+)
+
+// ErrStaleToken is returned when a newer attempt of the turn has already published: the caller is a
+// zombie and must stop.
+var ErrStaleToken = errors.New("stale fencing token")
+
+// publishScript: KEYS = events, meta. ARGV = turn_id, token, type, data, terminal, maxlen,
+// minid_ms, ttl_ms, notify channel, fresh epoch, traceparent.
+// Returns {status, entry id, epoch}: status 1 appended, 0 terminal already present, -1 stale token.
+var publishScript = redis.NewScript(`
+local fkey = 'f:' .. ARGV[1]
+local token = tonumber(ARGV[2])
+local fence = redis.call('HGET', KEYS[2], fkey)
+if fence and tonumber(fence) > token then
+  return {-1, '', ''}
+end
+local epoch = redis.call('HGET', KEYS[2], 'epoch')
+if redis.call('EXISTS', KEYS[1]) == 0 or not epoch then
+  -- a new generation: whatever the old stream held is gone, so readers of it must reset.
+  redis.call('DEL', KEYS[2])
+  epoch = ARGV[10]
+  redis.call('HSET', KEYS[2], 'epoch', epoch)
+end
+if not fence or tonumber(fence) < token then
+  redis.call('HSET', KEYS[2], fkey, ARGV[2])
+end
+local tkey = 't:' .. ARGV[1]
+if ARGV[5] == '1' then
+  local t = redis.call('HGET', KEYS[2], tkey)
+  if t then
+    return {0, t, epoch}
+  end
+end
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[6], '*',
+  'type', ARGV[3], 'turn', ARGV[1], 'data', ARGV[4], 'tp', ARGV[11])
+if ARGV[5] == '1' then
+  redis.call('HSET', KEYS[2], tkey, id)
+end
+redis.call('XTRIM', KEYS[1], 'MINID', '~', ARGV[7])
+redis.call('PEXPIRE', KEYS[1], ARGV[8])
+redis.call('PEXPIRE', KEYS[2], ARGV[8])
+redis.call('PUBLISH', ARGV[9], epoch .. ':' .. id)
+return {1, id, epoch}
+`)
+
+// Publisher appends fenced events to session streams.
+type Publisher struct {
+	rdb       redis.UniversalClient
+	prefix    string
+	maxLen    int64
+	retention time.Duration
+	now       func() time.Time
+}
+
+// NewPublisher returns a publisher. maxLen and retention bound each stream (approximately, as Redis
+// trims whole macro-nodes); retention is also the idle TTL of a session's keys.
+func NewPublisher(rdb redis.UniversalClient, prefix string, maxLen int64, retention time.Duration) *Publisher {
+	return &Publisher{rdb: rdb, prefix: prefix, maxLen: maxLen, retention: retention, now: time.Now}
+}
+
+// Published describes an appended (or, for a repeated terminal event, the existing) entry.
+type Published struct {
+	Cursor Cursor
+	// Appended is false when the event was terminal and the turn already had its terminal event.
+	Appended bool
+}
+
+// Publish appends ev for turnID with its attempt's fencing token. It returns ErrStaleToken if a
+// newer attempt of the turn has already published.
+func (p *Publisher) Publish(ctx context.Context, sessionID, turnID string, token int64, ev wire.Event, traceparent string) (Published, error) {
+	k := KeysFor(p.prefix, sessionID)
+	terminal := "0"
+	if ev.Type.Terminal() {
+		terminal = "1"
+	}
+	minID := strconv.FormatInt(p.now().Add(-p.retention).UnixMilli(), 10)
+	res, err := publishScript.Run(ctx, p.rdb, []string{k.Events, k.Meta},
+		turnID, token, string(ev.Type), string(ev.Data), terminal, p.maxLen,
+		minID, p.retention.Milliseconds(), k.Notify, NewEpoch(), traceparent).Slice()
+	if err != nil {
+		return Published{}, fmt.Errorf("publish %s to session stream: %w", ev.Type, err)
+	}
+	if len(res) != 3 {
+		return Published{}, fmt.Errorf("publish %s: unexpected script reply %v", ev.Type, res)
+	}
+	status, _ := res[0].(int64)
+	if status == -1 {
+		return Published{}, ErrStaleToken
+	}
+	idStr, _ := res[1].(string)
+	epoch, _ := res[2].(string)
+	id, err := ParseEntryID(idStr)
+	if err != nil {
+		return Published{}, fmt.Errorf("publish %s: entry id %q: %w", ev.Type, idStr, err)
+	}
+	return Published{Cursor: Cursor{Epoch: epoch, ID: id}, Appended: status == 1}, nil
+}
+
+// NewEpoch mints a random epoch name: 10 characters of [a-z0-9].
+func NewEpoch() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b[:])
+}

@@ -1,0 +1,128 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/turnstile-run/turnstile/pkg/wire"
+)
+
+// Entry is one stored event.
+type Entry struct {
+	ID          EntryID
+	Type        wire.EventType
+	TurnID      string
+	Data        string
+	Traceparent string
+}
+
+// Reader reads session streams.
+type Reader struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+// NewReader returns a reader over keys under prefix.
+func NewReader(rdb redis.UniversalClient, prefix string) *Reader {
+	return &Reader{rdb: rdb, prefix: prefix}
+}
+
+// Keys returns the keys of a session.
+func (r *Reader) Keys(sessionID string) Keys { return KeysFor(r.prefix, sessionID) }
+
+// State is what a resume needs to know about a stream.
+type State struct {
+	// Exists is false when the session has no stream (never published, or expired).
+	Exists bool
+	Epoch  string
+	// LastID is the newest entry; MaxDeletedID the newest entry trimmed away (0-0 if none).
+	LastID       EntryID
+	MaxDeletedID EntryID
+}
+
+// State reads the epoch and bounds of a session stream in one round trip.
+func (r *Reader) State(ctx context.Context, sessionID string) (State, error) {
+	k := r.Keys(sessionID)
+	pipe := r.rdb.Pipeline()
+	epochCmd := pipe.HGet(ctx, k.Meta, "epoch")
+	infoCmd := pipe.Do(ctx, "XINFO", "STREAM", k.Events)
+	_, _ = pipe.Exec(ctx)
+	epoch, err := epochCmd.Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return State{}, fmt.Errorf("read stream epoch: %w", err)
+	}
+	info, err := infoCmd.Result()
+	if err != nil {
+		if isNoSuchKey(err) {
+			return State{Epoch: epoch}, nil
+		}
+		return State{}, fmt.Errorf("read stream info: %w", err)
+	}
+	st := State{Exists: epoch != "", Epoch: epoch}
+	fields, err := infoFields(info)
+	if err != nil {
+		return State{}, err
+	}
+	if v, ok := fields["last-generated-id"].(string); ok {
+		st.LastID, _ = ParseEntryID(v)
+	}
+	if v, ok := fields["max-deleted-entry-id"].(string); ok {
+		st.MaxDeletedID, _ = ParseEntryID(v)
+	}
+	return st, nil
+}
+
+func isNoSuchKey(err error) bool {
+	return err != nil && (err.Error() == "ERR no such key")
+}
+
+func infoFields(v any) (map[string]any, error) {
+	switch t := v.(type) {
+	case map[any]any:
+		out := make(map[string]any, len(t))
+		for k, val := range t {
+			if ks, ok := k.(string); ok {
+				out[ks] = val
+			}
+		}
+		return out, nil
+	case []any:
+		out := make(map[string]any, len(t)/2)
+		for i := 0; i+1 < len(t); i += 2 {
+			if ks, ok := t[i].(string); ok {
+				out[ks] = t[i+1]
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("read stream info: unexpected reply %T", v)
+}
+
+// After returns up to count entries strictly after id, oldest first.
+func (r *Reader) After(ctx context.Context, sessionID string, id EntryID, count int64) ([]Entry, error) {
+	msgs, err := r.rdb.XRangeN(ctx, r.Keys(sessionID).Events, "("+id.String(), "+", count).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read session stream: %w", err)
+	}
+	out := make([]Entry, 0, len(msgs))
+	for _, m := range msgs {
+		e, err := entryFrom(m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func entryFrom(m redis.XMessage) (Entry, error) {
+	id, err := ParseEntryID(m.ID)
+	if err != nil {
+		return Entry{}, fmt.Errorf("stream entry id %q: %w", m.ID, err)
+	}
+	str := func(k string) string { s, _ := m.Values[k].(string); return s }
+	return Entry{ID: id, Type: wire.EventType(str("type")), TurnID: str("turn"), Data: str("data"), Traceparent: str("tp")}, nil
+}

@@ -1,0 +1,154 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// Binary builds the all-in-one turnstile binary once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "turnstile-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "turnstile")
+		cmd := exec.Command("go", "build", "-o", buildPath, "github.com/turnstile-run/turnstile/cmd/turnstile")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			buildErr = fmt.Errorf("go build turnstile: %w\n%s", err, out.String())
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildPath
+}
+
+// Process is a turnstile binary running as a child process.
+type Process struct {
+	Name string
+	Addr string
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan error
+}
+
+// StartProcess runs the binary with env and waits until its /healthz answers. It is killed at
+// cleanup if still running.
+func StartProcess(t testing.TB, name string, env []string, httpAddr string) *Process {
+	t.Helper()
+	cmd := exec.Command(Binary(t))
+	cmd.Env = env
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p := &Process{Name: name, Addr: httpAddr, cmd: cmd, logs: logs, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.doneOnce()
+		if t.Failed() {
+			t.Logf("logs of %s:\n%s", name, logs.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("%s exited at start: %v\n%s", name, err, logs.String())
+		default:
+		}
+		resp, err := http.Get("http://" + httpAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not become healthy:\n%s", name, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *Process) doneOnce() <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		err := <-p.done
+		p.done <- err
+		ch <- err
+	}()
+	return ch
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Pid is the process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Wait waits for the process to exit and returns its error (nil for exit status 0).
+func (p *Process) Wait(ctx context.Context) error {
+	select {
+	case err := <-p.doneOnce():
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Logs returns everything the process wrote.
+func (p *Process) Logs() string { return p.logs.String() }
+
+// FreeAddr returns a loopback address with a port that was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,158 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Event is one parsed SSE event.
+type Event struct {
+	ID   string
+	Type string
+	Data string
+}
+
+// SSEStream reads events from an open SSE response.
+type SSEStream struct {
+	Resp   *http.Response
+	cancel context.CancelFunc
+	events chan Event
+	done   chan error
+}
+
+// OpenSSE opens url with an optional Last-Event-ID header and starts parsing. The stream is closed
+// at test cleanup.
+func OpenSSE(t testing.TB, url, lastEventID string) *SSEStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatalf("open %s: %v", url, err)
+	}
+	s := &SSEStream{Resp: resp, cancel: cancel, events: make(chan Event, 4096), done: make(chan error, 1)}
+	go s.read()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *SSEStream) read() {
+	defer close(s.events)
+	sc := bufio.NewScanner(s.Resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	var ev Event
+	var data []string
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			if ev.Type != "" || len(data) > 0 {
+				ev.Data = strings.Join(data, "\n")
+				if ev.Type == "" {
+					ev.Type = "message"
+				}
+				s.events <- ev
+			}
+			ev, data = Event{}, nil
+			continue
+		}
+		if strings.HasPrefix(line, ":") {
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "id":
+			ev.ID = value
+		case "event":
+			ev.Type = value
+		case "data":
+			data = append(data, value)
+		}
+	}
+	s.done <- sc.Err()
+}
+
+// Next returns the next event, failing the test after timeout. ok is false when the stream ended.
+func (s *SSEStream) Next(t testing.TB, timeout time.Duration) (Event, bool) {
+	t.Helper()
+	select {
+	case ev, ok := <-s.events:
+		return ev, ok
+	case <-time.After(timeout):
+		t.Fatalf("no SSE event within %v", timeout)
+		return Event{}, false
+	}
+}
+
+// Until reads events until stop returns true for one (included) and returns them all.
+func (s *SSEStream) Until(t testing.TB, timeout time.Duration, stop func(Event) bool) []Event {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var out []Event
+	for {
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			t.Fatalf("stream did not reach its stop condition within %v; got %d events: %s", timeout, len(out), summarize(out))
+		}
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				t.Fatalf("stream ended before its stop condition; got %d events: %s", len(out), summarize(out))
+			}
+			out = append(out, ev)
+			if stop(ev) {
+				return out
+			}
+		case <-time.After(remaining):
+		}
+	}
+}
+
+// Ended waits for the server to end the stream and returns any events sent before the end.
+func (s *SSEStream) Ended(t testing.TB, timeout time.Duration) []Event {
+	t.Helper()
+	var out []Event
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				return out
+			}
+			out = append(out, ev)
+		case <-deadline:
+			t.Fatalf("stream did not end within %v", timeout)
+		}
+	}
+}
+
+// Close ends the stream.
+func (s *SSEStream) Close() {
+	s.cancel()
+	_ = s.Resp.Body.Close()
+}
+
+func summarize(evs []Event) string {
+	var b strings.Builder
+	for i, e := range evs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s", e.Type)
+	}
+	return b.String()
+}

@@ -1,0 +1,105 @@
+package wire
+
+import "encoding/json"
+
+// EventType names an event on a session stream; it is the SSE "event:" field.
+type EventType string
+
+// The event vocabulary of a session stream.
+const (
+	EventStarted    EventType = "turn.started"
+	EventDelta      EventType = "turn.delta"
+	EventToolCall   EventType = "turn.tool_call"
+	EventToolResult EventType = "turn.tool_result"
+	EventCompleted  EventType = "turn.completed"
+	EventFailed     EventType = "turn.failed"
+	EventCancelled  EventType = "turn.cancelled"
+	EventExpired    EventType = "turn.expired"
+	EventRetrying   EventType = "turn.retrying"
+	// EventStreamReset is sent by the gateway, never stored: the client's cursor points at history
+	// that no longer exists, so it must re-read state through the API.
+	EventStreamReset EventType = "stream.reset"
+)
+
+// Terminal reports whether an event ends its turn. A stream holds at most one terminal event per turn.
+func (t EventType) Terminal() bool {
+	switch t {
+	case EventCompleted, EventFailed, EventCancelled, EventExpired:
+		return true
+	}
+	return false
+}
+
+// Event is one entry of a session stream as the worker publishes it. Data is the JSON body of the
+// SSE "data:" field and always carries turn_id and attempt.
+type Event struct {
+	Type EventType
+	Data json.RawMessage
+}
+
+// EventBase is embedded by every event payload.
+type EventBase struct {
+	TurnID  string `json:"turn_id"`
+	Attempt int    `json:"attempt"`
+}
+
+// DeltaData is the payload of turn.delta; Index counts the deltas of one attempt from zero.
+type DeltaData struct {
+	EventBase
+	Index int    `json:"index"`
+	Text  string `json:"text"`
+}
+
+// CompletedData is the payload of turn.completed.
+type CompletedData struct {
+	EventBase
+	Output Output `json:"output"`
+}
+
+// ErrorData is the payload of turn.failed, turn.cancelled and turn.expired.
+type ErrorData struct {
+	EventBase
+	Error string `json:"error,omitempty"`
+}
+
+// RetryingData is the payload of turn.retrying: a new attempt took over after the previous one's
+// lease expired or was released.
+type RetryingData struct {
+	EventBase
+	PreviousAttempt int `json:"previous_attempt"`
+}
+
+// ToolCallData is the payload of turn.tool_call.
+type ToolCallData struct {
+	EventBase
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// IdempotencyKey is stable across attempts (turn ID and step), so a tool can deduplicate a call
+	// that a taken-over attempt repeats.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// ToolResultData is the payload of turn.tool_result.
+type ToolResultData struct {
+	EventBase
+	CallID string          `json:"call_id"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// StartedData is the payload of turn.started.
+type StartedData struct {
+	EventBase
+	SessionID string `json:"session_id"`
+}
+
+// NewEvent marshals a payload into an event. Payloads are plain structs, so marshalling cannot fail
+// short of a programming error, which panics.
+func NewEvent(t EventType, payload any) Event {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		panic("wire: marshal event payload: " + err.Error())
+	}
+	return Event{Type: t, Data: b}
+}

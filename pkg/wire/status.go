@@ -1,0 +1,39 @@
+package wire
+
+// Status is the lifecycle state of a turn as Postgres records it and the API reports it.
+type Status string
+
+// Turn statuses. queued and running are live; the rest are terminal.
+const (
+	StatusQueued    Status = "queued"
+	StatusRunning   Status = "running"
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+	StatusExpired   Status = "expired"
+)
+
+// Terminal reports whether the turn has ended.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusCancelled, StatusExpired:
+		return true
+	}
+	return false
+}
+
+// SessionIDValid reports whether id is 1–128 characters of [A-Za-z0-9._:-].
+func SessionIDValid(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}

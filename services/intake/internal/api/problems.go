@@ -1,0 +1,31 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/turnstile-run/turnstile/pkg/httpx"
+)
+
+// Problem types intake answers with. They are part of the API: clients branch on them.
+const (
+	ProblemInvalidSession  = "invalid-session-id"
+	ProblemInvalidBody     = "invalid-body"
+	ProblemBodyTooLarge    = "body-too-large"
+	ProblemUnsupportedType = "unsupported-media-type"
+	ProblemValidation      = "validation-failed"
+	ProblemInvalidDeadline = "invalid-deadline"
+	ProblemInvalidTurnID   = "invalid-turn-id"
+	ProblemKafkaUnavail    = "kafka-unavailable"
+	ProblemStoreUnavail    = "store-unavailable"
+	ProblemTurnNotFound    = "turn-not-found"
+)
+
+func problem(w http.ResponseWriter, status int, typ, detail string) {
+	httpx.WriteProblem(w, httpx.Problem{Type: typ, Status: status, Detail: detail})
+}
+
+func unavailable(w http.ResponseWriter, typ, detail string, retryAfter time.Duration) {
+	httpx.WriteProblem(w, httpx.Problem{Type: typ, Status: http.StatusServiceUnavailable, Detail: detail,
+		RetryAfter: httpx.Jitter(retryAfter)})
+}

@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Turn is what an agent is asked to answer.
+type Turn struct {
+	TurnID    string
+	SessionID string
+	Tenant    string
+	// Attempt counts from 1; a value above 1 means an earlier attempt was taken over.
+	Attempt  int
+	Text     string
+	Metadata map[string]any
+	Deadline time.Time
+	// Prior is what earlier attempts of this turn already published (deltas, tool calls and results),
+	// oldest first, so a new attempt can avoid repeating side effects.
+	Prior []PriorEvent
+}
+
+// PriorEvent is an event an earlier attempt of the turn published.
+type PriorEvent struct {
+	Type    string
+	Attempt int
+	Data    json.RawMessage
+}
+
+// Message is one entry of the session history, oldest first.
+type Message struct {
+	Seq    int64
+	TurnID string
+	// Role is "user" or "assistant".
+	Role    string
+	Content string
+}
+
+// ToolCall is a tool invocation an agent announces.
+type ToolCall struct {
+	CallID    string
+	Name      string
+	Arguments json.RawMessage
+	// IdempotencyKey is turn ID and step, stable across attempts; the sink fills it when empty.
+	IdempotencyKey string
+}
+
+// ToolResult is the outcome of a tool call.
+type ToolResult struct {
+	CallID string
+	Result json.RawMessage
+	Error  string
+}
+
+// Sink receives an agent's events in order. Each call publishes to the session stream before it
+// returns; an error means the attempt must stop (its lease is lost or its context ended), and the
+// agent should return it.
+type Sink interface {
+	Delta(ctx context.Context, text string) error
+	ToolCall(ctx context.Context, call ToolCall) error
+	ToolResult(ctx context.Context, result ToolResult) error
+}
+
+// Result is an agent's final output.
+type Result struct {
+	Text string
+}
+
+// Agent answers turns. Implementations must be safe for concurrent use by many turns.
+type Agent interface {
+	Run(ctx context.Context, turn Turn, history []Message, sink Sink) (Result, error)
+}
+
+// Func adapts a function to Agent.
+type Func func(ctx context.Context, turn Turn, history []Message, sink Sink) (Result, error)
+
+// Run calls f.
+func (f Func) Run(ctx context.Context, turn Turn, history []Message, sink Sink) (Result, error) {
+	return f(ctx, turn, history, sink)
+}
+
+// ErrPermanent marks an error no retry can fix (a malformed request, a refused input): the worker
+// fails the turn at once instead of spending more attempts.
+var ErrPermanent = errors.New("permanent agent error")

@@ -1,0 +1,71 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	contract "github.com/turnstile-run/turnstile/pkg/demo"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+)
+
+// Agent is the demo agent.
+type Agent struct {
+	// Delay is the pause before each word. Defaults to none.
+	Delay time.Duration
+}
+
+// New returns a demo agent that pauses delay before each word.
+func New(delay time.Duration) *Agent { return &Agent{Delay: delay} }
+
+// Run streams the reply.
+func (a *Agent) Run(ctx context.Context, turn agent.Turn, _ []agent.Message, sink agent.Sink) (agent.Result, error) {
+	k := contract.KnobsFrom(turn.Metadata)
+	if turn.Attempt <= k.PanicAttempts {
+		panic(fmt.Sprintf("demo agent: panic requested for attempt %d", turn.Attempt))
+	}
+	if turn.Attempt <= k.FailAttempts {
+		return agent.Result{}, fmt.Errorf("demo agent: failure requested for attempt %d", turn.Attempt)
+	}
+	words := contract.Reply(turn.Text, k)
+	delay := a.Delay
+	if k.DurationMs > 0 {
+		delay = time.Duration(k.DurationMs) * time.Millisecond / time.Duration(len(words))
+	}
+	if k.Tool {
+		call := agent.ToolCall{CallID: "call-1", Name: "clock", Arguments: json.RawMessage(`{"tz":"UTC"}`)}
+		if err := sink.ToolCall(ctx, call); err != nil {
+			return agent.Result{}, err
+		}
+		res, _ := json.Marshal(map[string]string{"time": "2026-01-01T00:00:00Z"})
+		if err := sink.ToolResult(ctx, agent.ToolResult{CallID: call.CallID, Result: res}); err != nil {
+			return agent.Result{}, err
+		}
+	}
+	var out strings.Builder
+	var timer *time.Timer
+	for _, w := range words {
+		if delay > 0 {
+			if timer == nil {
+				timer = time.NewTimer(delay)
+			} else {
+				timer.Reset(delay)
+			}
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return agent.Result{}, context.Cause(ctx)
+			case <-timer.C:
+			}
+		} else if err := ctx.Err(); err != nil {
+			return agent.Result{}, context.Cause(ctx)
+		}
+		if err := sink.Delta(ctx, w); err != nil {
+			return agent.Result{}, err
+		}
+		out.WriteString(w)
+	}
+	return agent.Result{Text: out.String()}, nil
+}

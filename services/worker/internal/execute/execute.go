@@ -1,0 +1,418 @@
+package execute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turnstile-run/turnstile/pkg/logging"
+	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
+)
+
+// Config tunes an Executor.
+type Config struct {
+	MaxAttempts   int
+	MinUsefulTime time.Duration
+	DLQTopic      string
+	// RetryBackoff is the base pause before a failed attempt is retried; it doubles per attempt,
+	// with jitter. Defaults to 200ms.
+	RetryBackoff time.Duration
+	// LeasedPoll is how often a turn held by another live worker is re-checked. Defaults to 250ms.
+	LeasedPoll time.Duration
+}
+
+// Producer is the part of a Kafka client the executor needs to dead-letter records.
+type Producer interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+}
+
+// Hooks observe outcomes (metrics, tests). Every field is optional; hooks must be fast and safe for
+// concurrent use.
+type Hooks struct {
+	// AttemptEnded is called when an attempt ends with its outcome: succeeded, failed, retried,
+	// cancelled, expired, lease_lost, handed_off.
+	AttemptEnded func(outcome string, attempt int, took time.Duration)
+	// DeadLettered is called after a record was written to the dead-letter topic.
+	DeadLettered func(reason string)
+	// Takeover is called when an attempt takes over a turn from an earlier one.
+	Takeover func()
+}
+
+// Executor runs turn records.
+type Executor struct {
+	cfg     Config
+	store   *lease.Store
+	pub     *streams.Publisher
+	agent   agent.Agent
+	renewer *Renewer
+	dlq     Producer
+	log     *slog.Logger
+	hooks   Hooks
+}
+
+// New returns an executor.
+func New(cfg Config, store *lease.Store, pub *streams.Publisher, ag agent.Agent, renewer *Renewer, dlq Producer, log *slog.Logger, hooks Hooks) *Executor {
+	if cfg.RetryBackoff == 0 {
+		cfg.RetryBackoff = 200 * time.Millisecond
+	}
+	if cfg.LeasedPoll == 0 {
+		cfg.LeasedPoll = 250 * time.Millisecond
+	}
+	return &Executor{cfg: cfg, store: store, pub: pub, agent: ag, renewer: renewer, dlq: dlq, log: log, hooks: hooks}
+}
+
+// Result says whether the record may be committed.
+type Result int
+
+// Results of Handle.
+const (
+	// Finished: the turn is terminal (here or elsewhere); commit the record.
+	Finished Result = iota
+	// HandedOff: the worker is draining; the turn was released and the record must not be committed.
+	HandedOff
+)
+
+// Handle runs the record's turn to its end. ctx is the worker's turn context: cancelled with
+// ErrDraining when the drain grace period is over.
+func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
+	env, err := wire.DecodeEnvelope(rec.Value)
+	if err != nil {
+		x.log.Error("undecodable turn record sent to dead-letter topic", "partition", rec.Partition, "offset", rec.Offset, "err", err)
+		x.deadLetter(ctx, rec, "undecodable", err.Error(), 0)
+		return Finished
+	}
+	ctx = logging.With(ctx, slog.String("turn_id", env.TurnID.String()), slog.String("session_id", env.SessionID))
+	for {
+		acquiredAt := time.Now()
+		claim, err := x.store.Claim(ctx, lease.ClaimRequest{Env: env, Partition: rec.Partition, Offset: rec.Offset})
+		if err != nil {
+			if ctx.Err() != nil {
+				return HandedOff
+			}
+			x.log.WarnContext(ctx, "claim failed; retrying", "err", err)
+			if !sleep(ctx, x.cfg.LeasedPoll) {
+				return HandedOff
+			}
+			continue
+		}
+		switch claim.Outcome {
+		case lease.Done:
+			x.republishTerminal(ctx, env)
+			return Finished
+		case lease.Leased:
+			// Another live worker runs this turn (a rebalance moved the partition, or our own earlier
+			// attempt was fenced). Wait for it: running it here would run it twice, and starting the
+			// session's next turn would break its order.
+			wait := min(time.Until(claim.LeaseExpiresAt)+10*time.Millisecond, x.cfg.LeasedPoll)
+			if !sleep(ctx, max(wait, 10*time.Millisecond)) {
+				return HandedOff
+			}
+			continue
+		case lease.Cancelled:
+			x.finishUnleased(ctx, env, wire.StatusCancelled, "cancelled before it started")
+			return Finished
+		case lease.Exhausted:
+			msg := fmt.Sprintf("attempt %d ended without finishing and no attempts remain", claim.Attempt)
+			x.finishUnleased(ctx, env, wire.StatusFailed, msg)
+			x.deadLetter(ctx, rec, "attempts_exhausted", msg, claim.Attempt)
+			return Finished
+		case lease.Acquired:
+			switch x.attempt(ctx, rec, env, claim, acquiredAt) {
+			case attemptFinished:
+				return Finished
+			case attemptHandedOff:
+				return HandedOff
+			case attemptRetry:
+				if !sleep(ctx, backoff(x.cfg.RetryBackoff, claim.Attempt)) {
+					return HandedOff
+				}
+			case attemptLost:
+			}
+		}
+	}
+}
+
+type attemptResult int
+
+const (
+	attemptFinished attemptResult = iota
+	attemptHandedOff
+	attemptRetry
+	attemptLost
+)
+
+func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelope, claim lease.Claim, acquiredAt time.Time) attemptResult {
+	start := time.Now()
+	turnID := env.TurnID.String()
+	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: turnID, attempt: claim.Attempt, token: claim.Token,
+		traceparent: header(rec, "traceparent")}
+	base := wire.EventBase{TurnID: turnID, Attempt: claim.Attempt}
+	ended := func(outcome string) {
+		if x.hooks.AttemptEnded != nil {
+			x.hooks.AttemptEnded(outcome, claim.Attempt, time.Since(start))
+		}
+	}
+
+	if remaining := time.Until(env.Deadline); remaining < x.cfg.MinUsefulTime {
+		msg := fmt.Sprintf("deadline %s leaves %v, below the minimum useful time %v", env.Deadline.Format(time.RFC3339Nano), remaining.Round(time.Millisecond), x.cfg.MinUsefulTime)
+		if x.finish(ctx, env, claim, sink, wire.StatusExpired, wire.NewEvent(wire.EventExpired, wire.ErrorData{EventBase: base, Error: msg}), msg) {
+			ended("expired")
+			return attemptFinished
+		}
+		return attemptLost
+	}
+
+	attemptCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	x.renewer.Track(env.TurnID, claim.Token, acquiredAt, cancel)
+	defer x.renewer.Untrack(env.TurnID)
+
+	if claim.Attempt > 1 {
+		if x.hooks.Takeover != nil {
+			x.hooks.Takeover()
+		}
+		if err := sink.publish(attemptCtx, wire.NewEvent(wire.EventRetrying, wire.RetryingData{EventBase: base, PreviousAttempt: claim.Attempt - 1})); err != nil {
+			return x.interrupted(ctx, attemptCtx, env, claim, sink, err, ended)
+		}
+	}
+	if err := sink.publish(attemptCtx, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: env.SessionID})); err != nil {
+		return x.interrupted(ctx, attemptCtx, env, claim, sink, err, ended)
+	}
+	x.log.InfoContext(ctx, "turn started", "attempt", claim.Attempt)
+
+	history, err := x.history(attemptCtx, env.SessionID)
+	if err != nil {
+		return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)
+	}
+	agentCtx, cancelDeadline := context.WithDeadline(attemptCtx, env.Deadline)
+	res, err := x.runAgent(agentCtx, agent.Turn{
+		TurnID: turnID, SessionID: env.SessionID, Tenant: env.Tenant, Attempt: claim.Attempt,
+		Text: env.Input.Text, Metadata: env.Metadata, Deadline: env.Deadline,
+	}, history, sink)
+	cancelDeadline()
+	if err != nil {
+		return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)
+	}
+
+	output := wire.Output{Text: res.Text}
+	if err := x.store.Complete(ctx, env.TurnID, claim.Token, output); err != nil {
+		if errors.Is(err, lease.ErrFenced) {
+			x.log.WarnContext(ctx, "completion fenced: another attempt took over", "attempt", claim.Attempt)
+			ended("lease_lost")
+			return attemptLost
+		}
+		return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)
+	}
+	// The row is terminal now; the completed event follows. Should this process die in between, the
+	// redelivered record finds DONE and republishes the terminal event (at most once per turn).
+	if err := sink.publish(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: base, Output: output})); err != nil {
+		x.log.ErrorContext(ctx, "publish turn.completed failed after completion", "err", err)
+	}
+	x.log.InfoContext(ctx, "turn succeeded", "attempt", claim.Attempt, "took", time.Since(start).Round(time.Millisecond))
+	ended("succeeded")
+	return attemptFinished
+}
+
+func (x *Executor) runAgent(ctx context.Context, turn agent.Turn, history []agent.Message, sink agent.Sink) (res agent.Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panicError{v}
+		}
+	}()
+	return x.agent.Run(ctx, turn, history, sink)
+}
+
+func (x *Executor) history(ctx context.Context, sessionID string) ([]agent.Message, error) {
+	rows, err := x.store.History(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agent.Message, len(rows))
+	for i, r := range rows {
+		out[i] = agent.Message{Seq: r.Seq, TurnID: r.TurnID.String(), Role: r.Role, Content: r.Content}
+	}
+	return out, nil
+}
+
+// interrupted handles an attempt whose context ended or whose publish was refused.
+func (x *Executor) interrupted(ctx, attemptCtx context.Context, env wire.Envelope, claim lease.Claim, sink *attemptSink, err error, ended func(string)) attemptResult {
+	cause := context.Cause(attemptCtx)
+	base := wire.EventBase{TurnID: env.TurnID.String(), Attempt: claim.Attempt}
+	switch {
+	case errors.Is(err, streams.ErrStaleToken), errors.Is(cause, ErrLeaseLost):
+		x.log.WarnContext(ctx, "attempt lost its lease", "attempt", claim.Attempt)
+		ended("lease_lost")
+		return attemptLost
+	case errors.Is(cause, ErrCancelRequested):
+		if x.finish(ctx, env, claim, sink, wire.StatusCancelled, wire.NewEvent(wire.EventCancelled, wire.ErrorData{EventBase: base, Error: "cancelled"}), "cancelled") {
+			ended("cancelled")
+			return attemptFinished
+		}
+		return attemptLost
+	case errors.Is(cause, ErrDraining) || ctx.Err() != nil:
+		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := x.store.Release(relCtx, env.TurnID, claim.Token, true); err != nil && !errors.Is(err, lease.ErrFenced) {
+			x.log.WarnContext(ctx, "release on drain failed; the lease will expire instead", "err", err)
+		}
+		x.log.InfoContext(ctx, "turn handed off on drain", "attempt", claim.Attempt)
+		ended("handed_off")
+		return attemptHandedOff
+	}
+	return attemptRetry
+}
+
+func (x *Executor) failedAttempt(ctx, attemptCtx context.Context, rec *kgo.Record, env wire.Envelope, claim lease.Claim, sink *attemptSink, err error, ended func(string)) attemptResult {
+	if attemptCtx.Err() != nil || errors.Is(err, streams.ErrStaleToken) {
+		if r := x.interrupted(ctx, attemptCtx, env, claim, sink, err, ended); r != attemptRetry {
+			return r
+		}
+	}
+	base := wire.EventBase{TurnID: env.TurnID.String(), Attempt: claim.Attempt}
+	msg := err.Error()
+	if errors.Is(err, context.DeadlineExceeded) && time.Now().After(env.Deadline) {
+		msg = "deadline exceeded"
+		if x.finish(ctx, env, claim, sink, wire.StatusFailed, wire.NewEvent(wire.EventFailed, wire.ErrorData{EventBase: base, Error: msg}), msg) {
+			ended("failed")
+			return attemptFinished
+		}
+		return attemptLost
+	}
+	if claim.Attempt >= x.cfg.MaxAttempts || errors.Is(err, agent.ErrPermanent) {
+		x.log.ErrorContext(ctx, "turn failed", "attempt", claim.Attempt, "err", err)
+		if x.finish(ctx, env, claim, sink, wire.StatusFailed, wire.NewEvent(wire.EventFailed, wire.ErrorData{EventBase: base, Error: msg}), msg) {
+			x.deadLetter(ctx, rec, "failed", msg, claim.Attempt)
+			ended("failed")
+			return attemptFinished
+		}
+		return attemptLost
+	}
+	x.log.WarnContext(ctx, "attempt failed; will retry", "attempt", claim.Attempt, "err", err)
+	_ = x.store.RecordError(ctx, env.TurnID, claim.Token, msg)
+	if err := x.store.Release(ctx, env.TurnID, claim.Token, false); err != nil && !errors.Is(err, lease.ErrFenced) {
+		x.log.WarnContext(ctx, "release after failed attempt failed; the lease will expire instead", "err", err)
+	}
+	ended("retried")
+	return attemptRetry
+}
+
+// finish ends the turn with a non-success status and publishes its terminal event. It reports false
+// when the attempt was fenced.
+func (x *Executor) finish(ctx context.Context, env wire.Envelope, claim lease.Claim, sink *attemptSink, status wire.Status, ev wire.Event, msg string) bool {
+	if err := x.store.Finish(ctx, env.TurnID, claim.Token, status, msg); err != nil {
+		if !errors.Is(err, lease.ErrFenced) {
+			x.log.ErrorContext(ctx, "finish turn failed", "status", status, "err", err)
+		}
+		return false
+	}
+	if err := sink.publish(ctx, ev); err != nil {
+		x.log.ErrorContext(ctx, "publish terminal event failed", "event", ev.Type, "err", err)
+	}
+	x.log.InfoContext(ctx, "turn ended", "status", status, "attempt", claim.Attempt)
+	return true
+}
+
+func (x *Executor) finishUnleased(ctx context.Context, env wire.Envelope, status wire.Status, msg string) {
+	token, attempt, err := x.store.FinishUnleased(ctx, env.TurnID, status, msg)
+	if err != nil {
+		if !errors.Is(err, lease.ErrFenced) {
+			x.log.ErrorContext(ctx, "finish unleased turn failed", "status", status, "err", err)
+		}
+		return
+	}
+	et := wire.EventFailed
+	if status == wire.StatusCancelled {
+		et = wire.EventCancelled
+	}
+	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token}
+	if err := sink.publish(ctx, wire.NewEvent(et, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})); err != nil {
+		x.log.ErrorContext(ctx, "publish terminal event failed", "event", et, "err", err)
+	}
+	x.log.InfoContext(ctx, "turn ended", "status", status)
+}
+
+// republishTerminal makes sure a finished turn's terminal event is in its stream: the process that
+// finished it may have died between the Postgres commit and the publish. The publish script keeps
+// at most one terminal event per turn, so this is a no-op in the usual case.
+func (x *Executor) republishTerminal(ctx context.Context, env wire.Envelope) {
+	f, err := x.store.Final(ctx, env.TurnID)
+	if err != nil {
+		x.log.WarnContext(ctx, "read finished turn failed", "err", err)
+		return
+	}
+	base := wire.EventBase{TurnID: env.TurnID.String(), Attempt: f.Attempt}
+	var ev wire.Event
+	switch f.Status {
+	case wire.StatusSucceeded:
+		ev = wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: base, Output: f.Output})
+	case wire.StatusCancelled:
+		ev = wire.NewEvent(wire.EventCancelled, wire.ErrorData{EventBase: base, Error: f.Error})
+	case wire.StatusExpired:
+		ev = wire.NewEvent(wire.EventExpired, wire.ErrorData{EventBase: base, Error: f.Error})
+	default:
+		ev = wire.NewEvent(wire.EventFailed, wire.ErrorData{EventBase: base, Error: f.Error})
+	}
+	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: f.Attempt, token: f.Token}
+	if err := sink.publish(ctx, ev); err != nil && !errors.Is(err, streams.ErrStaleToken) {
+		x.log.WarnContext(ctx, "republish terminal event failed", "err", err)
+	}
+}
+
+func (x *Executor) deadLetter(ctx context.Context, rec *kgo.Record, reason, msg string, attempts int) {
+	if x.dlq == nil {
+		return
+	}
+	headers := append([]kgo.RecordHeader{}, rec.Headers...)
+	headers = append(headers,
+		kgo.RecordHeader{Key: "turnstile-dlq-reason", Value: []byte(reason)},
+		kgo.RecordHeader{Key: "turnstile-error", Value: []byte(msg)},
+		kgo.RecordHeader{Key: "turnstile-attempts", Value: []byte(strconv.Itoa(attempts))},
+		kgo.RecordHeader{Key: "turnstile-source", Value: []byte(rec.Topic + "/" + strconv.Itoa(int(rec.Partition)) + "/" + strconv.FormatInt(rec.Offset, 10))},
+	)
+	out := &kgo.Record{Topic: x.cfg.DLQTopic, Key: rec.Key, Value: rec.Value, Headers: headers}
+	// The dead-letter write must not be lost to a drain: it uses its own bounded context.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := x.dlq.ProduceSync(pctx, out).FirstErr(); err != nil {
+		x.log.ErrorContext(ctx, "dead-letter produce failed", "reason", reason, "err", err)
+		return
+	}
+	if x.hooks.DeadLettered != nil {
+		x.hooks.DeadLettered(reason)
+	}
+}
+
+func header(rec *kgo.Record, key string) string {
+	for _, h := range rec.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// sleep pauses for d or until ctx ends; it reports whether the full pause elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func backoff(base time.Duration, attempt int) time.Duration {
+	d := base << min(attempt-1, 6)
+	return d/2 + rand.N(d) //nolint:gosec // jitter needs no cryptographic randomness
+}

@@ -1,0 +1,162 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/kafka"
+	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/demo"
+	"github.com/turnstile-run/turnstile/services/worker/internal/consume"
+	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
+	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
+)
+
+// Role builds the worker from shared deps.
+var Role = app.Role{Name: "worker", New: func(ctx context.Context, d *app.Deps) (app.Component, error) { return New(ctx, d) }}
+
+// Worker is the running worker role.
+type Worker struct {
+	deps     *app.Deps
+	consumer *consume.Consumer
+	renewer  *execute.Renewer
+	ready    atomic.Bool
+	metrics  *metrics
+}
+
+// New builds a worker: it connects to Postgres (migrating when configured) and prepares the Redis
+// publisher and the consumer.
+func New(ctx context.Context, d *app.Deps) (*Worker, error) {
+	cfg := d.Config
+	log := d.Log.With("role", "worker")
+	pool, err := d.Postgres(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rdb, err := d.Redis()
+	if err != nil {
+		return nil, err
+	}
+	ag, err := buildAgent(cfg.Agent, cfg.DemoDelay)
+	if err != nil {
+		return nil, err
+	}
+	m := newMetrics(d.Registry)
+	store := lease.NewStore(pool, cfg.InstanceID, cfg.LeaseTTL, cfg.MaxAttempts)
+	renewer := execute.NewRenewer(store, cfg.Heartbeat, log)
+	renewer.OnRenew = func(n int, err error) {
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		m.renewals.WithLabelValues(result).Inc()
+		m.renewedLeases.Add(float64(n))
+	}
+	pub := streams.NewPublisher(rdb, cfg.KeyPrefix, cfg.StreamMaxLen, cfg.StreamRetention)
+	w := &Worker{deps: d, renewer: renewer, metrics: m}
+	var exec *execute.Executor
+	cons, err := consume.New(consume.Config{
+		Brokers:      cfg.BrokerList(),
+		Topic:        cfg.Topic,
+		Group:        cfg.ConsumerGroup,
+		InstanceID:   cfg.InstanceID,
+		MaxInflight:  cfg.MaxInflight,
+		DrainTimeout: cfg.DrainTimeout,
+	}, func(ctx context.Context, rec *kgo.Record) execute.Result {
+		m.inflight.Inc()
+		defer m.inflight.Dec()
+		return exec.Handle(ctx, rec)
+	}, log)
+	if err != nil {
+		return nil, err
+	}
+	exec = execute.New(execute.Config{
+		MaxAttempts:   cfg.MaxAttempts,
+		MinUsefulTime: cfg.MinUsefulTime,
+		DLQTopic:      cfg.DLQTopic,
+	}, store, pub, ag, renewer, cons.Client(), log, execute.Hooks{
+		AttemptEnded: func(outcome string, _ int, took time.Duration) {
+			m.attempts.WithLabelValues(outcome).Inc()
+			m.duration.WithLabelValues(outcome).Observe(took.Seconds())
+		},
+		DeadLettered: func(reason string) { m.deadLettered.WithLabelValues(reason).Inc() },
+		Takeover:     func() { m.takeovers.Inc() },
+	})
+	w.consumer = cons
+	return w, nil
+}
+
+func buildAgent(name string, demoDelay time.Duration) (agent.Agent, error) {
+	switch name {
+	case "demo":
+		return demo.New(demoDelay), nil
+	default:
+		return nil, fmt.Errorf("TURNSTILE_AGENT: unknown agent %q", name)
+	}
+}
+
+// Start waits for Kafka, then starts renewing and consuming.
+func (w *Worker) Start(ctx context.Context) error {
+	cfg := w.deps.Config
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := kafka.WaitReachable(wctx, w.deps.Log, cfg.BrokerList(), int32(cfg.Partitions), cfg.Topic, cfg.DLQTopic); err != nil {
+		return err
+	}
+	if err := w.renewer.Start(ctx); err != nil {
+		return err
+	}
+	if err := w.consumer.Start(ctx); err != nil {
+		return err
+	}
+	w.ready.Store(true)
+	return nil
+}
+
+// Ready is false once draining has begun.
+func (w *Worker) Ready() bool { return w.ready.Load() }
+
+// Stop drains the consumer (see consume.Consumer.Stop), then stops renewing.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.ready.Store(false)
+	return errors.Join(w.consumer.Stop(ctx), w.renewer.Stop(ctx))
+}
+
+type metrics struct {
+	inflight      prometheus.Gauge
+	attempts      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	renewals      *prometheus.CounterVec
+	renewedLeases prometheus.Counter
+	takeovers     prometheus.Counter
+	deadLettered  *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "turnstile_worker_inflight_turns",
+			Help: "Turn records being handled by this worker (running, or waiting for another worker's lease)."}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_worker_attempts_total",
+			Help: "Turn attempts by outcome."}, []string{"outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "turnstile_worker_attempt_duration_seconds",
+			Help: "Duration of turn attempts by outcome.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}, []string{"outcome"}),
+		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_worker_lease_renewal_rounds_total",
+			Help: "Batched lease renewal statements by result."}, []string{"result"}),
+		renewedLeases: prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_worker_lease_renewals_total",
+			Help: "Leases sent for renewal, summed over renewal rounds."}),
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_worker_takeovers_total",
+			Help: "Attempts that took a turn over from an earlier attempt."}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_worker_dead_lettered_total",
+			Help: "Records written to the dead-letter topic, by reason."}, []string{"reason"}),
+	}
+	reg.MustRegister(m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered)
+	return m
+}
