@@ -93,6 +93,14 @@ type Config struct {
 	DemoDelay time.Duration `env:"TURNSTILE_DEMO_DELAY"`
 
 	ShutdownTimeout time.Duration `env:"TURNSTILE_SHUTDOWN_TIMEOUT"`
+
+	// Settings of one area each, in their own files, so they grow independently.
+	Auth    AuthSettings
+	Intake  IntakeSettings
+	Worker  WorkerSettings
+	Gateway GatewaySettings
+	Agents  AgentSettings
+	Ops     OpsSettings
 }
 
 // Load reads the environment and fills defaults. It does not validate; call Validate.
@@ -168,6 +176,12 @@ func (c *Config) ApplyDefaults() {
 	str(&c.Agent, AgentDefault)
 	dur(&c.DemoDelay, DemoDelayDefault)
 	dur(&c.ShutdownTimeout, ShutdownTimeoutDefault)
+	c.Auth.applyDefaults()
+	c.Intake.applyDefaults()
+	c.Worker.applyDefaults()
+	c.Gateway.applyDefaults()
+	c.Agents.applyDefaults()
+	c.Ops.applyDefaults()
 }
 
 // RoleList splits Roles into its names.
@@ -242,5 +256,11 @@ func (c Config) Validate() error {
 			errs = append(errs, errors.New(ch.msg))
 		}
 	}
+	errs = append(errs, c.Auth.validate()...)
+	errs = append(errs, c.Intake.validate()...)
+	errs = append(errs, c.Worker.validate()...)
+	errs = append(errs, c.Gateway.validate()...)
+	errs = append(errs, c.Agents.validate()...)
+	errs = append(errs, c.Ops.validate()...)
 	return errors.Join(errs...)
 }

@@ -1,0 +1,86 @@
+package config
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Auth defaults.
+const (
+	AuthDefault           = "off"
+	StreamTokenTTLDefault = time.Hour
+)
+
+// AuthSettings configure API keys and stream tokens.
+type AuthSettings struct {
+	// Mode is "off" (no API keys, stream tokens not required: development only, logged loudly) or
+	// "on". TURNSTILE_AUTH, default off.
+	Mode string `env:"TURNSTILE_AUTH"`
+	// StreamTokenKeys is a comma list of "<key id>:<base64 secret>"; the first signs new stream
+	// tokens and all verify, so keys rotate by prepending a new one. TURNSTILE_STREAM_TOKEN_KEYS;
+	// with auth off and no keys, a random key is made per process.
+	StreamTokenKeys string `env:"TURNSTILE_STREAM_TOKEN_KEYS"`
+	// StreamTokenTTL is how long a stream token is valid. TURNSTILE_STREAM_TOKEN_TTL, default 1h.
+	StreamTokenTTL time.Duration `env:"TURNSTILE_STREAM_TOKEN_TTL"`
+}
+
+// Enabled reports whether API keys and stream tokens are enforced.
+func (s AuthSettings) Enabled() bool { return s.Mode == "on" }
+
+// SigningKey is one stream-token key.
+type SigningKey struct {
+	ID     string
+	Secret []byte
+}
+
+// Keys parses StreamTokenKeys.
+func (s AuthSettings) Keys() ([]SigningKey, error) {
+	var out []SigningKey
+	for _, part := range splitList(s.StreamTokenKeys) {
+		id, secret, ok := strings.Cut(part, ":")
+		if !ok || id == "" {
+			return nil, fmt.Errorf("TURNSTILE_STREAM_TOKEN_KEYS: entry %q is not <key id>:<base64 secret>", part)
+		}
+		b, err := base64.StdEncoding.DecodeString(secret)
+		if err != nil {
+			if b, err = base64.RawURLEncoding.DecodeString(secret); err != nil {
+				return nil, fmt.Errorf("TURNSTILE_STREAM_TOKEN_KEYS: key %q is not base64", id)
+			}
+		}
+		if len(b) < 16 {
+			return nil, fmt.Errorf("TURNSTILE_STREAM_TOKEN_KEYS: key %q is shorter than 16 bytes", id)
+		}
+		out = append(out, SigningKey{ID: id, Secret: b})
+	}
+	return out, nil
+}
+
+func (s *AuthSettings) applyDefaults() {
+	if s.Mode == "" {
+		s.Mode = AuthDefault
+	}
+	if s.StreamTokenTTL == 0 {
+		s.StreamTokenTTL = StreamTokenTTLDefault
+	}
+}
+
+func (s AuthSettings) validate() []error {
+	var errs []error
+	if s.Mode != "on" && s.Mode != "off" {
+		errs = append(errs, errors.New("TURNSTILE_AUTH: must be on or off"))
+	}
+	keys, err := s.Keys()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if s.Mode == "on" && err == nil && len(keys) == 0 {
+		errs = append(errs, errors.New("TURNSTILE_STREAM_TOKEN_KEYS: required when TURNSTILE_AUTH=on"))
+	}
+	if s.StreamTokenTTL < time.Second {
+		errs = append(errs, errors.New("TURNSTILE_STREAM_TOKEN_TTL: must be at least 1s"))
+	}
+	return errs
+}

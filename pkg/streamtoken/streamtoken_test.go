@@ -1,0 +1,55 @@
+package streamtoken
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/config"
+)
+
+func TestSigner(t *testing.T) {
+	t.Parallel()
+	old := config.SigningKey{ID: "k1", Secret: []byte("0123456789abcdef0123")}
+	cur := config.SigningKey{ID: "k2", Secret: []byte("fedcba9876543210fedc")}
+
+	t.Run("RoundTrip", func(t *testing.T) {
+		t.Parallel()
+		s := New([]config.SigningKey{cur}, time.Minute)
+		c, err := s.Verify(s.Sign("acme", "s1"), "s1")
+		require.NoError(t, err)
+		require.Equal(t, Claims{KeyID: "k2", Tenant: "acme", SessionID: "s1", Expires: c.Expires}, c)
+	})
+	t.Run("Rotation", func(t *testing.T) {
+		t.Parallel()
+		issuedWithOld := New([]config.SigningKey{old}, time.Minute).Sign("acme", "s1")
+		_, err := New([]config.SigningKey{cur, old}, time.Minute).Verify(issuedWithOld, "s1")
+		require.NoError(t, err, "a token signed by an older configured key verifies")
+		_, err = New([]config.SigningKey{cur}, time.Minute).Verify(issuedWithOld, "s1")
+		require.ErrorIs(t, err, ErrInvalid, "a token signed by a removed key does not")
+	})
+	t.Run("Expired", func(t *testing.T) {
+		t.Parallel()
+		s := New([]config.SigningKey{cur}, time.Minute)
+		tok := s.Sign("acme", "s1")
+		s.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
+		_, err := s.Verify(tok, "s1")
+		require.ErrorIs(t, err, ErrExpired)
+	})
+	t.Run("OtherSession", func(t *testing.T) {
+		t.Parallel()
+		s := New([]config.SigningKey{cur}, time.Minute)
+		_, err := s.Verify(s.Sign("acme", "s1"), "s2")
+		require.ErrorIs(t, err, ErrScope)
+	})
+	t.Run("Tampered", func(t *testing.T) {
+		t.Parallel()
+		s := New([]config.SigningKey{cur}, time.Minute)
+		tok := s.Sign("acme", "s1")
+		for _, bad := range []string{"", "x", tok + "x", "e30." + tok[len(tok)-10:], tok[:5] + "A" + tok[6:]} {
+			_, err := s.Verify(bad, "s1")
+			require.Error(t, err, bad)
+		}
+	})
+}
