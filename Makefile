@@ -29,10 +29,13 @@ test: ## run every module's tests against real Postgres, Redis and the embedded 
 		echo "== $$m"; (cd $$m && $(GO) test $(TEST_FLAGS) ./...); \
 	done
 
+GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+
 .PHONY: lint
-lint: ## vet every module and check formatting
+lint: ## gofmt, go vet and golangci-lint (.golangci.yml) over every module
 	@set -e; test -z "$$(gofmt -l $(MODULES))" || { gofmt -l $(MODULES); echo "gofmt: files above need formatting"; exit 1; }
 	@set -e; for m in $(MODULES); do echo "== vet $$m"; (cd $$m && $(GO) vet ./...); done
+	@set -e; for m in $(MODULES); do echo "== golangci-lint $$m"; (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...); done
 
 .PHONY: tidy
 tidy: ## go mod tidy every module (each also builds on its own, outside the workspace)
