@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -107,7 +108,7 @@ type Config struct {
 func Load() (Config, error) {
 	var c Config
 	if err := env.Parse(&c); err != nil {
-		return Config{}, fmt.Errorf("read TURNSTILE_* environment: %w", err)
+		return Config{}, fmt.Errorf("read TURNSTILE_* environment: %s", nameVariables(err.Error()))
 	}
 	c.ApplyDefaults()
 	return c, nil
@@ -156,7 +157,8 @@ func (c *Config) ApplyDefaults() {
 		c.MaxInflight = MaxInflightDefault
 	}
 	dur(&c.LeaseTTL, LeaseTTLDefault)
-	dur(&c.Heartbeat, HeartbeatDefault)
+	// A short lease gets a proportionally short heartbeat: five renewals per lease, at most 3s apart.
+	dur(&c.Heartbeat, min(HeartbeatDefault, c.LeaseTTL/5))
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = MaxAttemptsDefault
 	}
@@ -182,6 +184,26 @@ func (c *Config) ApplyDefaults() {
 	c.Gateway.applyDefaults()
 	c.Agents.applyDefaults()
 	c.Ops.applyDefaults()
+}
+
+// nameVariables rewrites the parser's Go field names ("LeaseTTL") into the variables an operator
+// set ("TURNSTILE_LEASE_TTL").
+func nameVariables(msg string) string {
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == t.PkgPath() {
+				walk(f.Type)
+				continue
+			}
+			if tag := f.Tag.Get("env"); tag != "" {
+				msg = strings.ReplaceAll(msg, `field "`+f.Name+`"`, tag)
+			}
+		}
+	}
+	walk(reflect.TypeOf(Config{}))
+	return msg
 }
 
 // RoleList splits Roles into its names.

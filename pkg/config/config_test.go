@@ -1,0 +1,61 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestConfig(t *testing.T) {
+	t.Run("Defaults", func(t *testing.T) {
+		c := Default()
+		require.NoError(t, c.Validate())
+		require.Equal(t, []string{"broker", "intake", "worker", "gateway"}, c.RoleList())
+		require.Equal(t, LeaseTTLDefault, c.LeaseTTL)
+		require.Equal(t, []string{"127.0.0.1:9092"}, c.BrokerList())
+		require.False(t, c.Auth.Enabled())
+	})
+	t.Run("FromEnvironment", func(t *testing.T) {
+		t.Setenv("TURNSTILE_ROLES", "worker, gateway")
+		t.Setenv("TURNSTILE_LEASE_TTL", "4s")
+		t.Setenv("TURNSTILE_WORKER_MAX_INFLIGHT", "7")
+		c, err := Load()
+		require.NoError(t, err)
+		require.NoError(t, c.Validate())
+		require.Equal(t, []string{"worker", "gateway"}, c.RoleList())
+		require.True(t, c.HasRole("gateway"))
+		require.False(t, c.HasRole("intake"))
+		require.Equal(t, 4*time.Second, c.LeaseTTL)
+		require.Equal(t, 7, c.MaxInflight)
+	})
+	t.Run("MalformedValue", func(t *testing.T) {
+		t.Setenv("TURNSTILE_LEASE_TTL", "soon")
+		_, err := Load()
+		require.ErrorContains(t, err, "TURNSTILE_LEASE_TTL")
+	})
+	t.Run("ValidateReportsEveryViolation", func(t *testing.T) {
+		c := Default()
+		c.Roles = "worker,scheduler"
+		c.Heartbeat = c.LeaseTTL
+		c.MaxAttempts = 0
+		c.Auth.Mode = "maybe"
+		err := c.Validate()
+		require.Error(t, err)
+		for _, want := range []string{`unknown role "scheduler"`, "TURNSTILE_HEARTBEAT_INTERVAL", "TURNSTILE_MAX_ATTEMPTS", "TURNSTILE_AUTH"} {
+			require.True(t, strings.Contains(err.Error(), want), "missing %q in %v", want, err)
+		}
+	})
+	t.Run("AuthNeedsKeys", func(t *testing.T) {
+		c := Default()
+		c.Auth.Mode = "on"
+		require.ErrorContains(t, c.Validate(), "TURNSTILE_STREAM_TOKEN_KEYS")
+		c.Auth.StreamTokenKeys = "k1:MDEyMzQ1Njc4OWFiY2RlZg=="
+		require.NoError(t, c.Validate())
+		keys, err := c.Auth.Keys()
+		require.NoError(t, err)
+		require.Equal(t, "k1", keys[0].ID)
+		require.Equal(t, []byte("0123456789abcdef"), keys[0].Secret)
+	})
+}

@@ -1,0 +1,64 @@
+package wire
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEnvelopeRoundTrip(t *testing.T) {
+	t.Parallel()
+	in := Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: "s1", Tenant: "acme", Input: Input{Text: "hi"},
+		Metadata: map[string]any{"k": "v"}, Deadline: time.UnixMilli(1_800_000_000_000).UTC(), AcceptedAt: time.UnixMilli(1_700_000_000_000).UTC()}
+	b, err := in.Encode()
+	require.NoError(t, err)
+	out, err := DecodeEnvelope(b)
+	require.NoError(t, err)
+	require.Equal(t, EnvelopeVersion, out.Version)
+	in.Version = EnvelopeVersion
+	require.Equal(t, in, out)
+}
+
+func TestDecodeEnvelopeRejects(t *testing.T) {
+	t.Parallel()
+	id := uuid.Must(uuid.NewV7()).String()
+	cases := map[string]string{
+		"NotJSON":         `{"v":1,`,
+		"FutureVersion":   `{"v":99,"turn_id":"` + id + `","session_id":"s","deadline":"2030-01-01T00:00:00Z"}`,
+		"MissingTurnID":   `{"v":1,"session_id":"s","deadline":"2030-01-01T00:00:00Z"}`,
+		"MissingSession":  `{"v":1,"turn_id":"` + id + `","deadline":"2030-01-01T00:00:00Z"}`,
+		"MissingDeadline": `{"v":1,"turn_id":"` + id + `","session_id":"s"}`,
+	}
+	for name, raw := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := DecodeEnvelope([]byte(raw))
+			require.Error(t, err)
+		})
+	}
+}
+
+func TestSessionIDValid(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"s1", "a.b_c:d-e", strings.Repeat("x", 128)} {
+		require.True(t, SessionIDValid(ok), ok)
+	}
+	for _, bad := range []string{"", strings.Repeat("x", 129), "a b", "a/b", "ü", "{s}"} {
+		require.False(t, SessionIDValid(bad), bad)
+	}
+}
+
+func TestTerminal(t *testing.T) {
+	t.Parallel()
+	for _, e := range []EventType{EventCompleted, EventFailed, EventCancelled, EventExpired} {
+		require.True(t, e.Terminal(), e)
+	}
+	for _, e := range []EventType{EventStarted, EventDelta, EventRetrying, EventToolCall, EventStreamReset} {
+		require.False(t, e.Terminal(), e)
+	}
+	require.True(t, StatusSucceeded.Terminal())
+	require.False(t, StatusRunning.Terminal())
+}
