@@ -44,11 +44,11 @@ import (
 
 type options struct {
 	scenario, url, gatewayURL, metricsURL, dbURL, dbSchema, out string
-	rate                                                       float64
-	duration, calibrate, normal, burst, drainMax               time.Duration
-	calibrateRate                                              float64
-	tokens, durationMs, window, perSession, jobs, sessions     int
-	keep, quiet                                                bool
+	rate                                                        float64
+	duration, calibrate, normal, burst, drainMax                time.Duration
+	calibrateRate                                               float64
+	tokens, durationMs, window, perSession, jobs, sessions      int
+	keep, quiet                                                 bool
 }
 
 func main() {

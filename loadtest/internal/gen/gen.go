@@ -95,8 +95,8 @@ type session struct {
 	id     string
 	n      int
 	turns  []*turn // in posting order
-	posted int    // posts started
-	closed bool   // no more posts will come
+	posted int     // posts started
+	closed bool    // no more posts will come
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -555,7 +555,7 @@ func (g *Generator) Outstanding() int {
 // Counts is a progress snapshot.
 type Counts struct {
 	Arrivals, Accepted, Refused, Completed, Outstanding int
-	BacklogAge                                         *float64
+	BacklogAge                                          *float64
 }
 
 // Snapshot returns running totals.
