@@ -199,15 +199,16 @@ func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar) (*gen.
 	c0 := g.Elapsed()
 	g.Arrive(ctx, "calibrate", o.calibrateRate, o.calibrate)
 	c1 := g.Elapsed()
-	// The workers are saturated once a backlog has built: skip the first third.
-	mu := g.CompletionRate(c0+(c1-c0)/3, c1)
-	if g.Outstanding() < int(mu) {
+	if g.Outstanding() < int(o.calibrateRate) {
 		fmt.Fprintf(os.Stderr, "warning: calibration left only %d outstanding turns; -calibrate-rate %.0f may not saturate the workers\n", g.Outstanding(), o.calibrateRate)
 	}
 	bar.phase("calibrate drain", o.drainMax)
 	if !g.WaitIdle(ctx, o.drainMax) {
 		return nil, false, fmt.Errorf("calibration backlog did not drain within %v", o.drainMax)
 	}
+	// Capacity: the completion rate while the calibration backlog was being worked off.
+	mu := g.BusyRate(c0, g.Elapsed()+time.Second)
+	_ = c1
 	if mu <= 0 {
 		return nil, false, fmt.Errorf("calibration measured no completions")
 	}

@@ -624,6 +624,29 @@ func (g *Generator) CompletionRate(from, to time.Duration) float64 {
 	return float64(n) / float64(b-a)
 }
 
+// BusyRate is the completion rate between the first and the last second with completions in
+// [from, to), leaving out those two edge seconds: the rate at which the workers drained a backlog.
+func (g *Generator) BusyRate(from, to time.Duration) float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	first, last, n := -1, -1, 0
+	for i := int(from / time.Second); i < int(to/time.Second) && i < len(g.timeline); i++ {
+		if g.timeline[i].Completions > 0 {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if last-first < 2 {
+		return 0
+	}
+	for i := first + 1; i < last; i++ {
+		n += g.timeline[i].Completions
+	}
+	return float64(n) / float64(last-first-1)
+}
+
 // Stop ends every stream and the scraper and waits for the generator's goroutines.
 func (g *Generator) Stop() {
 	g.cancel()
