@@ -18,6 +18,7 @@ build: ## build every binary into bin/
 	$(GO) build -o bin/turnstile ./cmd/turnstile
 	@for s in $(SERVICES); do echo "$(GO) build -o bin/turnstile-$$s ./services/$$s/cmd/turnstile-$$s"; \
 		$(GO) build -o bin/turnstile-$$s ./services/$$s/cmd/turnstile-$$s || exit 1; done
+	$(GO) build -o bin/turnstile-loadtest ./loadtest/cmd/turnstile-loadtest
 
 .PHONY: dev
 dev: build ## run every role on one port (8080) with the embedded Kafka broker against local Postgres and Redis
@@ -50,8 +51,9 @@ bench: ## run the benchmarks, each beside its baseline (see docs/BENCHMARKS.md)
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...); done
 
 .PHONY: loadtest
-loadtest: build ## run the load generator's burst scenario against a local stack (see loadtest/)
-	./bin/turnstile-loadtest -scenario burst
+loadtest: build ## run the burst scenario (in process) and the River comparison; reports in loadtest-out/ (see docs/BENCHMARKS.md)
+	./bin/turnstile-loadtest -scenario burst -out loadtest-out
+	./bin/turnstile-loadtest -scenario peer -out loadtest-out
 
 .PHONY: up
 up: ## run the full stack with Apache Kafka under docker compose

@@ -1,0 +1,325 @@
+// Command turnstile-loadtest drives load at a turnstile stack and checks what comes back.
+//
+// Scenarios:
+//
+//	steady  open-loop Poisson arrivals at -rate for -duration
+//	burst   calibrate the workers' capacity μ, run normal load at μ/2, then 2μ for -burst (60s),
+//	        then normal until the backlog drains; checks the peak backlog and the drain time
+//	        against Little's law (within 15%)
+//	soak    steady load for a long -duration (default 10m)
+//	peer    the same no-op work through turnstile and through River, as a ratio
+//
+// Without -url it starts every role in this process (embedded broker, fresh schema and key prefix,
+// removed afterwards); with -url it targets a running stack, and -database-url/-database-schema
+// enable the Postgres cross-check. Every run writes a JSON report and PNG plots to -out.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/turnstile-run/turnstile/loadtest/internal/gen"
+	"github.com/turnstile-run/turnstile/loadtest/internal/peer"
+	"github.com/turnstile-run/turnstile/loadtest/internal/report"
+	"github.com/turnstile-run/turnstile/loadtest/internal/stack"
+	"github.com/turnstile-run/turnstile/pkg/config"
+	"github.com/turnstile-run/turnstile/pkg/demo"
+	"github.com/turnstile-run/turnstile/pkg/postgres"
+)
+
+type options struct {
+	scenario, url, gatewayURL, metricsURL, dbURL, dbSchema, out string
+	rate                                                        float64
+	duration, calibrate, normal, burst, drainMax                time.Duration
+	calibrateRate                                               float64
+	tokens, durationMs, window, perSession, jobs, sessions      int
+	keep, quiet                                                 bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.scenario, "scenario", "steady", "steady, burst, soak or peer")
+	flag.StringVar(&o.url, "url", "", "intake base URL of a running stack; empty starts one in process")
+	flag.StringVar(&o.gatewayURL, "gateway-url", "", "gateway base URL (default: -url)")
+	flag.StringVar(&o.metricsURL, "metrics-url", "", "comma list of /metrics URLs to scrape for backlog age (default: -url/metrics)")
+	flag.StringVar(&o.dbURL, "database-url", "", "Postgres of a running stack, for the cross-check (default: none with -url)")
+	flag.StringVar(&o.dbSchema, "database-schema", "", "schema of a running stack's tables")
+	flag.StringVar(&o.out, "out", "loadtest-out", "directory for the JSON report and PNG plots")
+	flag.Float64Var(&o.rate, "rate", 50, "arrivals per second (steady, soak)")
+	flag.DurationVar(&o.duration, "duration", 0, "arrival time (steady default 30s, soak default 10m)")
+	flag.DurationVar(&o.calibrate, "calibrate", 15*time.Second, "burst: saturation phase that measures capacity")
+	flag.Float64Var(&o.calibrateRate, "calibrate-rate", 600, "burst: arrivals per second while calibrating (must exceed capacity)")
+	flag.DurationVar(&o.normal, "normal", 20*time.Second, "burst: normal load before the burst")
+	flag.DurationVar(&o.burst, "burst", 60*time.Second, "burst: length of the burst")
+	flag.DurationVar(&o.drainMax, "drain-max", 5*time.Minute, "longest wait for the backlog to drain")
+	flag.IntVar(&o.tokens, "tokens", 3, "demo agent: words per turn")
+	flag.IntVar(&o.durationMs, "turn-ms", 0, "demo agent: spread each turn's words over this many ms")
+	flag.IntVar(&o.window, "window", 64, "sessions receiving turns at once")
+	flag.IntVar(&o.perSession, "turns-per-session", 4, "turns per session")
+	flag.IntVar(&o.jobs, "jobs", 5000, "peer: no-op jobs per system")
+	flag.IntVar(&o.sessions, "sessions", 0, "peer: sessions to spread turnstile's turns over (default: one per job)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the in-process stack's schema and keys")
+	flag.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "turnstile-loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+func baseConfig() (config.Config, error) {
+	cfg, err := config.Load()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.LogLevel = "warn"
+	return cfg, cfg.Validate()
+}
+
+func run(ctx context.Context, o options) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if o.scenario == "peer" {
+		cfg, err := baseConfig()
+		if err != nil {
+			return err
+		}
+		c, err := peer.Run(ctx, peer.Options{Jobs: o.jobs, Sessions: o.sessions, Base: cfg, Log: log})
+		if err != nil {
+			return err
+		}
+		b, _ := json.MarshalIndent(c, "", "  ")
+		if err := os.MkdirAll(o.out, 0o755); err != nil {
+			return err
+		}
+		fmt.Println(string(b))
+		return os.WriteFile(filepath.Join(o.out, "peer.json"), b, 0o644)
+	}
+
+	var pool *pgxpool.Pool
+	gc := gen.Config{IntakeURL: o.url, GatewayURL: o.gatewayURL, Window: o.window, TurnsPerSession: o.perSession,
+		Knobs: demo.Knobs{Tokens: o.tokens, DurationMs: o.durationMs}}
+	if o.url == "" {
+		cfg, err := baseConfig()
+		if err != nil {
+			return err
+		}
+		id := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+		cfg.DatabaseSchema, cfg.KeyPrefix, cfg.InstanceID = "lt_"+id, "lt-"+id, "lt-"+id
+		st, err := stack.Start(ctx, cfg, "intake,worker,gateway", log)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = st.Stop(context.Background(), o.keep) }()
+		gc.IntakeURL, gc.GatewayURL, pool = st.URL, st.URL, st.Pool
+		fmt.Fprintf(os.Stderr, "in-process stack at %s (schema %s, %d partitions, max in-flight %d, demo delay %v)\n",
+			st.URL, cfg.DatabaseSchema, cfg.Partitions, cfg.MaxInflight, cfg.DemoDelay)
+	} else if o.dbURL != "" {
+		p, err := postgres.NewPool(ctx, o.dbURL, postgres.Options{Schema: o.dbSchema})
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		pool = p
+	}
+	if o.metricsURL != "" {
+		gc.MetricsURLs = strings.Split(o.metricsURL, ",")
+	} else {
+		gc.MetricsURLs = []string{gc.IntakeURL + "/metrics"}
+	}
+	g := gen.New(gc)
+	g.Start(ctx)
+	bar := newBar(o, g)
+	defer bar.stop()
+
+	var burst *gen.Burst
+	drained := true
+	switch o.scenario {
+	case "steady", "soak":
+		d := o.duration
+		if d == 0 {
+			d = map[string]time.Duration{"steady": 30 * time.Second, "soak": 10 * time.Minute}[o.scenario]
+		}
+		bar.phase("steady", d)
+		g.Arrive(ctx, o.scenario, o.rate, d)
+		g.CloseSessions()
+		bar.phase("drain", o.drainMax)
+		drained = g.WaitIdle(ctx, o.drainMax)
+	case "burst":
+		var err error
+		burst, drained, err = runBurst(ctx, o, g, bar)
+		if err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown scenario %q", o.scenario)
+	}
+	bar.stop()
+	rep, err := g.Finish(context.WithoutCancel(ctx), o.scenario, pool)
+	if err != nil {
+		rep.Notes = append(rep.Notes, "postgres cross-check failed: "+err.Error())
+	}
+	if !drained {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("not every accepted turn finished within -drain-max %v", o.drainMax))
+	}
+	if pool == nil {
+		rep.Notes = append(rep.Notes, "no -database-url: the Postgres cross-check was skipped")
+	}
+	rep.Burst = burst
+	files, err := report.Write(o.out, o.scenario, rep)
+	if err != nil {
+		return err
+	}
+	summarise(os.Stdout, rep, files)
+	if !rep.Correctness.OK() {
+		return fmt.Errorf("correctness check failed: see %s", files[0])
+	}
+	return nil
+}
+
+func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar) (*gen.Burst, bool, error) {
+	bar.phase("calibrate", o.calibrate)
+	c0 := g.Elapsed()
+	g.Arrive(ctx, "calibrate", o.calibrateRate, o.calibrate)
+	c1 := g.Elapsed()
+	if g.Outstanding() < int(o.calibrateRate) {
+		fmt.Fprintf(os.Stderr, "warning: calibration left only %d outstanding turns; -calibrate-rate %.0f may not saturate the workers\n", g.Outstanding(), o.calibrateRate)
+	}
+	bar.phase("calibrate drain", o.drainMax)
+	if !g.WaitIdle(ctx, o.drainMax) {
+		return nil, false, fmt.Errorf("calibration backlog did not drain within %v", o.drainMax)
+	}
+	// Capacity: the completion rate while the calibration backlog was being worked off.
+	mu := g.BusyRate(c0, g.Elapsed()+time.Second)
+	_ = c1
+	if mu <= 0 {
+		return nil, false, fmt.Errorf("calibration measured no completions")
+	}
+	b := &gen.Burst{CapacityPerSec: mu, NormalRate: mu / 2, BurstRate: 2 * mu, BurstSeconds: o.burst.Seconds()}
+	fmt.Fprintf(os.Stderr, "\nmeasured capacity %.1f turns/s: normal %.1f/s, burst %.1f/s for %v\n", mu, b.NormalRate, b.BurstRate, o.burst)
+	n0 := g.Elapsed()
+	bar.phase("normal", o.normal)
+	g.Arrive(ctx, "normal", b.NormalRate, o.normal)
+	b0 := g.Elapsed()
+	bar.phase("burst", o.burst)
+	g.Arrive(ctx, "burst", b.BurstRate, o.burst)
+	b1 := g.Elapsed()
+	// Back to normal until the backlog is gone (or drain-max), then a little more to see it stay.
+	predicted := time.Duration(float64(time.Second) * (b.BurstRate - mu) * o.burst.Seconds() / (mu - b.NormalRate))
+	after := min(max(predicted*3/2, 30*time.Second), o.drainMax)
+	bar.phase("drain at normal load", after)
+	g.Arrive(ctx, "after", b.NormalRate, after)
+	g.CloseSessions()
+	bar.phase("final drain", o.drainMax)
+	drained := g.WaitIdle(ctx, o.drainMax)
+	g.AnalyseBurst(b, n0, b0, b1)
+	return b, drained, nil
+}
+
+func summarise(w io.Writer, r gen.Report, files []string) {
+	fmt.Fprintf(w, "\n%s: sent %d, accepted %d, refused %v, completed %d in %.0fs\n", r.Scenario, r.Sent, r.Accepted, r.Refused, r.Completed, r.Seconds)
+	fmt.Fprintf(w, "intake latency    p50 %.1fms p90 %.1fms p99 %.1fms\n", r.IntakeLatency.P50, r.IntakeLatency.P90, r.IntakeLatency.P99)
+	fmt.Fprintf(w, "first event       p50 %.1fms p90 %.1fms p99 %.1fms\n", r.FirstEvent.P50, r.FirstEvent.P90, r.FirstEvent.P99)
+	fmt.Fprintf(w, "turn latency      p50 %.1fms p90 %.1fms p99 %.1fms\n", r.TurnLatency.P50, r.TurnLatency.P90, r.TurnLatency.P99)
+	fmt.Fprintf(w, "backlog age gauge present=%v max=%.2fs\n", r.BacklogAge.Present, r.BacklogAge.MaxSec)
+	c := r.Correctness
+	fmt.Fprintf(w, "correctness ok=%v lost=%d lost_events=%d repeated=%d reordered=%d wrong=%d pg=%+v\n",
+		c.OK(), c.LostTurns, c.LostEvents, c.Repeated, c.Reordered, c.WrongContent, c.Postgres)
+	if b := r.Burst; b != nil {
+		fmt.Fprintf(w, "burst: capacity %.1f/s (during backlog %.1f/s); peak backlog %.0f vs predicted %.0f (x%.2f); drain %.0fs vs predicted %.0fs (x%.2f); within 15%%: %v\n",
+			b.CapacityPerSec, b.BacklogCapacityPerSec, b.MeasuredPeak, b.PredictedPeak, b.PeakRatio, b.MeasuredDrainSec, b.PredictedDrainSec, b.DrainRatio, b.WithinFifteenPct)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+	fmt.Fprintln(w, "wrote", strings.Join(files, ", "))
+}
+
+type bar struct {
+	pb    *progressbar.ProgressBar
+	g     *gen.Generator
+	name  atomic.Value // string
+	done  chan struct{}
+	ended chan struct{}
+}
+
+func newBar(o options, g *gen.Generator) *bar {
+	b := &bar{g: g, done: make(chan struct{}), ended: make(chan struct{})}
+	b.name.Store("")
+	if o.quiet {
+		close(b.ended)
+		return b
+	}
+	b.pb = progressbar.NewOptions64(100, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetWidth(20),
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionShowElapsedTimeOnFinish())
+	go func() {
+		defer close(b.ended)
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-b.done:
+				return
+			case <-t.C:
+				c := g.Snapshot()
+				age := "absent"
+				if c.BacklogAge != nil {
+					age = fmt.Sprintf("%.1fs", *c.BacklogAge)
+				}
+				b.pb.Describe(fmt.Sprintf("%-20s sent %d acc %d ref %d done %d out %d age %s", b.name.Load(), c.Arrivals, c.Accepted, c.Refused, c.Completed, c.Outstanding, age))
+				_ = b.pb.Add(0)
+			}
+		}
+	}()
+	return b
+}
+
+// phase restarts the bar for a phase of at most d.
+func (b *bar) phase(name string, d time.Duration) {
+	b.name.Store(name)
+	if b.pb == nil {
+		return
+	}
+	b.pb.Reset()
+	b.pb.ChangeMax64(int64(d / time.Second))
+	start := time.Now()
+	go func() {
+		for b.name.Load() == name {
+			select {
+			case <-b.done:
+				return
+			case <-time.After(time.Second):
+				_ = b.pb.Set64(int64(time.Since(start) / time.Second))
+			}
+		}
+	}()
+}
+
+func (b *bar) stop() {
+	select {
+	case <-b.done:
+	default:
+		close(b.done)
+	}
+	<-b.ended
+	if b.pb != nil {
+		_ = b.pb.Finish()
+	}
+}

@@ -1,0 +1,16 @@
+// Package peer measures the same no-op work — enqueue, execute once, record completion — through
+// turnstile and through River (a Postgres job queue) on the same Postgres, machine and run, and
+// reports the ratio.
+//
+// Decisions:
+//   - Both queues are filled first and drained second, and the rate is taken between 10% and 90%
+//     completion, so neither side is charged for start-up (River's leader election, a Kafka group
+//     join) or for the enqueue path; the rate is the pipeline's drain capacity.
+//   - turnstile runs its real pipeline with the demo agent at its cheapest (one word, no delay):
+//     claim with a fenced lease in Postgres, turn.started, one turn.delta and turn.completed through
+//     the fenced publish script, the completion transaction with the session history, and the
+//     offset commit. Its turns are queued straight into Kafka as intake would write them.
+//   - River is tuned for throughput as its authors suggest for such a test: about 1,000 workers and
+//     a short fetch cooldown and poll interval. River keeps no per-session order and publishes no
+//     stream; the ratio is therefore a price list, not a like-for-like race.
+package peer

@@ -1,0 +1,250 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turnstile-run/turnstile/loadtest/internal/stack"
+	"github.com/turnstile-run/turnstile/pkg/config"
+	"github.com/turnstile-run/turnstile/pkg/kafka"
+	"github.com/turnstile-run/turnstile/pkg/wire"
+)
+
+// Result is one side's measurement.
+type Result struct {
+	System  string  `json:"system"`
+	Jobs    int     `json:"jobs"`
+	Seconds float64 `json:"seconds_10_to_90_pct"`
+	PerSec  float64 `json:"per_sec"`
+	Total   float64 `json:"seconds_total"`
+	Notes   string  `json:"notes"`
+}
+
+// Comparison is both sides and their ratio.
+type Comparison struct {
+	Turnstile Result  `json:"turnstile"`
+	River     Result  `json:"river"`
+	Ratio     float64 `json:"turnstile_over_river"`
+}
+
+// Options tune Run.
+type Options struct {
+	Jobs int
+	// Sessions spreads turnstile's turns over this many sessions. Defaults to Jobs (one turn each).
+	Sessions     int
+	RiverWorkers int
+	Base         config.Config
+	Log          *slog.Logger
+}
+
+// Run measures turnstile, then River.
+func Run(ctx context.Context, o Options) (Comparison, error) {
+	if o.Sessions == 0 {
+		o.Sessions = o.Jobs
+	}
+	if o.RiverWorkers == 0 {
+		o.RiverWorkers = 1000
+	}
+	var c Comparison
+	ts, err := Turnstile(ctx, o)
+	if err != nil {
+		return c, fmt.Errorf("turnstile side: %w", err)
+	}
+	c.Turnstile = ts
+	rv, err := River(ctx, o)
+	if err != nil {
+		return c, fmt.Errorf("river side: %w", err)
+	}
+	c.River = rv
+	if rv.PerSec > 0 {
+		c.Ratio = ts.PerSec / rv.PerSec
+	}
+	return c, nil
+}
+
+// drain polls count until it reaches n and returns the 10%-90% rate and the total time.
+func drain(ctx context.Context, n int, began time.Time, count func(context.Context) (int, error)) (float64, float64, error) {
+	var t10, t90 time.Time
+	lo, hi := n/10, n-n/10
+	for {
+		k, err := count(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		now := time.Now()
+		if t10.IsZero() && k >= lo {
+			t10 = now
+		}
+		if t90.IsZero() && k >= hi {
+			t90 = now
+		}
+		if k >= n {
+			return t90.Sub(t10).Seconds(), now.Sub(began).Seconds(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, fmt.Errorf("%d of %d done: %w", k, n, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Turnstile queues o.Jobs one-word demo turns in Kafka, then starts a worker and times the drain.
+func Turnstile(ctx context.Context, o Options) (Result, error) {
+	cfg := o.Base
+	id := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	cfg.DatabaseSchema, cfg.KeyPrefix, cfg.InstanceID = "lt_peer_"+id, "lt-peer-"+id, "lt-peer-"+id
+	cfg.DemoDelay = 0
+	st, err := stack.Start(ctx, cfg, "intake,gateway", o.Log)
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() { _ = st.Stop(context.WithoutCancel(ctx), false) }()
+
+	cl, err := kafka.NewClient(kafka.ProducerOpts(st.Config.BrokerList())...)
+	if err != nil {
+		return Result{}, err
+	}
+	now := time.Now()
+	recs := make([]*kgo.Record, 0, 1000)
+	flush := func() error {
+		if len(recs) == 0 {
+			return nil
+		}
+		err := cl.ProduceSync(ctx, recs...).FirstErr()
+		recs = recs[:0]
+		return err
+	}
+	for i := range o.Jobs {
+		sid := "peer-" + strconv.Itoa(i%o.Sessions)
+		env := wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: sid, Tenant: "default",
+			Input: wire.Input{Text: "noop"}, Metadata: map[string]any{"demo": map[string]any{"tokens": 1}},
+			Deadline: now.Add(time.Hour), AcceptedAt: now}
+		v, err := env.Encode()
+		if err != nil {
+			cl.Close()
+			return Result{}, err
+		}
+		recs = append(recs, &kgo.Record{Topic: st.Config.Topic, Key: []byte(sid), Value: v})
+		if len(recs) == cap(recs) {
+			if err := flush(); err != nil {
+				cl.Close()
+				return Result{}, fmt.Errorf("queue turns: %w", err)
+			}
+		}
+	}
+	err = flush()
+	cl.Close()
+	if err != nil {
+		return Result{}, fmt.Errorf("queue turns: %w", err)
+	}
+	began := time.Now()
+	if err := st.StartWorker(ctx, cfg.InstanceID+"-w"); err != nil {
+		return Result{}, err
+	}
+	secs, total, err := drain(ctx, o.Jobs, began, func(ctx context.Context) (int, error) {
+		var n int
+		err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE status = 'succeeded'`).Scan(&n)
+		return n, err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{System: "turnstile", Jobs: o.Jobs, Seconds: secs, PerSec: 0.8 * float64(o.Jobs) / secs, Total: total,
+		Notes: fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; per turn: claim, 3 fenced publishes (started, delta, completed), history read, completion transaction",
+			cfg.MaxInflight, cfg.Partitions, o.Sessions)}, nil
+}
+
+type noopArgs struct{}
+
+func (noopArgs) Kind() string { return "lt_noop" }
+
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+}
+
+func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
+
+// River queues o.Jobs no-op jobs in its own schema, then starts a client and times the drain.
+func River(ctx context.Context, o Options) (Result, error) {
+	schema := "lt_river_" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	pcfg, err := pgxpool.ParseConfig(o.Base.DatabaseURL)
+	if err != nil {
+		return Result{}, err
+	}
+	pcfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return Result{}, err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return Result{}, err
+	}
+	defer func() {
+		_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	}()
+	drv := riverpgxv5.New(pool)
+	mig, err := rivermigrate.New(drv, &rivermigrate.Config{Schema: schema, Logger: o.Log})
+	if err != nil {
+		return Result{}, err
+	}
+	if _, err := mig.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return Result{}, fmt.Errorf("migrate river schema: %w", err)
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &noopWorker{})
+	client, err := river.NewClient(drv, &river.Config{
+		Schema:            schema,
+		Logger:            o.Log,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.RiverWorkers}},
+		Workers:           workers,
+		FetchCooldown:     2 * time.Millisecond,
+		FetchPollInterval: 20 * time.Millisecond,
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	params := make([]river.InsertManyParams, 0, 1000)
+	for i := range o.Jobs {
+		params = append(params, river.InsertManyParams{Args: noopArgs{}})
+		if len(params) == cap(params) || i == o.Jobs-1 {
+			if _, err := client.InsertManyFast(ctx, params); err != nil {
+				return Result{}, fmt.Errorf("insert river jobs: %w", err)
+			}
+			params = params[:0]
+		}
+	}
+	began := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return Result{}, err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = client.Stop(sctx)
+	}()
+	q := `SELECT count(*) FROM ` + pgx.Identifier{schema, "river_job"}.Sanitize() + ` WHERE state = 'completed'`
+	secs, total, err := drain(ctx, o.Jobs, began, func(ctx context.Context) (int, error) {
+		var n int
+		err := pool.QueryRow(ctx, q).Scan(&n)
+		return n, err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{System: "river", Jobs: o.Jobs, Seconds: secs, PerSec: 0.8 * float64(o.Jobs) / secs, Total: total,
+		Notes: fmt.Sprintf("river %s, riverpgxv5, MaxWorkers=%d, FetchCooldown=2ms, FetchPollInterval=20ms, own schema on the same Postgres; no per-session order, no event stream",
+			"v0.51.2", o.RiverWorkers)}, nil
+}

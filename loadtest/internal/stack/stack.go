@@ -1,0 +1,128 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/turnstile-run/turnstile/cmd/turnstile/roles"
+	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/config"
+	"github.com/turnstile-run/turnstile/pkg/kafka"
+)
+
+// Stack is an in-process turnstile.
+type Stack struct {
+	Config config.Config
+	// URL is the base URL of the HTTP server (intake and gateway routes, /metrics).
+	URL string
+	// Pool reaches the stack's schema.
+	Pool *pgxpool.Pool
+
+	log     *slog.Logger
+	broker  *kafka.Broker
+	main    *app.Stack
+	workers []*app.Stack
+}
+
+// Start runs the broker and the given roles (a comma list of intake, worker, gateway) with cfg.
+// cfg.DatabaseSchema and cfg.KeyPrefix should name a fresh schema and prefix: Stop deletes them.
+func Start(ctx context.Context, cfg config.Config, rolesList string, log *slog.Logger) (*Stack, error) {
+	s := &Stack{log: log}
+	if cfg.KafkaBrokers == "" || cfg.KafkaBrokers == config.KafkaBrokersDefault {
+		s.broker = kafka.NewBroker(log.With("role", "broker"), "127.0.0.1:0", 1, int32(cfg.Partitions), cfg.Topic, cfg.DLQTopic)
+		if err := s.broker.Start(ctx); err != nil {
+			return nil, fmt.Errorf("start embedded broker: %w", err)
+		}
+		cfg.KafkaBrokers = strings.Join(s.broker.Addrs(), ",")
+	}
+	cfg.Roles = rolesList
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.Migrate = "auto"
+	s.Config = cfg
+	deps := app.NewDeps(cfg, log)
+	pool, err := deps.Postgres(ctx)
+	if err != nil {
+		s.stopBroker()
+		deps.Close()
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	st, err := app.Start(ctx, deps, roles.All)
+	if err != nil {
+		s.stopBroker()
+		return nil, err
+	}
+	s.main, s.Pool, s.URL = st, pool, "http://"+st.Addr()
+	return s, nil
+}
+
+// StartWorker adds a worker-only process over the same broker, schema and prefix.
+func (s *Stack) StartWorker(ctx context.Context, instance string) error {
+	cfg := s.Config
+	cfg.Roles, cfg.HTTPAddr, cfg.InstanceID = "worker", "127.0.0.1:0", instance
+	st, err := app.Start(ctx, app.NewDeps(cfg, s.log), roles.All)
+	if err != nil {
+		return err
+	}
+	s.workers = append(s.workers, st)
+	return nil
+}
+
+func (s *Stack) stopBroker() {
+	if s.broker != nil {
+		_ = s.broker.Stop(context.Background())
+	}
+}
+
+// Stop stops every role, then removes the schema and the Redis keys. keep leaves them for
+// inspection.
+func (s *Stack) Stop(ctx context.Context, keep bool) error {
+	var errs []error
+	for _, w := range s.workers {
+		errs = append(errs, w.Stop(ctx))
+	}
+	errs = append(errs, s.main.Stop(ctx))
+	s.stopBroker()
+	if !keep {
+		errs = append(errs, Cleanup(ctx, s.Config))
+	}
+	return errors.Join(errs...)
+}
+
+// Cleanup drops the schema and deletes the key prefix of cfg.
+func Cleanup(ctx context.Context, cfg config.Config) error {
+	var errs []error
+	if cfg.DatabaseSchema != "" && cfg.DatabaseSchema != "public" {
+		conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+		if err == nil {
+			_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{cfg.DatabaseSchema}.Sanitize()+" CASCADE")
+			_ = conn.Close(ctx)
+		}
+		errs = append(errs, err)
+	}
+	rdb, err := app.NewRedis(cfg)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	defer rdb.Close()
+	del := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, cfg.KeyPrefix+":*", 1000).Iterator()
+		for it.Next(ctx) {
+			c.Unlink(ctx, it.Val())
+		}
+		return it.Err()
+	}
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		errs = append(errs, c.ForEachMaster(ctx, del))
+	case *redis.Client:
+		errs = append(errs, del(ctx, c))
+	}
+	return errors.Join(errs...)
+}
