@@ -107,7 +107,9 @@ func (s *Sink) add(ev Event) error {
 }
 
 // Delta implements agent.Sink.
-func (s *Sink) Delta(_ context.Context, text string) error { return s.add(Event{Kind: "delta", Text: text}) }
+func (s *Sink) Delta(_ context.Context, text string) error {
+	return s.add(Event{Kind: "delta", Text: text})
+}
 
 // ToolCall implements agent.Sink.
 func (s *Sink) ToolCall(_ context.Context, c agent.ToolCall) error {

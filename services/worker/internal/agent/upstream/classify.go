@@ -70,7 +70,9 @@ type StreamError struct {
 	Overload bool
 }
 
-func (e *StreamError) Error() string { return e.Upstream + " reported an error mid-stream: " + e.Message }
+func (e *StreamError) Error() string {
+	return e.Upstream + " reported an error mid-stream: " + e.Message
+}
 
 // NewStatusError reads an error answer: its status, Retry-After and the start of its body.
 func NewStatusError(name string, resp *http.Response, now time.Time) *StatusError {
