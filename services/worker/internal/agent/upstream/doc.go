@@ -7,8 +7,11 @@
 //     succeed within a latency target and is multiplied down when the upstream says it is overloaded
 //     (429, 503). One overload signal per window shrinks it once: the calls already in flight when the
 //     limit shrank do not shrink it again, so a burst of refusals does not collapse it to its minimum;
-//   - a retry budget (Budget): retries may spend at most a fixed share of first attempts (plus a small
-//     reserve), so a chain of agents that each retry cannot multiply load on an upstream that is failing;
+//   - a retry budget (Budget): retries may spend at most a fixed share of first attempts, plus a small
+//     reserve refilled at a steady rate, so a chain of agents that each retry cannot multiply load on
+//     an upstream that is failing. A transient failure with the budget spent fails the call; an
+//     overload refusal instead waits for the budget (until the deadline), so overload delays turns
+//     but does not fail them;
 //   - one error classifier (Classify) that says of every error whether it is an overload signal, worth a
 //     retry, or terminal. Terminal client errors (400, 401, 403, 404, 422) are agent.ErrPermanent so the
 //     worker fails the turn at once instead of spending attempts.

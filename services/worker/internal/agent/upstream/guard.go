@@ -18,7 +18,10 @@ type Config struct {
 	RetryRatio float64
 	// RetryReserve is the burst of retries allowed before first attempts earned any. Defaults to 10.
 	RetryReserve int
-	// MaxRetries bounds the retries of one call. Defaults to 3.
+	// RetryPerSecond is the steady refill of the retry reserve. Defaults to 1.
+	RetryPerSecond float64
+	// MaxRetries bounds the retries of one call. Defaults to 3; overload refusals do not count
+	// against it (they wait for the limit and the budget instead, until the deadline).
 	MaxRetries int
 	// Backoff is the base pause before a retry without Retry-After; it doubles per retry, with
 	// jitter. Defaults to 100ms.
@@ -45,7 +48,7 @@ func New(cfg Config) *Guard {
 	if cfg.Name == "" {
 		cfg.Name = "upstream"
 	}
-	return &Guard{cfg: cfg, limiter: NewLimiter(cfg.Limiter), budget: NewBudget(cfg.RetryRatio, cfg.RetryReserve)}
+	return &Guard{cfg: cfg, limiter: NewLimiter(cfg.Limiter), budget: NewBudget(cfg.RetryRatio, cfg.RetryReserve, cfg.RetryPerSecond)}
 }
 
 // Limiter returns the guard's limiter.
@@ -84,6 +87,7 @@ func (c *Call) Emitted() { c.emitted = true }
 // MaxRetries and the deadline of ctx allow. It returns fn's last error.
 func (g *Guard) Do(ctx context.Context, fn func(ctx context.Context, c *Call) error) error {
 	g.budget.First()
+	retries := 0
 	for retry := 0; ; retry++ {
 		permit, err := g.limiter.Acquire(ctx)
 		if err != nil {
@@ -105,7 +109,7 @@ func (g *Guard) Do(ctx context.Context, fn func(ctx context.Context, c *Call) er
 			return nil
 		}
 		g.outcome[class].Add(1)
-		if class == Terminal || c.emitted || retry >= g.cfg.MaxRetries {
+		if class == Terminal || c.emitted || (class == Retryable && retries >= g.cfg.MaxRetries) {
 			return err
 		}
 		pause := RetryAfter(err)
@@ -116,9 +120,16 @@ func (g *Guard) Do(ctx context.Context, fn func(ctx context.Context, c *Call) er
 		if dl, ok := ctx.Deadline(); ok && time.Now().Add(pause).After(dl) {
 			return fmt.Errorf("%w (no retry: a pause of %v ends after the deadline)", err, pause.Round(time.Millisecond))
 		}
-		if !g.budget.TryRetry() {
+		if class == Overload {
+			// The turn waits rather than fails: for a retry the budget allows, then (below) for the
+			// pause, then for a slot of the limit that has just shrunk.
+			if werr := g.budget.Wait(ctx); werr != nil {
+				return errors.Join(err, werr)
+			}
+		} else if !g.budget.TryRetry() {
 			return fmt.Errorf("%w (no retry: %s retry budget spent)", err, g.cfg.Name)
 		}
+		retries++
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():

@@ -1,5 +1,3 @@
-// Package sse reads Server-Sent Events streams from upstreams (OpenAI-compatible APIs, HTTP agents),
-// with a bound on the size of one event so a misbehaving upstream cannot exhaust memory.
 package sse
 
 import (
