@@ -22,6 +22,7 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
 	"github.com/turnstile-run/turnstile/services/worker/internal/consume"
 	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
+	"github.com/turnstile-run/turnstile/services/worker/internal/history"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
 )
 
@@ -87,6 +88,8 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		MaxAttempts:   cfg.MaxAttempts,
 		MinUsefulTime: cfg.MinUsefulTime,
 		DLQTopic:      cfg.DLQTopic,
+		History:       history.New(pool, cfg.Agents.HistoryCacheSessions).Get,
+		Prior:         history.NewPriorReader(streams.NewReader(rdb, cfg.KeyPrefix)).Prior,
 	}, store, pub, ag, renewer, cons.Client(), log, execute.Hooks{
 		AttemptEnded: func(outcome string, _ int, took time.Duration) {
 			m.attempts.WithLabelValues(outcome).Inc()
