@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
@@ -73,4 +76,53 @@ func TestSaturatedUpstreamBacklogWaitsInKafka(t *testing.T) {
 	require.True(t, sawBacklog, "while the upstream was saturated, part of the backlog stayed in Kafka")
 	require.Zero(t, count(`attempt <> 1`), "no turn failed an attempt because of the upstream's refusals")
 	t.Logf("refusals: %d", refused.Load())
+}
+
+// TestTakeoverReusesPriorToolResult: the demo agent's first attempt publishes a tool call and its
+// result, then fails. The second attempt receives them as Turn.Prior and republishes the earlier
+// result instead of running the tool again; both attempts' tool calls carry the same idempotency key.
+func TestTakeoverReusesPriorToolResult(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Partitions: 2})
+	stack := startStack(t, env, "intake,worker")
+	session := "prior-" + env.ID
+	body, _ := json.Marshal(map[string]any{"input": map[string]string{"text": "time?"},
+		"metadata": map[string]any{"demo": map[string]any{"tool": true, "tokens": 2, "fail_after_tool_attempts": 1}}})
+	resp, err := http.Post("http://"+stack.Addr()+"/v1/sessions/"+session+"/turns", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	var a accepted
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&a))
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+
+	testenv.WaitFor(t, 60*time.Second, "the turn succeeded", func() bool {
+		var status string
+		err := env.Pool.QueryRow(context.Background(), `SELECT status FROM turns WHERE turn_id = $1`, a.TurnID).Scan(&status)
+		return err == nil && status == "succeeded"
+	})
+	entries, err := streams.NewReader(env.Redis, env.Config.KeyPrefix).After(context.Background(), session, streams.EntryID{}, 1000)
+	require.NoError(t, err)
+	var keys []string
+	var results []map[string]any
+	for _, e := range entries {
+		var d struct {
+			Attempt        int             `json:"attempt"`
+			IdempotencyKey string          `json:"idempotency_key"`
+			Result         json.RawMessage `json:"result"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(e.Data), &d))
+		switch e.Type {
+		case "turn.tool_call":
+			keys = append(keys, fmt.Sprintf("%d %s", d.Attempt, d.IdempotencyKey))
+		case "turn.tool_result":
+			var r map[string]any
+			require.NoError(t, json.Unmarshal(d.Result, &r))
+			r["published_by"] = d.Attempt
+			results = append(results, r)
+		}
+	}
+	require.Equal(t, []string{"1 " + a.TurnID + ":1", "2 " + a.TurnID + ":1"}, keys)
+	require.Len(t, results, 2)
+	require.EqualValues(t, 1, results[0]["attempt"])
+	require.EqualValues(t, 2, results[1]["published_by"])
+	require.EqualValues(t, 1, results[1]["attempt"], "attempt 2 reused the tool result of attempt 1")
 }

@@ -42,10 +42,13 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, _ []agent.Message, sin
 		res := priorResult(turn.Prior, call.CallID)
 		if res == nil {
 			// The tool "runs" only when no earlier attempt of this turn already got its result.
-			res, _ = json.Marshal(map[string]string{"time": "2026-01-01T00:00:00Z"})
+			res, _ = json.Marshal(map[string]any{"time": "2026-01-01T00:00:00Z", "attempt": turn.Attempt})
 		}
 		if err := sink.ToolResult(ctx, agent.ToolResult{CallID: call.CallID, Result: res}); err != nil {
 			return agent.Result{}, err
+		}
+		if turn.Attempt <= k.FailAfterToolAttempts {
+			return agent.Result{}, fmt.Errorf("demo agent: failure after the tool call requested for attempt %d", turn.Attempt)
 		}
 	}
 	var out strings.Builder
