@@ -118,7 +118,10 @@ func (p *Permit) Release(outcome Class, failed bool, latency time.Duration) {
 		l.inflight--
 		switch {
 		case !failed:
-			if latency <= l.cfg.LatencyTarget {
+			// Grow only while the limit is in use (waiters, or at least half the slots busy): an
+			// upstream that never sees the limit's concurrency has not shown it can take more.
+			busy := len(l.waiters) > 0 || (l.inflight+1)*2 >= int(l.limit)
+			if busy && latency <= l.cfg.LatencyTarget {
 				l.limit = math.Min(l.cfg.Max, l.limit+1/l.limit)
 			}
 		case outcome == Overload:
