@@ -81,7 +81,8 @@ type Usage struct {
 // repeat them. Implementations must be safe for concurrent use.
 type Tool func(ctx context.Context, key string, arguments json.RawMessage) (json.RawMessage, error)
 
-// Agent answers turns. Implementations must be safe for concurrent use by many turns.
+// Agent answers turns. Implementations must be safe for concurrent use by many turns. history is
+// shared with the worker's cache and must not be modified.
 type Agent interface {
 	Run(ctx context.Context, turn Turn, history []Message, sink Sink) (Result, error)
 }
