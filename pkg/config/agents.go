@@ -1,10 +1,128 @@
 package config
 
+import (
+	"errors"
+	"time"
+)
+
+// Agent adapter and upstream protection defaults.
+const (
+	UpstreamInitialLimitDefault  = 16
+	UpstreamMaxLimitDefault      = 256
+	UpstreamLatencyTargetDefault = 5 * time.Second
+	UpstreamRetryRatioDefault    = 0.2
+	UpstreamRetryReserveDefault  = 10
+	AgentHeaderTimeoutDefault    = 60 * time.Second
+	HTTPAgentIdleTimeoutDefault  = 60 * time.Second
+	HTTPAgentMaxBytesDefault     = 16 << 20
+	HistoryCacheSessionsDefault  = 4096
+)
+
 // AgentSettings configure the agent adapters and upstream protection.
 // Each field documents its variable and default; applyDefaults fills zero fields and validate
-// reports every bound violated.
-type AgentSettings struct{}
+// reports every bound violated. Which adapter runs is TURNSTILE_AGENT (demo, openai, http, a2a); the
+// adapter checks its own required settings when the worker starts.
+type AgentSettings struct {
+	// OpenAIBaseURL is the root of an OpenAI-compatible API (…/v1). TURNSTILE_OPENAI_BASE_URL,
+	// required for TURNSTILE_AGENT=openai.
+	OpenAIBaseURL string `env:"TURNSTILE_OPENAI_BASE_URL"`
+	// OpenAIAPIKey is sent as a bearer token when set. TURNSTILE_OPENAI_API_KEY.
+	OpenAIAPIKey string `env:"TURNSTILE_OPENAI_API_KEY"`
+	// OpenAIModel is the model name. TURNSTILE_OPENAI_MODEL, required for TURNSTILE_AGENT=openai.
+	OpenAIModel string `env:"TURNSTILE_OPENAI_MODEL"`
+	// OpenAISystem, when set, is the system prompt of every conversation. TURNSTILE_OPENAI_SYSTEM.
+	OpenAISystem string `env:"TURNSTILE_OPENAI_SYSTEM"`
 
-func (s *AgentSettings) applyDefaults() {}
+	// HTTPAgentURL is where the HTTP agent posts turns. TURNSTILE_HTTP_AGENT_URL, required for
+	// TURNSTILE_AGENT=http.
+	HTTPAgentURL string `env:"TURNSTILE_HTTP_AGENT_URL"`
+	// HTTPAgentAuthorization, when set, is sent as the Authorization header.
+	// TURNSTILE_HTTP_AGENT_AUTHORIZATION.
+	HTTPAgentAuthorization string `env:"TURNSTILE_HTTP_AGENT_AUTHORIZATION"`
+	// HTTPAgentIdleTimeout bounds the silence between two events of an answer.
+	// TURNSTILE_HTTP_AGENT_IDLE_TIMEOUT, default 60s.
+	HTTPAgentIdleTimeout time.Duration `env:"TURNSTILE_HTTP_AGENT_IDLE_TIMEOUT"`
+	// HTTPAgentMaxBytes bounds one answer. TURNSTILE_HTTP_AGENT_MAX_BYTES, default 16 MiB.
+	HTTPAgentMaxBytes int64 `env:"TURNSTILE_HTTP_AGENT_MAX_BYTES"`
 
-func (s AgentSettings) validate() []error { return nil }
+	// A2AURL is the remote A2A agent's JSON-RPC endpoint. TURNSTILE_A2A_URL, required for
+	// TURNSTILE_AGENT=a2a.
+	A2AURL string `env:"TURNSTILE_A2A_URL"`
+
+	// HeaderTimeout bounds the wait for an upstream's answer headers (openai, http, a2a).
+	// TURNSTILE_AGENT_HEADER_TIMEOUT, default 60s.
+	HeaderTimeout time.Duration `env:"TURNSTILE_AGENT_HEADER_TIMEOUT"`
+
+	// UpstreamInitialLimit is the adaptive concurrency limit's start. TURNSTILE_UPSTREAM_INITIAL_LIMIT,
+	// default 16.
+	UpstreamInitialLimit int `env:"TURNSTILE_UPSTREAM_INITIAL_LIMIT"`
+	// UpstreamMaxLimit caps the adaptive limit. TURNSTILE_UPSTREAM_MAX_LIMIT, default 256.
+	UpstreamMaxLimit int `env:"TURNSTILE_UPSTREAM_MAX_LIMIT"`
+	// UpstreamLatencyTarget: calls answering slower than this do not grow the limit.
+	// TURNSTILE_UPSTREAM_LATENCY_TARGET, default 5s.
+	UpstreamLatencyTarget time.Duration `env:"TURNSTILE_UPSTREAM_LATENCY_TARGET"`
+	// UpstreamRetryRatio is the share of first attempts retries may add.
+	// TURNSTILE_UPSTREAM_RETRY_RATIO, default 0.2.
+	UpstreamRetryRatio float64 `env:"TURNSTILE_UPSTREAM_RETRY_RATIO"`
+	// UpstreamRetryReserve is the burst of retries allowed beyond the ratio.
+	// TURNSTILE_UPSTREAM_RETRY_RESERVE, default 10.
+	UpstreamRetryReserve int `env:"TURNSTILE_UPSTREAM_RETRY_RESERVE"`
+
+	// HistoryCacheSessions bounds the sessions whose history a worker keeps in memory.
+	// TURNSTILE_HISTORY_CACHE_SESSIONS, default 4096.
+	HistoryCacheSessions int `env:"TURNSTILE_HISTORY_CACHE_SESSIONS"`
+}
+
+func (s *AgentSettings) applyDefaults() {
+	if s.HTTPAgentIdleTimeout == 0 {
+		s.HTTPAgentIdleTimeout = HTTPAgentIdleTimeoutDefault
+	}
+	if s.HTTPAgentMaxBytes == 0 {
+		s.HTTPAgentMaxBytes = HTTPAgentMaxBytesDefault
+	}
+	if s.HeaderTimeout == 0 {
+		s.HeaderTimeout = AgentHeaderTimeoutDefault
+	}
+	if s.UpstreamInitialLimit == 0 {
+		s.UpstreamInitialLimit = UpstreamInitialLimitDefault
+	}
+	if s.UpstreamMaxLimit == 0 {
+		s.UpstreamMaxLimit = UpstreamMaxLimitDefault
+	}
+	if s.UpstreamLatencyTarget == 0 {
+		s.UpstreamLatencyTarget = UpstreamLatencyTargetDefault
+	}
+	if s.UpstreamRetryRatio == 0 {
+		s.UpstreamRetryRatio = UpstreamRetryRatioDefault
+	}
+	if s.UpstreamRetryReserve == 0 {
+		s.UpstreamRetryReserve = UpstreamRetryReserveDefault
+	}
+	if s.HistoryCacheSessions == 0 {
+		s.HistoryCacheSessions = HistoryCacheSessionsDefault
+	}
+}
+
+func (s AgentSettings) validate() []error {
+	checks := []struct {
+		bad bool
+		msg string
+	}{
+		{s.HTTPAgentIdleTimeout < 0, "TURNSTILE_HTTP_AGENT_IDLE_TIMEOUT: must not be negative"},
+		{s.HTTPAgentMaxBytes < 1024, "TURNSTILE_HTTP_AGENT_MAX_BYTES: must be at least 1024"},
+		{s.HeaderTimeout < 0, "TURNSTILE_AGENT_HEADER_TIMEOUT: must not be negative"},
+		{s.UpstreamInitialLimit < 1, "TURNSTILE_UPSTREAM_INITIAL_LIMIT: must be at least 1"},
+		{s.UpstreamMaxLimit < s.UpstreamInitialLimit, "TURNSTILE_UPSTREAM_MAX_LIMIT: must be at least TURNSTILE_UPSTREAM_INITIAL_LIMIT"},
+		{s.UpstreamLatencyTarget < 0, "TURNSTILE_UPSTREAM_LATENCY_TARGET: must not be negative"},
+		{s.UpstreamRetryRatio < 0 || s.UpstreamRetryRatio > 1, "TURNSTILE_UPSTREAM_RETRY_RATIO: must be between 0 and 1"},
+		{s.UpstreamRetryReserve < 0, "TURNSTILE_UPSTREAM_RETRY_RESERVE: must not be negative"},
+		{s.HistoryCacheSessions < 0, "TURNSTILE_HISTORY_CACHE_SESSIONS: must not be negative"},
+	}
+	var errs []error
+	for _, c := range checks {
+		if c.bad {
+			errs = append(errs, errors.New(c.msg))
+		}
+	}
+	return errs
+}

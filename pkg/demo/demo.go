@@ -14,6 +14,9 @@ type Knobs struct {
 	Tool          bool `json:"tool,omitempty"`
 	FailAttempts  int  `json:"fail_attempts,omitempty"`
 	PanicAttempts int  `json:"panic_attempts,omitempty"`
+	// FailAfterToolAttempts fails the first N attempts right after the tool call and its result were
+	// published, leaving a half-finished turn for the next attempt.
+	FailAfterToolAttempts int `json:"fail_after_tool_attempts,omitempty"`
 }
 
 // KnobsFrom reads the "demo" member of a turn's metadata; anything unreadable means no knobs.

@@ -9,5 +9,7 @@
 // tokens sets the reply's length in words (default: the words of the default reply); duration_ms
 // spreads the reply over that long instead of the configured per-word delay; tool makes the agent
 // call a "clock" tool before answering; fail_attempts fails the first N attempts with an error and
-// panic_attempts panics in the first N attempts.
+// panic_attempts panics in the first N attempts; fail_after_tool_attempts fails the first N attempts
+// right after the tool call, and a later attempt reuses the tool result an earlier one published
+// (the result names the attempt that ran the tool).
 package demo

@@ -11,12 +11,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/a2a"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/demo"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/httpagent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/openai"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
 	"github.com/turnstile-run/turnstile/services/worker/internal/consume"
 	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
+	"github.com/turnstile-run/turnstile/services/worker/internal/history"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
 )
 
@@ -45,7 +51,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	ag, err := buildAgent(cfg.Agent, cfg.DemoDelay)
+	ag, err := buildAgent(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +88,8 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		MaxAttempts:   cfg.MaxAttempts,
 		MinUsefulTime: cfg.MinUsefulTime,
 		DLQTopic:      cfg.DLQTopic,
+		History:       history.New(pool, cfg.Agents.HistoryCacheSessions).Get,
+		Prior:         history.NewPriorReader(streams.NewReader(rdb, cfg.KeyPrefix)).Prior,
 	}, store, pub, ag, renewer, cons.Client(), log, execute.Hooks{
 		AttemptEnded: func(outcome string, _ int, took time.Duration) {
 			m.attempts.WithLabelValues(outcome).Inc()
@@ -94,12 +102,41 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	return w, nil
 }
 
-func buildAgent(name string, demoDelay time.Duration) (agent.Agent, error) {
-	switch name {
+// buildAgent returns the agent TURNSTILE_AGENT names, with one upstream guard (adaptive limit,
+// retry budget) shared by every turn that calls the same upstream.
+func buildAgent(ctx context.Context, cfg config.Config) (agent.Agent, error) {
+	a := cfg.Agents
+	guard := func(name string) *upstream.Guard {
+		return upstream.New(upstream.Config{Name: name, RetryRatio: a.UpstreamRetryRatio, RetryReserve: a.UpstreamRetryReserve,
+			Limiter: upstream.LimiterConfig{Initial: float64(a.UpstreamInitialLimit), Max: float64(a.UpstreamMaxLimit),
+				LatencyTarget: a.UpstreamLatencyTarget}})
+	}
+	switch cfg.Agent {
 	case "demo":
-		return demo.New(demoDelay), nil
+		return demo.New(cfg.DemoDelay), nil
+	case "openai":
+		if a.OpenAIBaseURL == "" || a.OpenAIModel == "" {
+			return nil, errors.New("TURNSTILE_AGENT=openai needs TURNSTILE_OPENAI_BASE_URL and TURNSTILE_OPENAI_MODEL")
+		}
+		return openai.New(openai.Config{BaseURL: a.OpenAIBaseURL, APIKey: a.OpenAIAPIKey, Model: a.OpenAIModel,
+			System: a.OpenAISystem, HeaderTimeout: a.HeaderTimeout, Guard: guard(a.OpenAIBaseURL)})
+	case "http":
+		if a.HTTPAgentURL == "" {
+			return nil, errors.New("TURNSTILE_AGENT=http needs TURNSTILE_HTTP_AGENT_URL")
+		}
+		hc := httpagent.Config{URL: a.HTTPAgentURL, HeaderTimeout: a.HeaderTimeout, IdleTimeout: a.HTTPAgentIdleTimeout,
+			MaxResponseBytes: a.HTTPAgentMaxBytes, Guard: guard(a.HTTPAgentURL)}
+		if a.HTTPAgentAuthorization != "" {
+			hc.Headers = map[string]string{"Authorization": a.HTTPAgentAuthorization}
+		}
+		return httpagent.New(hc)
+	case "a2a":
+		if a.A2AURL == "" {
+			return nil, errors.New("TURNSTILE_AGENT=a2a needs TURNSTILE_A2A_URL")
+		}
+		return a2a.New(ctx, a2a.Config{URL: a.A2AURL, HeaderTimeout: a.HeaderTimeout, Guard: guard(a.A2AURL)})
 	default:
-		return nil, fmt.Errorf("TURNSTILE_AGENT: unknown agent %q", name)
+		return nil, fmt.Errorf("TURNSTILE_AGENT: unknown agent %q (demo, openai, http, a2a)", cfg.Agent)
 	}
 }
 

@@ -66,9 +66,23 @@ type Sink interface {
 // Result is an agent's final output.
 type Result struct {
 	Text string
+	// Usage is the model's token accounting, when the upstream reports it.
+	Usage *Usage
 }
 
-// Agent answers turns. Implementations must be safe for concurrent use by many turns.
+// Usage counts the tokens an upstream model spent on a turn.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// Tool runs one tool an agent's model asks for. key is the call's idempotency key (turn ID and step,
+// stable across attempts), which a tool with side effects should pass on so a takeover does not
+// repeat them. Implementations must be safe for concurrent use.
+type Tool func(ctx context.Context, key string, arguments json.RawMessage) (json.RawMessage, error)
+
+// Agent answers turns. Implementations must be safe for concurrent use by many turns. history is
+// shared with the worker's cache and must not be modified.
 type Agent interface {
 	Run(ctx context.Context, turn Turn, history []Message, sink Sink) (Result, error)
 }

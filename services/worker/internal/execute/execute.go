@@ -28,6 +28,12 @@ type Config struct {
 	RetryBackoff time.Duration
 	// LeasedPoll is how often a turn held by another live worker is re-checked. Defaults to 250ms.
 	LeasedPoll time.Duration
+	// History, when set, reads a session's history (the worker passes its cache); otherwise the
+	// lease store is queried on every attempt.
+	History func(ctx context.Context, sessionID string) ([]agent.Message, error)
+	// Prior, when set, reads what earlier attempts of a turn published; attempts after the first
+	// receive it as agent.Turn.Prior.
+	Prior func(ctx context.Context, sessionID, turnID string, acceptedAt time.Time, attempt int) ([]agent.PriorEvent, error)
 }
 
 // Producer is the part of a Kafka client the executor needs to dead-letter records.
@@ -193,10 +199,16 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	if err != nil {
 		return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)
 	}
+	var prior []agent.PriorEvent
+	if claim.Attempt > 1 && x.cfg.Prior != nil {
+		if prior, err = x.cfg.Prior(attemptCtx, env.SessionID, turnID, env.AcceptedAt, claim.Attempt); err != nil {
+			return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)
+		}
+	}
 	agentCtx, cancelDeadline := context.WithDeadline(attemptCtx, env.Deadline)
 	res, err := x.runAgent(agentCtx, agent.Turn{
 		TurnID: turnID, SessionID: env.SessionID, Tenant: env.Tenant, Attempt: claim.Attempt,
-		Text: env.Input.Text, Metadata: env.Metadata, Deadline: env.Deadline,
+		Text: env.Input.Text, Metadata: env.Metadata, Deadline: env.Deadline, Prior: prior,
 	}, history, sink)
 	cancelDeadline()
 	if err != nil {
@@ -232,6 +244,9 @@ func (x *Executor) runAgent(ctx context.Context, turn agent.Turn, history []agen
 }
 
 func (x *Executor) history(ctx context.Context, sessionID string) ([]agent.Message, error) {
+	if x.cfg.History != nil {
+		return x.cfg.History(ctx, sessionID)
+	}
 	rows, err := x.store.History(ctx, sessionID)
 	if err != nil {
 		return nil, err

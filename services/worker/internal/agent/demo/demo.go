@@ -39,9 +39,16 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, _ []agent.Message, sin
 		if err := sink.ToolCall(ctx, call); err != nil {
 			return agent.Result{}, err
 		}
-		res, _ := json.Marshal(map[string]string{"time": "2026-01-01T00:00:00Z"})
+		res := priorResult(turn.Prior, call.CallID)
+		if res == nil {
+			// The tool "runs" only when no earlier attempt of this turn already got its result.
+			res, _ = json.Marshal(map[string]any{"time": "2026-01-01T00:00:00Z", "attempt": turn.Attempt})
+		}
 		if err := sink.ToolResult(ctx, agent.ToolResult{CallID: call.CallID, Result: res}); err != nil {
 			return agent.Result{}, err
+		}
+		if turn.Attempt <= k.FailAfterToolAttempts {
+			return agent.Result{}, fmt.Errorf("demo agent: failure after the tool call requested for attempt %d", turn.Attempt)
 		}
 	}
 	var out strings.Builder
@@ -68,4 +75,21 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, _ []agent.Message, sin
 		out.WriteString(w)
 	}
 	return agent.Result{Text: out.String()}, nil
+}
+
+// priorResult returns the result an earlier attempt of the turn published for callID, if any.
+func priorResult(prior []agent.PriorEvent, callID string) json.RawMessage {
+	for _, ev := range prior {
+		if ev.Type != "turn.tool_result" {
+			continue
+		}
+		var d struct {
+			CallID string          `json:"call_id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil && d.CallID == callID && len(d.Result) > 0 {
+			return d.Result
+		}
+	}
+	return nil
 }

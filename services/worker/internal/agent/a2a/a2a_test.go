@@ -1,0 +1,153 @@
+package a2a_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/a2a"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/agenttest"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// executor is a remote A2A agent playing a scenario, served by the a2a-go server stack.
+type executor struct {
+	sc        agenttest.Scenario
+	rec       *agenttest.Recorder
+	cancelled chan sdk.TaskID
+	once      sync.Once
+}
+
+func (x *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	req := agenttest.Request{SessionID: rc.Message.ContextID, TurnID: rc.Message.ID}
+	for _, p := range rc.Message.Parts {
+		if tp, ok := p.(sdk.TextPart); ok {
+			req.Text += tp.Text
+		}
+	}
+	if h, ok := rc.Message.Metadata[a2a.HistoryKey].([]any); ok {
+		for _, m := range h {
+			req.History = append(req.History, fmt.Sprint(m.(map[string]any)["content"]))
+		}
+	}
+	x.rec.Add(req)
+	task := &sdk.Task{ID: rc.TaskID, ContextID: rc.ContextID}
+	write := func(ev sdk.Event) error {
+		if x.sc.TokenDelay > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(x.sc.TokenDelay):
+			}
+		}
+		return q.Write(ctx, ev)
+	}
+	if err := write(sdk.NewStatusUpdateEvent(task, sdk.TaskStateSubmitted, nil)); err != nil {
+		return err
+	}
+	if x.sc.Tool {
+		call := sdk.NewMessage(sdk.MessageRoleAgent, sdk.DataPart{Data: map[string]any{"tool_call": map[string]any{"call_id": "t1", "name": "clock", "arguments": map[string]any{"tz": "UTC"}}}})
+		res := sdk.NewMessage(sdk.MessageRoleAgent, sdk.DataPart{Data: map[string]any{"tool_result": map[string]any{"call_id": "t1", "result": map[string]any{"time": "noon"}}}})
+		if err := write(sdk.NewStatusUpdateEvent(task, sdk.TaskStateWorking, call)); err != nil {
+			return err
+		}
+		if err := write(sdk.NewStatusUpdateEvent(task, sdk.TaskStateWorking, res)); err != nil {
+			return err
+		}
+	}
+	var artifact sdk.ArtifactID
+	for i, w := range x.sc.Words() {
+		var ev *sdk.TaskArtifactUpdateEvent
+		if i == 0 {
+			ev = sdk.NewArtifactEvent(task, sdk.TextPart{Text: w})
+			artifact = ev.Artifact.ID
+		} else {
+			ev = sdk.NewArtifactUpdateEvent(task, artifact, sdk.TextPart{Text: w})
+		}
+		if err := write(ev); err != nil {
+			return err
+		}
+		if x.sc.FailMidStream && i == 0 {
+			failed := sdk.NewStatusUpdateEvent(task, sdk.TaskStateFailed, sdk.NewMessage(sdk.MessageRoleAgent, sdk.TextPart{Text: "model crashed"}))
+			failed.Final = true
+			return q.Write(ctx, failed)
+		}
+	}
+	done := sdk.NewStatusUpdateEvent(task, sdk.TaskStateCompleted, nil)
+	done.Final = true
+	return q.Write(ctx, done)
+}
+
+func (x *executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	x.once.Do(func() { x.cancelled <- rc.TaskID })
+	ev := sdk.NewStatusUpdateEvent(&sdk.Task{ID: rc.TaskID, ContextID: rc.ContextID}, sdk.TaskStateCanceled, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+func setup(t *testing.T, sc agenttest.Scenario) (*a2a.Agent, *agenttest.Recorder, *executor) {
+	rec := &agenttest.Recorder{}
+	x := &executor{sc: sc, rec: rec, cancelled: make(chan sdk.TaskID, 1)}
+	rpc := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x))
+	var posts atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sc.Overload && posts.Add(1) == 1 {
+			rec.Add(agenttest.Request{})
+			w.Header().Set("Retry-After", fmt.Sprint(sc.RetryAfter))
+			http.Error(w, "too many requests", http.StatusTooManyRequests)
+			return
+		}
+		rpc.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	ag, err := a2a.New(t.Context(), a2a.Config{URL: srv.URL, Guard: upstream.New(upstream.Config{Name: "test", Backoff: 10 * time.Millisecond})})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ag.Close() })
+	return ag, rec, x
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	agenttest.Run(t, agenttest.Capabilities{Upstream: true}, func(t *testing.T, sc agenttest.Scenario) (agent.Agent, *agenttest.Recorder) {
+		ag, rec, _ := setup(t, sc)
+		return ag, rec
+	})
+}
+
+func TestCancelIsForwarded(t *testing.T) {
+	t.Parallel()
+	ag, _, x := setup(t, agenttest.Scenario{Tokens: 100, TokenDelay: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	first := make(chan struct{})
+	var once sync.Once
+	sink := &agenttest.Sink{OnEvent: func(agenttest.Event) { once.Do(func() { close(first) }) }}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ag.Run(ctx, agenttest.NewTurn("long", time.Minute), nil, sink)
+		done <- err
+	}()
+	<-first
+	cancel(errors.New("cancel requested"))
+	select {
+	case id := <-x.cancelled:
+		require.NotEmpty(t, id)
+	case <-time.After(10 * time.Second):
+		t.Fatal("tasks/cancel did not reach the remote agent")
+	}
+	require.Error(t, <-done)
+}

@@ -1,0 +1,25 @@
+// Package a2a runs turns on a remote agent over the A2A protocol, with the official Go SDK (a2a-go)
+// and its JSON-RPC transport.
+//
+// Each attempt sends one `message/stream` request whose message has contextId = the session ID
+// (minted by turnstile, so every turn of a conversation routes to the same remote context) and
+// messageId = the turn ID (stable across attempts, so the remote side can deduplicate a retry). The
+// session history travels in the message metadata under "turnstile/history" for remote agents that
+// keep no state of their own. The events of the task map to turn events:
+//
+//   - artifact-update text parts, and text parts of a working status message, become turn.delta;
+//   - data parts {"tool_call": {"call_id", "name", "arguments"}} and
+//     {"tool_result": {"call_id", "result", "error"}} become turn.tool_call and turn.tool_result;
+//   - a final completed status ends the turn; its output is the streamed text (or, when nothing was
+//     streamed, the text of the final message and the task's artifacts);
+//   - failed is a retryable error, rejected / input-required / auth-required are permanent (no retry
+//     can supply what the remote asked for), canceled ends the attempt with an error;
+//   - a plain Message answer (no task) is one delta and the output.
+//
+// When the turn's context ends while a task is running (a cancel request, a lost lease, a drain),
+// `tasks/cancel` is forwarded to the remote agent with a short context of its own.
+//
+// The SDK reports non-200 answers as a bare string, so the agent's HTTP transport turns them into
+// upstream.StatusError (with Retry-After) before the SDK sees them: 429/503 then shrink the adaptive
+// limit like for every other upstream.
+package a2a

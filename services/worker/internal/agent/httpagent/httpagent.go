@@ -1,0 +1,290 @@
+package httpagent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/sse"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
+)
+
+// Config configures the agent.
+type Config struct {
+	URL string
+	// Headers are added to every request (for example an Authorization header).
+	Headers map[string]string
+	// HeaderTimeout bounds the wait for the answer's headers. Defaults to 30s.
+	HeaderTimeout time.Duration
+	// IdleTimeout bounds the silence between two events. Defaults to 60s.
+	IdleTimeout time.Duration
+	// MaxEventBytes bounds one event. Defaults to 1 MiB.
+	MaxEventBytes int
+	// MaxResponseBytes bounds a whole answer. Defaults to 16 MiB.
+	MaxResponseBytes int64
+	Client           *http.Client
+	// Guard protects the upstream. Defaults to upstream.New with the default settings.
+	Guard *upstream.Guard
+}
+
+// Agent is the HTTP agent.
+type Agent struct{ cfg Config }
+
+// New returns an agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("http agent: URL is required")
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = 30 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 60 * time.Second
+	}
+	if cfg.MaxEventBytes <= 0 {
+		cfg.MaxEventBytes = 1 << 20
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = 16 << 20
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: cfg.HeaderTimeout}}
+	}
+	if cfg.Guard == nil {
+		cfg.Guard = upstream.New(upstream.Config{Name: cfg.URL})
+	}
+	return &Agent{cfg: cfg}, nil
+}
+
+// Guard returns the agent's upstream guard.
+func (a *Agent) Guard() *upstream.Guard { return a.cfg.Guard }
+
+// Request is the body the agent posts.
+type Request struct {
+	TurnID    string         `json:"turn_id"`
+	SessionID string         `json:"session_id"`
+	Tenant    string         `json:"tenant,omitempty"`
+	Attempt   int            `json:"attempt"`
+	Text      string         `json:"text"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+	Deadline  time.Time      `json:"deadline"`
+	History   []Message      `json:"history"`
+	Prior     []PriorEvent   `json:"prior,omitempty"`
+}
+
+// Message is one history entry of a Request.
+type Message struct {
+	Seq     int64  `json:"seq"`
+	TurnID  string `json:"turn_id"`
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// PriorEvent is an event an earlier attempt of the turn published.
+type PriorEvent struct {
+	Type    string          `json:"type"`
+	Attempt int             `json:"attempt"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// Event is one object of the answer stream.
+type Event struct {
+	Type           string          `json:"type"`
+	Text           string          `json:"text,omitempty"`
+	CallID         string          `json:"call_id,omitempty"`
+	Name           string          `json:"name,omitempty"`
+	Arguments      json.RawMessage `json:"arguments,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	Message        string          `json:"message,omitempty"`
+	Retryable      bool            `json:"retryable,omitempty"`
+	Overloaded     bool            `json:"overloaded,omitempty"`
+	Output         *string         `json:"output,omitempty"`
+}
+
+// Run answers the turn.
+func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Message, sink agent.Sink) (agent.Result, error) {
+	body := Request{TurnID: turn.TurnID, SessionID: turn.SessionID, Tenant: turn.Tenant, Attempt: turn.Attempt, Text: turn.Text,
+		Metadata: turn.Metadata, Deadline: turn.Deadline, History: make([]Message, len(history))}
+	for i, m := range history {
+		body.History[i] = Message{Seq: m.Seq, TurnID: m.TurnID, Role: m.Role, Content: m.Content}
+	}
+	for _, p := range turn.Prior {
+		body.Prior = append(body.Prior, PriorEvent{Type: p.Type, Attempt: p.Attempt, Data: p.Data})
+	}
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return agent.Result{}, fmt.Errorf("encode http agent request: %w", errors.Join(err, agent.ErrPermanent))
+	}
+	var res agent.Result
+	err = a.cfg.Guard.Do(ctx, func(ctx context.Context, c *upstream.Call) error {
+		var err error
+		res, err = a.call(ctx, c, turn, payload, sink)
+		return err
+	})
+	if err != nil {
+		return agent.Result{}, err
+	}
+	return res, nil
+}
+
+func (a *Agent) call(ctx context.Context, c *upstream.Call, turn agent.Turn, payload []byte, sink agent.Sink) (agent.Result, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.URL, bytes.NewReader(payload))
+	if err != nil {
+		return agent.Result{}, fmt.Errorf("build http agent request: %w", errors.Join(err, agent.ErrPermanent))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/x-ndjson, text/event-stream")
+	req.Header.Set("Idempotency-Key", turn.TurnID)
+	if !turn.Deadline.IsZero() {
+		req.Header.Set("X-Turnstile-Deadline", turn.Deadline.UTC().Format(time.RFC3339Nano))
+	}
+	for k, v := range a.cfg.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := a.cfg.Client.Do(req)
+	if err != nil {
+		return agent.Result{}, fmt.Errorf("http agent request: %w", err)
+	}
+	defer resp.Body.Close()
+	c.Responded()
+	if resp.StatusCode != http.StatusOK {
+		return agent.Result{}, upstream.NewStatusError(a.cfg.URL, resp, time.Now())
+	}
+	errIdle := errors.New("http agent: idle timeout between events")
+	idle := time.AfterFunc(a.cfg.IdleTimeout, func() { cancel(errIdle) })
+	defer idle.Stop()
+	body := &limitedReader{r: resp.Body, left: a.cfg.MaxResponseBytes}
+	next := a.reader(resp.Header.Get("Content-Type"), body)
+
+	var out strings.Builder
+	for {
+		ev, err := next()
+		if err != nil {
+			switch {
+			case errors.Is(context.Cause(ctx), errIdle):
+				err = fmt.Errorf("%w: %w", errIdle, io.ErrUnexpectedEOF)
+			case body.exceeded:
+				err = fmt.Errorf("http agent answer exceeds %d bytes: %w", a.cfg.MaxResponseBytes, agent.ErrPermanent)
+			case errors.Is(err, sse.ErrTooLarge) || errors.Is(err, bufio.ErrTooLong):
+				err = fmt.Errorf("http agent event exceeds %d bytes: %w", a.cfg.MaxEventBytes, agent.ErrPermanent)
+			case errors.Is(err, io.EOF):
+				err = fmt.Errorf("http agent answer ended without a done event: %w", io.ErrUnexpectedEOF)
+			}
+			return agent.Result{}, err
+		}
+		idle.Reset(a.cfg.IdleTimeout)
+		switch ev.Type {
+		case "delta":
+			if ev.Text == "" {
+				continue
+			}
+			c.Emitted()
+			if err := sink.Delta(ctx, ev.Text); err != nil {
+				return agent.Result{}, err
+			}
+			out.WriteString(ev.Text)
+		case "tool_call":
+			c.Emitted()
+			if err := sink.ToolCall(ctx, agent.ToolCall{CallID: ev.CallID, Name: ev.Name, Arguments: ev.Arguments, IdempotencyKey: ev.IdempotencyKey}); err != nil {
+				return agent.Result{}, err
+			}
+		case "tool_result":
+			c.Emitted()
+			if err := sink.ToolResult(ctx, agent.ToolResult{CallID: ev.CallID, Result: ev.Result, Error: ev.Error}); err != nil {
+				return agent.Result{}, err
+			}
+		case "error":
+			msg := ev.Message
+			if msg == "" {
+				msg = ev.Error
+			}
+			if !ev.Retryable && !ev.Overloaded {
+				return agent.Result{}, fmt.Errorf("http agent reported: %s: %w", msg, agent.ErrPermanent)
+			}
+			return agent.Result{}, &upstream.StreamError{Upstream: a.cfg.URL, Message: msg, Overload: ev.Overloaded}
+		case "done":
+			if ev.Output != nil {
+				return agent.Result{Text: *ev.Output}, nil
+			}
+			return agent.Result{Text: out.String()}, nil
+		}
+	}
+}
+
+// reader returns a function yielding the answer's events, NDJSON or SSE by content type.
+func (a *Agent) reader(contentType string, body io.Reader) func() (Event, error) {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	if mt == "text/event-stream" {
+		r := sse.NewReader(body, a.cfg.MaxEventBytes)
+		return func() (Event, error) {
+			for {
+				raw, err := r.Next()
+				if err != nil {
+					return Event{}, err
+				}
+				if strings.TrimSpace(raw.Data) == "" {
+					continue
+				}
+				var ev Event
+				if err := json.Unmarshal([]byte(raw.Data), &ev); err != nil {
+					return Event{}, fmt.Errorf("decode http agent event: %w", errors.Join(err, agent.ErrPermanent))
+				}
+				if raw.Name != "" && raw.Name != "message" {
+					ev.Type = raw.Name
+				}
+				return ev, nil
+			}
+		}
+	}
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 4096), a.cfg.MaxEventBytes)
+	return func() (Event, error) {
+		for sc.Scan() {
+			line := bytes.TrimSpace(sc.Bytes())
+			if len(line) == 0 {
+				continue
+			}
+			var ev Event
+			if err := json.Unmarshal(line, &ev); err != nil {
+				return Event{}, fmt.Errorf("decode http agent event: %w", errors.Join(err, agent.ErrPermanent))
+			}
+			return ev, nil
+		}
+		if err := sc.Err(); err != nil {
+			return Event{}, err
+		}
+		return Event{}, io.EOF
+	}
+}
+
+type limitedReader struct {
+	r        io.Reader
+	left     int64
+	exceeded bool
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		l.exceeded = true
+		return 0, errors.New("answer size limit reached")
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}

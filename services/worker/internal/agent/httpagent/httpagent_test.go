@@ -1,0 +1,152 @@
+package httpagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/agenttest"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/httpagent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// server is a user's agent service answering in NDJSON or SSE and playing a scenario.
+func server(t *testing.T, sc agenttest.Scenario, rec *agenttest.Recorder, useSSE bool) *httptest.Server {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req httpagent.Request
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || r.Header.Get("Idempotency-Key") != req.TurnID {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		var hist []string
+		for _, m := range req.History {
+			hist = append(hist, m.Content)
+		}
+		rec.Add(agenttest.Request{SessionID: req.SessionID, TurnID: req.TurnID, Text: req.Text, History: hist})
+		if sc.Overload && requests.Add(1) == 1 {
+			w.Header().Set("Retry-After", fmt.Sprint(sc.RetryAfter))
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		fl := w.(http.Flusher)
+		if useSSE {
+			w.Header().Set("Content-Type", "text/event-stream")
+		} else {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+		}
+		send := func(ev map[string]any) bool {
+			if sc.TokenDelay > 0 {
+				select {
+				case <-r.Context().Done():
+					return false
+				case <-time.After(sc.TokenDelay):
+				}
+			}
+			b, _ := json.Marshal(ev)
+			var err error
+			if useSSE {
+				typ := ev["type"]
+				delete(ev, "type")
+				b, _ = json.Marshal(ev)
+				_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, b)
+			} else {
+				_, err = fmt.Fprintf(w, "%s\n", b)
+			}
+			fl.Flush()
+			return err == nil
+		}
+		if sc.Tool {
+			send(map[string]any{"type": "tool_call", "call_id": "c1", "name": "clock", "arguments": map[string]string{"tz": "UTC"}})
+			send(map[string]any{"type": "tool_result", "call_id": "c1", "result": map[string]string{"time": "noon"}})
+		}
+		for i, w := range sc.Words() {
+			if !send(map[string]any{"type": "delta", "text": w}) {
+				return
+			}
+			if sc.FailMidStream && i == 0 {
+				send(map[string]any{"type": "error", "message": "model crashed", "retryable": true})
+				return
+			}
+		}
+		send(map[string]any{"type": "done"})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func newAgent(t *testing.T, cfg httpagent.Config) *httpagent.Agent {
+	cfg.Guard = upstream.New(upstream.Config{Name: "test", Backoff: 10 * time.Millisecond})
+	ag, err := httpagent.New(cfg)
+	require.NoError(t, err)
+	return ag
+}
+
+func TestConformanceNDJSON(t *testing.T) {
+	t.Parallel()
+	agenttest.Run(t, agenttest.Capabilities{Upstream: true}, func(t *testing.T, sc agenttest.Scenario) (agent.Agent, *agenttest.Recorder) {
+		rec := &agenttest.Recorder{}
+		return newAgent(t, httpagent.Config{URL: server(t, sc, rec, false).URL}), rec
+	})
+}
+
+func TestConformanceSSE(t *testing.T) {
+	t.Parallel()
+	agenttest.Run(t, agenttest.Capabilities{Upstream: true}, func(t *testing.T, sc agenttest.Scenario) (agent.Agent, *agenttest.Recorder) {
+		rec := &agenttest.Recorder{}
+		return newAgent(t, httpagent.Config{URL: server(t, sc, rec, true).URL}), rec
+	})
+}
+
+func TestLimits(t *testing.T) {
+	t.Parallel()
+	t.Run("AnswerSize", func(t *testing.T) {
+		t.Parallel()
+		srv := server(t, agenttest.Scenario{Tokens: 2000}, &agenttest.Recorder{}, false)
+		_, err := newAgent(t, httpagent.Config{URL: srv.URL, MaxResponseBytes: 4096}).Run(context.Background(), agenttest.NewTurn("big", 10*time.Second), nil, &agenttest.Sink{})
+		require.ErrorIs(t, err, agent.ErrPermanent)
+		require.Contains(t, err.Error(), "exceeds 4096 bytes")
+	})
+	t.Run("EventSize", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			_, _ = fmt.Fprintf(w, `{"type":"delta","text":%q}`+"\n", strings.Repeat("x", 10000))
+		}))
+		defer srv.Close()
+		_, err := newAgent(t, httpagent.Config{URL: srv.URL, MaxEventBytes: 1024}).Run(context.Background(), agenttest.NewTurn("big", 10*time.Second), nil, &agenttest.Sink{})
+		require.ErrorIs(t, err, agent.ErrPermanent)
+	})
+	t.Run("IdleTimeout", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			_, _ = fmt.Fprintln(w, `{"type":"delta","text":"a"}`)
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		}))
+		defer srv.Close()
+		defer close(release)
+		sink := &agenttest.Sink{}
+		_, err := newAgent(t, httpagent.Config{URL: srv.URL, IdleTimeout: 200 * time.Millisecond}).Run(context.Background(), agenttest.NewTurn("idle", 20*time.Second), nil, sink)
+		require.ErrorContains(t, err, "idle timeout")
+		require.NotErrorIs(t, err, agent.ErrPermanent)
+		require.Equal(t, []string{"a"}, sink.Deltas(), "a call that emitted output is not retried")
+	})
+}

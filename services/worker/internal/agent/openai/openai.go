@@ -1,0 +1,339 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/sse"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
+)
+
+// Config configures the agent.
+type Config struct {
+	// BaseURL is the API root, e.g. https://api.example.com/v1; requests go to BaseURL/chat/completions.
+	BaseURL string
+	// APIKey is sent as a bearer token when set.
+	APIKey string
+	Model  string
+	// System, when set, is the first message of every conversation.
+	System string
+	// Tools are the tools the model may call, by name. Their descriptions are not sent; a model that
+	// should call them must be told so by System.
+	Tools map[string]agent.Tool
+	// HeaderTimeout bounds the wait for the answer's headers. Defaults to 60s.
+	HeaderTimeout time.Duration
+	// MaxEventBytes bounds one streamed event. Defaults to 1 MiB.
+	MaxEventBytes int
+	// MaxSteps bounds the model calls of one turn (each tool round is one). Defaults to 8.
+	MaxSteps int
+	// Client is the HTTP client. Defaults to a client without overall timeout (the turn's deadline
+	// bounds the call).
+	Client *http.Client
+	// Guard protects the upstream. Defaults to upstream.New with the default settings.
+	Guard *upstream.Guard
+}
+
+// Agent is the OpenAI-compatible agent.
+type Agent struct {
+	cfg Config
+}
+
+// New returns an agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.BaseURL == "" {
+		return nil, errors.New("openai agent: base URL is required")
+	}
+	if cfg.Model == "" {
+		return nil, errors.New("openai agent: model is required")
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = 60 * time.Second
+	}
+	if cfg.MaxEventBytes <= 0 {
+		cfg.MaxEventBytes = 1 << 20
+	}
+	if cfg.MaxSteps <= 0 {
+		cfg.MaxSteps = 8
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: cfg.HeaderTimeout}}
+	}
+	if cfg.Guard == nil {
+		cfg.Guard = upstream.New(upstream.Config{Name: cfg.BaseURL})
+	}
+	return &Agent{cfg: cfg}, nil
+}
+
+// Guard returns the agent's upstream guard.
+func (a *Agent) Guard() *upstream.Guard { return a.cfg.Guard }
+
+type message struct {
+	Role       string     `json:"role"`
+	Content    *string    `json:"content"`
+	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+type toolCall struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments,omitempty"`
+	} `json:"function"`
+}
+
+type request struct {
+	Model         string    `json:"model"`
+	Messages      []message `json:"messages"`
+	Stream        bool      `json:"stream"`
+	StreamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	User string `json:"user,omitempty"`
+}
+
+type chunk struct {
+	Choices []struct {
+		Delta struct {
+			Content   string     `json:"content"`
+			ToolCalls []toolCall `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Error *struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    any    `json:"code"`
+	} `json:"error"`
+}
+
+func text(s string) *string { return &s }
+
+// Run answers the turn.
+func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Message, sink agent.Sink) (agent.Result, error) {
+	var msgs []message
+	if a.cfg.System != "" {
+		msgs = append(msgs, message{Role: "system", Content: text(a.cfg.System)})
+	}
+	for _, m := range history {
+		msgs = append(msgs, message{Role: m.Role, Content: text(m.Content)})
+	}
+	msgs = append(msgs, message{Role: "user", Content: text(turn.Text)})
+	prior := priorResults(turn.Prior)
+
+	var out strings.Builder
+	var usage *agent.Usage
+	step := 0
+	for range a.cfg.MaxSteps {
+		var st stepResult
+		err := a.cfg.Guard.Do(ctx, func(ctx context.Context, c *upstream.Call) error {
+			var err error
+			st, err = a.call(ctx, c, request{Model: a.cfg.Model, Messages: msgs, Stream: true, User: turn.SessionID}, sink)
+			return err
+		})
+		out.WriteString(st.text)
+		if st.usage != nil {
+			if usage == nil {
+				usage = &agent.Usage{}
+			}
+			usage.PromptTokens += st.usage.PromptTokens
+			usage.CompletionTokens += st.usage.CompletionTokens
+		}
+		if err != nil {
+			return agent.Result{}, err
+		}
+		if len(st.calls) == 0 {
+			return agent.Result{Text: out.String(), Usage: usage}, nil
+		}
+		assistant := message{Role: "assistant", ToolCalls: st.calls}
+		if st.text != "" {
+			assistant.Content = text(st.text)
+		}
+		msgs = append(msgs, assistant)
+		for _, tc := range st.calls {
+			step++
+			key := turn.TurnID + ":" + strconv.Itoa(step)
+			args := json.RawMessage(tc.Function.Arguments)
+			if !json.Valid(args) {
+				args = json.RawMessage(strconv.Quote(tc.Function.Arguments))
+			}
+			if err := sink.ToolCall(ctx, agent.ToolCall{CallID: tc.ID, Name: tc.Function.Name, Arguments: args, IdempotencyKey: key}); err != nil {
+				return agent.Result{}, err
+			}
+			res := a.runTool(ctx, prior, key, tc.Function.Name, args)
+			res.CallID = tc.ID
+			if err := sink.ToolResult(ctx, res); err != nil {
+				return agent.Result{}, err
+			}
+			content := string(res.Result)
+			if res.Error != "" {
+				content = `{"error":` + strconv.Quote(res.Error) + `}`
+			}
+			msgs = append(msgs, message{Role: "tool", ToolCallID: tc.ID, Content: text(content)})
+		}
+	}
+	return agent.Result{}, fmt.Errorf("openai agent: more than %d model calls in one turn: %w", a.cfg.MaxSteps, agent.ErrPermanent)
+}
+
+func (a *Agent) runTool(ctx context.Context, prior map[string]agent.ToolResult, key, name string, args json.RawMessage) agent.ToolResult {
+	if r, ok := prior[key]; ok {
+		return r
+	}
+	tool, ok := a.cfg.Tools[name]
+	if !ok {
+		return agent.ToolResult{Error: fmt.Sprintf("unknown tool %q", name)}
+	}
+	res, err := tool(ctx, key, args)
+	if err != nil {
+		return agent.ToolResult{Error: err.Error()}
+	}
+	return agent.ToolResult{Result: res}
+}
+
+// priorResults indexes the tool results earlier attempts published by the idempotency key of their
+// call, so the same step of a retried turn reuses them.
+func priorResults(prior []agent.PriorEvent) map[string]agent.ToolResult {
+	keys := map[string]string{}
+	out := map[string]agent.ToolResult{}
+	for _, ev := range prior {
+		var d struct {
+			CallID         string          `json:"call_id"`
+			IdempotencyKey string          `json:"idempotency_key"`
+			Result         json.RawMessage `json:"result"`
+			Error          string          `json:"error"`
+		}
+		if json.Unmarshal(ev.Data, &d) != nil {
+			continue
+		}
+		switch ev.Type {
+		case "turn.tool_call":
+			keys[d.CallID] = d.IdempotencyKey
+		case "turn.tool_result":
+			if k := keys[d.CallID]; k != "" {
+				out[k] = agent.ToolResult{Result: d.Result, Error: d.Error}
+			}
+		}
+	}
+	return out
+}
+
+type stepResult struct {
+	text  string
+	calls []toolCall
+	usage *agent.Usage
+}
+
+func (a *Agent) call(ctx context.Context, c *upstream.Call, body request, sink agent.Sink) (stepResult, error) {
+	var st stepResult
+	body.StreamOptions.IncludeUsage = true
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return st, fmt.Errorf("encode chat request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.BaseURL+"/chat/completions", bytes.NewReader(payload))
+	if err != nil {
+		return st, fmt.Errorf("build chat request: %w", agent.ErrPermanent)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if a.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+a.cfg.APIKey)
+	}
+	resp, err := a.cfg.Client.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("chat completions request: %w", err)
+	}
+	defer resp.Body.Close()
+	c.Responded()
+	if resp.StatusCode != http.StatusOK {
+		return st, upstream.NewStatusError(a.cfg.BaseURL, resp, time.Now())
+	}
+	calls := map[int]*toolCall{}
+	var out strings.Builder
+	r := sse.NewReader(resp.Body, a.cfg.MaxEventBytes)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			st.text = out.String()
+			return st, fmt.Errorf("chat completions stream ended before [DONE]: %w", err)
+		}
+		if ev.Name == "error" {
+			st.text = out.String()
+			return st, &upstream.StreamError{Upstream: a.cfg.BaseURL, Message: ev.Data}
+		}
+		if strings.TrimSpace(ev.Data) == "[DONE]" {
+			break
+		}
+		var ch chunk
+		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
+			st.text = out.String()
+			return st, fmt.Errorf("decode chat completion chunk: %w", err)
+		}
+		if ch.Error != nil {
+			st.text = out.String()
+			overload := strings.Contains(ch.Error.Type, "overload") || strings.Contains(ch.Error.Type, "rate_limit") || fmt.Sprint(ch.Error.Code) == "429"
+			return st, &upstream.StreamError{Upstream: a.cfg.BaseURL, Message: ch.Error.Message, Overload: overload}
+		}
+		if ch.Usage != nil {
+			st.usage = &agent.Usage{PromptTokens: ch.Usage.PromptTokens, CompletionTokens: ch.Usage.CompletionTokens}
+		}
+		for _, choice := range ch.Choices {
+			if d := choice.Delta.Content; d != "" {
+				c.Emitted()
+				if err := sink.Delta(ctx, d); err != nil {
+					st.text = out.String()
+					return st, err
+				}
+				out.WriteString(d)
+			}
+			for _, tc := range choice.Delta.ToolCalls {
+				cur, ok := calls[tc.Index]
+				if !ok {
+					cur = &toolCall{Index: tc.Index, Type: "function"}
+					calls[tc.Index] = cur
+				}
+				if tc.ID != "" {
+					cur.ID = tc.ID
+				}
+				if tc.Function.Name != "" {
+					cur.Function.Name += tc.Function.Name
+				}
+				cur.Function.Arguments += tc.Function.Arguments
+			}
+		}
+	}
+	st.text = out.String()
+	idx := make([]int, 0, len(calls))
+	for i := range calls {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		tc := *calls[i]
+		if tc.ID == "" {
+			tc.ID = "call_" + strconv.Itoa(i)
+		}
+		st.calls = append(st.calls, tc)
+	}
+	return st, nil
+}

@@ -1,0 +1,11 @@
+// Package history gives agents a session's history: the messages appended, exactly once per
+// succeeded turn, by the completion transaction (session_messages), oldest first.
+//
+// A Cache keeps the history of recently used sessions in memory, bounded by a number of sessions
+// (least recently used first out). Every Get validates its entry with one cheap indexed statement
+// that reads sessions.last_seq and, in the same round trip, only the messages newer than the cached
+// ones: a warm hit reads no message row at all, and a history another worker appended (after a
+// rebalance moved the session's partition) is never missed, because last_seq is bumped in the same
+// transaction that appends the messages. Partition affinity keeps the cache warm: every turn of a
+// session goes to the worker that owns its partition.
+package history

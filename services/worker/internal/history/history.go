@@ -1,0 +1,148 @@
+package history
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+)
+
+// Cache reads session histories through a bounded in-process cache. Safe for concurrent use.
+type Cache struct {
+	pool *pgxpool.Pool
+	max  int
+
+	mu      sync.Mutex
+	entries map[string]*list.Element
+	lru     *list.List
+
+	hits, misses, rows atomic.Int64
+}
+
+type entry struct {
+	session string
+	msgs    []agent.Message
+	lastSeq int64
+}
+
+// New returns a cache of at most maxSessions histories; 0 disables caching.
+func New(pool *pgxpool.Pool, maxSessions int) *Cache {
+	return &Cache{pool: pool, max: maxSessions, entries: map[string]*list.Element{}, lru: list.New()}
+}
+
+// Stats are a cache's counters: Hits found the cached history current, Misses had to read
+// messages, Rows counts message rows read from Postgres.
+type Stats struct{ Hits, Misses, Rows int64 }
+
+// Stats returns the counters.
+func (c *Cache) Stats() Stats {
+	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Rows: c.rows.Load()}
+}
+
+// One round trip: the session's last_seq, and the messages newer than the cached ones (none on a
+// warm hit). A session without a row has no history.
+const readSQL = `
+SELECT s.last_seq, m.seq, m.turn_id::text, m.role, m.content
+FROM sessions s
+LEFT JOIN session_messages m ON m.session_id = s.session_id AND m.seq > $2
+WHERE s.session_id = $1
+ORDER BY m.seq`
+
+// Get returns the session's history, oldest first. The returned slice must not be modified.
+func (c *Cache) Get(ctx context.Context, sessionID string) ([]agent.Message, error) {
+	var cached *entry
+	c.mu.Lock()
+	if el, ok := c.entries[sessionID]; ok {
+		cached = el.Value.(*entry)
+		c.lru.MoveToFront(el)
+	}
+	c.mu.Unlock()
+	var after int64
+	if cached != nil {
+		after = cached.lastSeq
+	}
+	rows, err := c.pool.Query(ctx, readSQL, sessionID, after)
+	if err != nil {
+		return nil, fmt.Errorf("read session history: %w", err)
+	}
+	var (
+		lastSeq int64
+		fresh   []agent.Message
+	)
+	for rows.Next() {
+		var seq *int64
+		var turnID, role, content *string
+		if err := rows.Scan(&lastSeq, &seq, &turnID, &role, &content); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read session history: %w", err)
+		}
+		if seq != nil {
+			fresh = append(fresh, agent.Message{Seq: *seq, TurnID: *turnID, Role: *role, Content: *content})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read session history: %w", err)
+	}
+	c.rows.Add(int64(len(fresh)))
+	if cached != nil && lastSeq == cached.lastSeq {
+		c.hits.Add(1)
+		return cached.msgs, nil
+	}
+	c.misses.Add(1)
+	var msgs []agent.Message
+	if cached != nil && lastSeq > cached.lastSeq {
+		msgs = append(append(make([]agent.Message, 0, len(cached.msgs)+len(fresh)), cached.msgs...), fresh...)
+	} else if cached != nil {
+		// last_seq went backwards (the session was deleted and recreated): read it whole.
+		return c.reload(ctx, sessionID)
+	} else {
+		msgs = fresh
+	}
+	c.store(sessionID, msgs, lastSeq)
+	return msgs, nil
+}
+
+func (c *Cache) reload(ctx context.Context, sessionID string) ([]agent.Message, error) {
+	c.mu.Lock()
+	if el, ok := c.entries[sessionID]; ok {
+		c.lru.Remove(el)
+		delete(c.entries, sessionID)
+	}
+	c.mu.Unlock()
+	return c.Get(ctx, sessionID)
+}
+
+func (c *Cache) store(sessionID string, msgs []agent.Message, lastSeq int64) {
+	if c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[sessionID]; ok {
+		e := el.Value.(*entry)
+		if lastSeq >= e.lastSeq {
+			e.msgs, e.lastSeq = msgs, lastSeq
+		}
+		c.lru.MoveToFront(el)
+		return
+	}
+	c.entries[sessionID] = c.lru.PushFront(&entry{session: sessionID, msgs: msgs, lastSeq: lastSeq})
+	for c.lru.Len() > c.max {
+		old := c.lru.Back()
+		c.lru.Remove(old)
+		delete(c.entries, old.Value.(*entry).session)
+	}
+}
+
+// Len returns the number of cached sessions.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Len()
+}
