@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,3 +15,5 @@ func decodeEnvelope(t testing.TB, v []byte) wire.Envelope {
 	require.NoError(t, err)
 	return env
 }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
