@@ -53,7 +53,7 @@ func New(pool *pgxpool.Pool, interval time.Duration, log *slog.Logger, reg prome
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_intake_queued_rows_dropped_total",
 			Help: "Queued rows of accepted turns not written to Postgres (the turn is still in Kafka), by reason."}, []string{"reason"}),
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_intake_queued_rows_written_total",
-			Help: "Queued rows of accepted turns written to Postgres."}),
+			Help: "Queued rows of accepted turns written to Postgres (a turn whose row existed already is not counted)."}),
 	}
 	reg.MustRegister(r.dropped, r.written)
 	return r
@@ -213,7 +213,8 @@ func (r *Recorder) write(batch []Row) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := r.pool.Exec(ctx, insertSQL, ids, sessions, tenants, inputs, metas, accepted, deadlines); err != nil {
+	tag, err := r.pool.Exec(ctx, insertSQL, ids, sessions, tenants, inputs, metas, accepted, deadlines)
+	if err != nil {
 		reason := "database_error"
 		if errors.Is(err, context.DeadlineExceeded) {
 			reason = "database_timeout"
@@ -223,5 +224,5 @@ func (r *Recorder) write(batch []Row) {
 			"rows", n, "err", err)
 		return
 	}
-	r.written.Add(float64(n))
+	r.written.Add(float64(tag.RowsAffected()))
 }
