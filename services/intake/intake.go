@@ -120,7 +120,7 @@ func (i *Intake) Stop(ctx context.Context) error {
 	var err error
 	i.stopOnce.Do(func() {
 		i.ready.Store(false)
-		err = errors.Join(i.producer.Flush(ctx), i.recorder.Stop(ctx))
+		err = errors.Join(i.producer.Flush(ctx), i.recorder.Stop(ctx), i.handler.Close())
 		i.producer.Close()
 	})
 	return err

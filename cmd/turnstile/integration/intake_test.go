@@ -237,3 +237,14 @@ func startStackCfg(t *testing.T, env *testenv.Env, cfg config.Config) *app.Stack
 	})
 	return stack
 }
+
+// TestIntakeHeaderLimit refuses a request whose headers exceed the server's limit with 431.
+func TestIntakeHeaderLimit(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Partitions: 1})
+	stack := startStack(t, env, "intake")
+	status, b := post(t, "http://"+stack.Addr(), "h", `{"input":{"text":"x"}}`, map[string]string{"X-Big": strings.Repeat("a", 128<<10)})
+	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, status, string(b))
+	status, b = post(t, "http://"+stack.Addr(), "h", `{"input":{"text":"x"}}`, map[string]string{"X-Small": "a"})
+	require.Equal(t, http.StatusAccepted, status, string(b))
+}

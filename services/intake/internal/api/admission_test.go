@@ -54,8 +54,13 @@ func TestAdmissionBacklog(t *testing.T) {
 	// Under the limit, with a reachable deadline, the same requests are accepted.
 	later := strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)
 	require.Equal(t, http.StatusAccepted, postTurn(t, b.srv.URL, "bk", turnBody, map[string]string{"X-Deadline-Epoch-Ms": later}).Status)
-	// Unknown backlog (no monitor) admits.
-	b.h.cfg.BacklogAge = nil
+}
+
+// TestAdmissionNoBacklogMonitor admits when the backlog age is unknown (no monitor wired).
+func TestAdmissionNoBacklogMonitor(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{cfg: func(c *Config) { c.BacklogAge = nil }})
+	b.backlog.Store(int64(time.Hour)) // not consulted
 	require.Equal(t, http.StatusAccepted, postTurn(t, b.srv.URL, "bk", turnBody, nil).Status)
 }
 

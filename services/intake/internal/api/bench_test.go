@@ -77,6 +77,7 @@ func BenchmarkPostTurn(b *testing.B) {
 	cfg.BacklogAge = func() time.Duration { return time.Second }
 	h := New(cfg, Deps{Producer: producer, Pool: env.Pool, Redis: env.Redis, Signer: streamtoken.New(nil, time.Hour),
 		Recorder: rec, Log: env.Log, Registry: reg})
+	b.Cleanup(func() { _ = h.Close() })
 	router := chi.NewRouter()
 	h.Routes(router)
 	muxFor := func(hh http.Handler) http.Handler {

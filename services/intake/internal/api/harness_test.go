@@ -91,6 +91,7 @@ func setup(t *testing.T, opts options) *bundle {
 	b.srv = httptest.NewServer(r)
 	t.Cleanup(func() {
 		b.srv.Close()
+		_ = b.h.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = b.recorder.Stop(ctx)

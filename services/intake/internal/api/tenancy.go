@@ -73,6 +73,13 @@ func (c *keyCache) tenant(ctx context.Context, key string) (string, error) {
 	return tenant, nil
 }
 
+// expireAll forgets every cached key, as if keyTTL had passed.
+func (c *keyCache) expireAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+}
+
 func (c *keyCache) put(h [32]byte, e keyEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/apikey"
+	"github.com/turnstile-run/turnstile/pkg/openapi"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
@@ -85,10 +86,8 @@ func TestMultitask(t *testing.T) {
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{cfg: func(c *Config) { c.MaxBacklogAge = time.Second }})
-	b.backlog.Store(int64(time.Hour)) // intake refuses new turns for capacity ...
-	b.h.cfg.BacklogAge = nil
 	a := accepted(t, postTurn(t, b.srv.URL, "cx", turnBody, nil))
-	b.h.cfg.BacklogAge = func() time.Duration { return time.Duration(b.backlog.Load()) }
+	b.backlog.Store(int64(time.Hour)) // intake refuses new turns for capacity ...
 	require.Equal(t, http.StatusServiceUnavailable, postTurn(t, b.srv.URL, "cx", turnBody, nil).Status)
 
 	cancel := func(id string) CancelAccepted {
@@ -200,7 +199,17 @@ func TestTenants(t *testing.T) {
 	require.NotEqual(t, a.TurnID, g.TurnID)
 
 	require.NoError(t, apikey.Revoke(ctx, b.env.Pool, globexID))
-	b.h.keys.now = func() time.Time { return time.Now().Add(keyTTL) } // past the key cache's lifetime
+	b.h.keys.expireAll() // as keyTTL passing does
 	resp = postTurn(t, b.srv.URL, "globex-own", turnBody, globex)
 	require.Equal(t, http.StatusUnauthorized, resp.Status, "a revoked key stops working")
+}
+
+// TestOpenAPIServed: intake serves the embedded document, and it is a valid OpenAPI 3.1 document.
+func TestOpenAPIServed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{cfg: func(c *Config) { c.AuthEnabled = true }})
+	resp := do(t, b.srv.URL, request{Method: http.MethodGet, Path: "/openapi.yaml"})
+	require.Equal(t, http.StatusOK, resp.Status, "served without an API key")
+	require.Equal(t, string(openapi.Spec), string(resp.Body))
+	require.Contains(t, string(resp.Body), "openapi: 3.1.0")
 }
