@@ -343,13 +343,8 @@ func (h *Handler) recordQueued(env wire.Envelope) {
 	if h.d.Recorder == nil {
 		return
 	}
-	input, _ := json.Marshal(env.Input)
-	var md []byte
-	if env.Metadata != nil {
-		md, _ = json.Marshal(env.Metadata)
-	}
-	h.d.Recorder.Add(record.Row{TurnID: env.TurnID, SessionID: env.SessionID, Tenant: env.Tenant, Input: input,
-		Metadata: md, AcceptedAt: env.AcceptedAt, Deadline: env.Deadline})
+	h.d.Recorder.Add(record.Row{TurnID: env.TurnID, SessionID: env.SessionID, Tenant: env.Tenant,
+		AcceptedAt: env.AcceptedAt, Deadline: env.Deadline})
 }
 
 func (h *Handler) backlogAge() (time.Duration, bool) {

@@ -69,12 +69,12 @@ func BenchmarkPostTurn(b *testing.B) {
 		_, _ = w.Write([]byte(`{"status":"queued"}` + "\n"))
 	})
 	reg := prometheus.NewRegistry()
-	rec := record.New(env.Pool, 5*time.Millisecond, env.Log, reg)
-	_ = rec.Start(context.Background())
-	b.Cleanup(func() { _ = rec.Stop(context.Background()) })
 	cfg := testConfig(env)
 	cfg.TenantRate, cfg.TenantBurst, cfg.MaxQueuedTurns = 1_000_000, 1_000_000, 100_000_000
 	cfg.BacklogAge = func() time.Duration { return time.Second }
+	rec := record.New(env.Pool, 5*time.Millisecond, env.Log, reg) // TURNSTILE_QUEUE_FLUSH_INTERVAL's default
+	_ = rec.Start(context.Background())
+	b.Cleanup(func() { _ = rec.Stop(context.Background()) })
 	h := New(cfg, Deps{Producer: producer, Pool: env.Pool, Redis: env.Redis, Signer: streamtoken.New(nil, time.Hour),
 		Recorder: rec, Log: env.Log, Registry: reg})
 	b.Cleanup(func() { _ = h.Close() })
@@ -87,7 +87,7 @@ func BenchmarkPostTurn(b *testing.B) {
 	}
 
 	results := map[string]benchResult{}
-	run := func(name string, handler http.Handler, paced func() float64) {
+	run := func(name string, handler http.Handler, paced func() float64, noKey ...bool) {
 		b.Run(name, func(b *testing.B) {
 			srv := httptest.NewServer(handler)
 			defer srv.Close()
@@ -101,7 +101,9 @@ func BenchmarkPostTurn(b *testing.B) {
 				body := fmt.Sprintf(`{"input":{"text":"benchmark turn %d"}}`, n)
 				req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/sessions/bench-%d/turns", srv.URL, n%64), bytes.NewBufferString(body))
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", fmt.Sprintf("k-%d", n))
+				if len(noKey) == 0 {
+					req.Header.Set("Idempotency-Key", fmt.Sprintf("k-%d", n))
+				}
 				start := time.Now()
 				resp, err := client.Do(req)
 				if err != nil {
@@ -160,6 +162,7 @@ func BenchmarkPostTurn(b *testing.B) {
 	run("Bare", muxFor(bare), nil)
 	run("Minimal", muxFor(minimal), nil)
 	run("Intake", router, nil)
+	run("IntakeNoKey", router, nil, true)
 	run("IntakeHalfRate", router, func() float64 { return results["Intake"].rate / 2 })
 	bareR, minR, inR, half := results["Bare"], results["Minimal"], results["Intake"], results["IntakeHalfRate"]
 	if bareR.rate > 0 && minR.rate > 0 {

@@ -2,7 +2,6 @@ package record
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -19,8 +19,6 @@ type Row struct {
 	TurnID     uuid.UUID
 	SessionID  string
 	Tenant     string
-	Input      json.RawMessage
-	Metadata   json.RawMessage // nil for none
 	AcceptedAt time.Time
 	Deadline   time.Time
 }
@@ -176,15 +174,15 @@ func (r *Recorder) loop(ctx context.Context, done chan struct{}) {
 // insertSQL records sessions' tenants on first use and the turns as queued, in one statement.
 const insertSQL = `
 WITH rows AS (
-    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::timestamptz[], $7::timestamptz[])
-        AS r(turn_id, session_id, tenant, input, metadata, accepted_at, deadline)
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[])
+        AS r(turn_id, session_id, tenant, accepted_at, deadline)
 ), s AS (
     INSERT INTO sessions (session_id, tenant)
     SELECT DISTINCT ON (session_id) session_id, tenant FROM rows ORDER BY session_id, accepted_at
     ON CONFLICT (session_id) DO NOTHING
 )
-INSERT INTO turns (turn_id, session_id, tenant, status, input, metadata, accepted_at, deadline)
-SELECT DISTINCT ON (turn_id) turn_id, session_id, tenant, 'queued', input, metadata, accepted_at, deadline
+INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, deadline)
+SELECT DISTINCT ON (turn_id) turn_id, session_id, tenant, 'queued', accepted_at, deadline
 FROM rows ORDER BY turn_id, accepted_at
 ON CONFLICT (turn_id) DO NOTHING`
 
@@ -197,23 +195,16 @@ func (r *Recorder) write(batch []Row) {
 	ids := make([]string, n)
 	sessions := make([]string, n)
 	tenants := make([]string, n)
-	inputs := make([]string, n)
-	metas := make([]*string, n)
 	accepted := make([]time.Time, n)
 	deadlines := make([]time.Time, n)
 	for i, row := range batch {
 		ids[i] = row.TurnID.String()
 		sessions[i], tenants[i] = row.SessionID, row.Tenant
-		inputs[i] = string(row.Input)
-		if row.Metadata != nil {
-			m := string(row.Metadata)
-			metas[i] = &m
-		}
 		accepted[i], deadlines[i] = row.AcceptedAt, row.Deadline
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	tag, err := r.pool.Exec(ctx, insertSQL, ids, sessions, tenants, inputs, metas, accepted, deadlines)
+	tag, err := r.insert(ctx, ids, sessions, tenants, accepted, deadlines)
 	if err != nil {
 		reason := "database_error"
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -225,4 +216,26 @@ func (r *Recorder) write(batch []Row) {
 		return
 	}
 	r.written.Add(float64(tag.RowsAffected()))
+}
+
+// insert runs insertSQL in a transaction that does not wait for its WAL flush
+// (synchronous_commit=off): the row is best-effort by design (the turn is durable in Kafka and its
+// claim records it), and not waiting for the disk is what keeps these writes cheap.
+func (r *Recorder) insert(ctx context.Context, args ...any) (pgconn.CommandTag, error) {
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+		return pgconn.CommandTag{}, fmt.Errorf("set synchronous_commit: %w", err)
+	}
+	tag, err := tx.Exec(ctx, insertSQL, args...)
+	if err != nil {
+		return pgconn.CommandTag{}, fmt.Errorf("insert queued rows: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return pgconn.CommandTag{}, fmt.Errorf("commit: %w", err)
+	}
+	return tag, nil
 }

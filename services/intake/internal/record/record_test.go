@@ -2,7 +2,6 @@ package record
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -25,8 +24,7 @@ func TestMain(m *testing.M) {
 }
 
 func row(session string) Row {
-	return Row{TurnID: uuid.New(), SessionID: session, Tenant: "acme", Input: json.RawMessage(`{"text":"x"}`),
-		AcceptedAt: time.Now(), Deadline: time.Now().Add(time.Minute)}
+	return Row{TurnID: uuid.New(), SessionID: session, Tenant: "acme", AcceptedAt: time.Now(), Deadline: time.Now().Add(time.Minute)}
 }
 
 func TestRecorder(t *testing.T) {
