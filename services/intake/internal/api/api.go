@@ -105,7 +105,7 @@ func New(cfg Config, d Deps) *Handler {
 	h := &Handler{cfg: cfg, d: d, now: time.Now,
 		keys:   &keyCache{pool: d.Pool, m: map[[32]byte]keyEntry{}, now: time.Now},
 		owners: &owners{pool: d.Pool, m: map[string]string{}},
-		queued: queuedCounts{m: map[string]queuedCount{}},
+		queued: queuedCounts{m: map[string]*queuedCount{}},
 		leases: rateLeases{m: map[string]*rateLease{}},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_intake_requests_total",
 			Help: "Intake requests by route and result (accepted, or the refusal's problem type)."}, []string{"route", "result"}),
@@ -452,15 +452,18 @@ func (h *Handler) idempotency(ctx context.Context, key, tenant, sessionID string
 }
 
 // queuedCounts caches each tenant's number of queued turns for a second, so the quota costs one
-// Postgres query per tenant per second per replica, not one per request.
+// Postgres query per tenant per second per replica, not one per request: while one request
+// refreshes a stale count, the others use the previous one.
 type queuedCounts struct {
 	mu sync.Mutex
-	m  map[string]queuedCount
+	m  map[string]*queuedCount
 }
 
 type queuedCount struct {
-	n  int
-	at time.Time
+	n          int
+	at         time.Time
+	known      bool
+	refreshing bool
 }
 
 const queuedCountTTL = time.Second
@@ -468,26 +471,40 @@ const queuedCountTTL = time.Second
 func (h *Handler) queuedTurns(ctx context.Context, tenant string) (int, bool) {
 	now := h.now()
 	h.queued.mu.Lock()
-	c, ok := h.queued.m[tenant]
-	h.queued.mu.Unlock()
-	if ok && now.Sub(c.at) < queuedCountTTL {
-		return c.n, true
+	c := h.queued.m[tenant]
+	if c == nil {
+		c = &queuedCount{}
+		h.queued.m[tenant] = c
 	}
-	if h.d.Pool == nil {
+	if (c.known && now.Sub(c.at) < queuedCountTTL) || c.refreshing {
+		n, known := c.n, c.known
+		h.queued.mu.Unlock()
+		return n, known
+	}
+	c.refreshing = true
+	h.queued.mu.Unlock()
+
+	n, err := h.countQueued(ctx, tenant)
+	h.queued.mu.Lock()
+	defer h.queued.mu.Unlock()
+	c.refreshing = false
+	if err != nil {
 		h.failOpen.WithLabelValues("queued_quota").Inc()
 		return 0, false
+	}
+	c.n, c.at, c.known = n, now, true
+	return n, true
+}
+
+func (h *Handler) countQueued(ctx context.Context, tenant string) (int, error) {
+	if h.d.Pool == nil {
+		return 0, errStore
 	}
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	var n int
-	if err := h.d.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE tenant = $1 AND status = 'queued'`, tenant).Scan(&n); err != nil {
-		h.failOpen.WithLabelValues("queued_quota").Inc()
-		return 0, false
-	}
-	h.queued.mu.Lock()
-	h.queued.m[tenant] = queuedCount{n: n, at: now}
-	h.queued.mu.Unlock()
-	return n, true
+	err := h.d.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE tenant = $1 AND status = 'queued'`, tenant).Scan(&n)
+	return n, err
 }
 
 // sessionBusy reports whether the session has a queued or running turn other than turnID (which may

@@ -91,7 +91,7 @@ func BenchmarkPostTurn(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			srv := httptest.NewServer(handler)
 			defer srv.Close()
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
 			defer client.CloseIdleConnections()
 			var seq atomic.Int64
 			var mu sync.Mutex
