@@ -23,6 +23,8 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
+func decodeJSON(r io.Reader, into any) error { return json.NewDecoder(r).Decode(into) }
+
 type turnStatus struct {
 	Status   string `json:"status"`
 	Attempts int    `json:"attempts"`
@@ -36,7 +38,11 @@ func post(t *testing.T, base, session, body string, hdr map[string]string) (int,
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := apiClient
+	if len(hdr["X-Big"]) > 0 {
+		client = http.DefaultClient // the header-limit test's 431 is the server's, not the API's
+	}
+	resp, err := client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -49,7 +55,7 @@ func waitStatus(t *testing.T, base, turnID, want string) turnStatus {
 	var st turnStatus
 	testenv.WaitFor(t, 60*time.Second, "turn "+turnID+" "+want, func() bool {
 		st = turnStatus{}
-		return getJSON(t, base+"/v1/turns/"+turnID, &st) == http.StatusOK && st.Status == want
+		return getValidated(t, base+"/v1/turns/"+turnID, &st) == http.StatusOK && st.Status == want
 	})
 	return st
 }

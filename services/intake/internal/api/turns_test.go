@@ -102,6 +102,12 @@ func TestCancel(t *testing.T) {
 	require.Equal(t, "queued", c.Status)
 	require.Equal(t, c, cancel(a.TurnID), "cancel is idempotent")
 
+	run := accepted(t, postTurnAdmitted(t, b, "cx"))
+	b.markRunning(t, run.TurnID)
+	c = cancel(run.TurnID)
+	require.True(t, c.CancelRequested)
+	require.Equal(t, "running", c.Status, "a running turn stops at its worker's next lease renewal")
+
 	done := uuid.New()
 	_, err := b.env.Pool.Exec(context.Background(), `INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, finished_at)
 		VALUES ($1, 'cx', 'default', 'succeeded', now(), now())`, done)
@@ -212,4 +218,12 @@ func TestOpenAPIServed(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.Status, "served without an API key")
 	require.Equal(t, string(openapi.Spec), string(resp.Body))
 	require.Contains(t, string(resp.Body), "openapi: 3.1.0")
+}
+
+// postTurnAdmitted posts a turn while the backlog reads as empty, then restores it.
+func postTurnAdmitted(t *testing.T, b *bundle, session string) response {
+	t.Helper()
+	prev := b.backlog.Swap(0)
+	defer b.backlog.Store(prev)
+	return postTurn(t, b.srv.URL, session, turnBody, nil)
 }
