@@ -29,6 +29,7 @@ func getTurn(t testing.TB, base, id string, hdr map[string]string) (turnstore.Tu
 // markRunning makes a turn look claimed by a worker.
 func (b *bundle) markRunning(t testing.TB, id string) {
 	t.Helper()
+	b.recorder.Flush(context.Background()) // the queued row is written asynchronously
 	tag, err := b.env.Pool.Exec(context.Background(), `UPDATE turns SET status = 'running', attempt = 1,
 		started_at = now(), lease_owner = 'w', lease_expires_at = now() + interval '1 minute' WHERE turn_id = $1`, id)
 	require.NoError(t, err)
