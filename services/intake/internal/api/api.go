@@ -448,6 +448,9 @@ func (h *Handler) idempotency(ctx context.Context, key, tenant, sessionID string
 	if prevHash != hash {
 		return "", true
 	}
+	if _, err := h.d.Signer.Verify(prevToken, sessionID); err != nil {
+		return token, false // the recorded token expired (or its key was rotated out): a fresh one
+	}
 	return prevToken, false
 }
 

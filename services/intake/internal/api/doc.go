@@ -28,7 +28,8 @@
 //     (UUIDv5 of tenant, session and key), with no round trip. To refuse the same key with another
 //     body (422), intake keeps SHA-256(session, body) with the first request's stream token in Redis
 //     under the turn ID (one SET NX GET, TTL TURNSTILE_IDEMPOTENCY_TTL); a repeat with the same body
-//     gets the recorded token, so every retry gets byte-identical 202 bodies. Redis was chosen over
+//     gets the recorded token, so every retry gets byte-identical 202 bodies (until that token
+//     expires: a retry after TURNSTILE_STREAM_TOKEN_TTL gets a fresh one). Redis was chosen over
 //     the queued row because the row is written asynchronously after Kafka's ack and concurrent
 //     retries would race it. When Redis is down the check fails open: retries still map to one
 //     turn (the worker's claim runs it once), only the 422 and the identical token are lost.
