@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/logging"
@@ -229,8 +230,20 @@ func runCommand(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 		}
 		log.Info("migrations applied", "count", n)
 		return nil
+	case "apikey":
+		pool, err := postgres.NewPool(ctx, cfg.DatabaseURL, postgres.Options{Schema: cfg.DatabaseSchema})
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		if cfg.Migrate == "auto" {
+			if _, err := postgres.Migrate(ctx, pool); err != nil {
+				return err
+			}
+		}
+		return apikey.Command(ctx, pool, args[1:], os.Stdout)
 	default:
-		return fmt.Errorf("unknown command %q (want: migrate [status])", args[0])
+		return fmt.Errorf("unknown command %q (want: migrate [status], apikey create|list|revoke)", args[0])
 	}
 }
 

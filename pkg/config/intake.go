@@ -1,10 +1,89 @@
 package config
 
+import (
+	"errors"
+	"time"
+)
+
+// Intake defaults.
+const (
+	MaxBacklogAgeDefault      = 2 * time.Minute
+	TenantRateDefault         = 200
+	MaxQueuedTurnsDefault     = 10000
+	IdempotencyTTLDefault     = 24 * time.Hour
+	QueueFlushIntervalDefault = 5 * time.Millisecond
+	RetryAfterDefault         = 2 * time.Second
+)
+
 // IntakeSettings are intake's settings beyond the shared ones (admission control, quotas, API).
 // Each field documents its variable and default; applyDefaults fills zero fields and validate
 // reports every bound violated.
-type IntakeSettings struct{}
+type IntakeSettings struct {
+	// MaxBacklogAge is the backlog age (how long the oldest startable turn has waited) past which
+	// intake answers 503 instead of queueing more. TURNSTILE_MAX_BACKLOG_AGE, default 2m.
+	MaxBacklogAge time.Duration `env:"TURNSTILE_MAX_BACKLOG_AGE"`
+	// TenantRate is each tenant's sustained rate of accepted turns per second, shared by every intake
+	// replica through Redis (GCRA). TURNSTILE_TENANT_RATE, default 200.
+	TenantRate int `env:"TURNSTILE_TENANT_RATE"`
+	// TenantBurst is how many turns a tenant may post at once above its rate.
+	// TURNSTILE_TENANT_BURST, default twice TURNSTILE_TENANT_RATE.
+	TenantBurst int `env:"TURNSTILE_TENANT_BURST"`
+	// MaxQueuedTurns is how many queued (not yet started) turns a tenant may have.
+	// TURNSTILE_MAX_QUEUED_TURNS, default 10000.
+	MaxQueuedTurns int `env:"TURNSTILE_MAX_QUEUED_TURNS"`
+	// IdempotencyTTL is how long intake remembers an Idempotency-Key's body to refuse its reuse with a
+	// different body. TURNSTILE_IDEMPOTENCY_TTL, default 24h.
+	IdempotencyTTL time.Duration `env:"TURNSTILE_IDEMPOTENCY_TTL"`
+	// QueueFlushInterval is how often intake writes the queued rows of accepted turns to Postgres in
+	// one statement. TURNSTILE_QUEUE_FLUSH_INTERVAL, default 5ms.
+	QueueFlushInterval time.Duration `env:"TURNSTILE_QUEUE_FLUSH_INTERVAL"`
+	// RetryAfter is the base of the Retry-After intake sends with a 503; each answer jitters it
+	// over [RetryAfter/2, 3·RetryAfter/2). TURNSTILE_RETRY_AFTER, default 2s.
+	RetryAfter time.Duration `env:"TURNSTILE_RETRY_AFTER"`
+}
 
-func (s *IntakeSettings) applyDefaults() {}
+func (s *IntakeSettings) applyDefaults() {
+	if s.MaxBacklogAge == 0 {
+		s.MaxBacklogAge = MaxBacklogAgeDefault
+	}
+	if s.TenantRate == 0 {
+		s.TenantRate = TenantRateDefault
+	}
+	if s.TenantBurst == 0 {
+		s.TenantBurst = 2 * s.TenantRate
+	}
+	if s.MaxQueuedTurns == 0 {
+		s.MaxQueuedTurns = MaxQueuedTurnsDefault
+	}
+	if s.IdempotencyTTL == 0 {
+		s.IdempotencyTTL = IdempotencyTTLDefault
+	}
+	if s.QueueFlushInterval == 0 {
+		s.QueueFlushInterval = QueueFlushIntervalDefault
+	}
+	if s.RetryAfter == 0 {
+		s.RetryAfter = RetryAfterDefault
+	}
+}
 
-func (s IntakeSettings) validate() []error { return nil }
+func (s IntakeSettings) validate() []error {
+	checks := []struct {
+		bad bool
+		msg string
+	}{
+		{s.MaxBacklogAge < time.Second, "TURNSTILE_MAX_BACKLOG_AGE: must be at least 1s"},
+		{s.TenantRate < 1, "TURNSTILE_TENANT_RATE: must be at least 1"},
+		{s.TenantBurst < 1, "TURNSTILE_TENANT_BURST: must be at least 1"},
+		{s.MaxQueuedTurns < 1, "TURNSTILE_MAX_QUEUED_TURNS: must be at least 1"},
+		{s.IdempotencyTTL < time.Minute, "TURNSTILE_IDEMPOTENCY_TTL: must be at least 1m"},
+		{s.QueueFlushInterval < time.Millisecond || s.QueueFlushInterval > time.Second, "TURNSTILE_QUEUE_FLUSH_INTERVAL: must be between 1ms and 1s"},
+		{s.RetryAfter < time.Second, "TURNSTILE_RETRY_AFTER: must be at least 1s"},
+	}
+	var errs []error
+	for _, c := range checks {
+		if c.bad {
+			errs = append(errs, errors.New(c.msg))
+		}
+	}
+	return errs
+}

@@ -1,6 +1,16 @@
-// Package intake is turnstile's front door: it validates a posted turn, writes it to Kafka keyed by
-// session (acknowledged by every in-sync replica before it answers) and answers 202 at once with the
-// turn ID and where to stream its events. It also serves a turn's status from Postgres.
+// Package intake is turnstile's front door: it validates a posted turn, admits it or refuses it
+// early and legibly, writes it to Kafka keyed by session (acknowledged by every in-sync replica
+// before it answers) and answers 202 at once with the turn ID, where to stream its events and a
+// stream token for the gateway. It also serves turn status, a session's turns, cancellation and the
+// OpenAPI document (/openapi.yaml).
 //
-// Only Kafka is on the accept path, so intake keeps accepting turns while Postgres or Redis is down.
+// Only Kafka is on the accept path, so intake keeps accepting turns while Postgres or Redis is down
+// (static stability): every check that needs them fails open and is counted in
+// turnstile_intake_fail_open_total{check}. The pieces:
+//
+//   - internal/api: the HTTP handlers, validation, admission control, idempotency, tenants;
+//   - internal/record: the batched writer of `queued` rows for accepted turns.
+//
+// The backlog age for admission comes from Options.BacklogAge (the backlog monitor); without one
+// intake admits on that count.
 package intake

@@ -2,17 +2,21 @@ package intake
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
-	"github.com/turnstile-run/turnstile/pkg/turnstore"
+	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/services/intake/internal/api"
+	"github.com/turnstile-run/turnstile/services/intake/internal/record"
 )
 
 // Role builds intake from shared deps.
@@ -22,44 +26,88 @@ var Role = app.Role{Name: "intake", New: func(ctx context.Context, d *app.Deps) 
 type Intake struct {
 	deps     *app.Deps
 	producer *kgo.Client
+	recorder *record.Recorder
 	handler  *api.Handler
 	ready    atomic.Bool
 	stopOnce sync.Once
 }
 
-// New builds intake. Postgres is optional at start (static stability): status reads fail with 503
-// until it answers, while turns keep being accepted.
-func New(ctx context.Context, d *app.Deps) (*Intake, error) {
+// Options tune New beyond the configuration.
+type Options struct {
+	// BacklogAge reports the current backlog age for admission control; nil means unknown (admit).
+	BacklogAge func() time.Duration
+}
+
+// New builds intake. Postgres and Redis are optional at start (static stability): status reads
+// answer 503 until Postgres does, quotas fail open while Redis is down, and turns keep being accepted.
+func New(ctx context.Context, d *app.Deps) (*Intake, error) { return NewWithOptions(ctx, d, Options{}) }
+
+// NewWithOptions is New with options.
+func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, error) {
 	cfg := d.Config
 	log := d.Log.With("role", "intake")
+	keys, err := cfg.Auth.Keys()
+	if err != nil {
+		return nil, err
+	}
 	producer, err := kafka.NewClient(kafka.ProducerOpts(cfg.BrokerList())...)
 	if err != nil {
 		return nil, err
 	}
-	var store *turnstore.Store
-	if pool, err := d.Postgres(ctx); err == nil {
-		store = turnstore.New(pool)
+	var pool *pgxpool.Pool
+	if p, err := d.Postgres(ctx); err == nil {
+		pool = p
 	} else {
-		log.Warn("postgres unavailable at start; turn status reads will answer 503 until it is", "err", err)
-		if pool, lerr := postgres.NewLazyPool(cfg.DatabaseURL, cfg.DatabaseSchema); lerr == nil {
-			store = turnstore.New(pool)
+		log.Warn("postgres unavailable at start; status reads answer 503 and quotas fail open until it is", "err", err)
+		if p, lerr := postgres.NewLazyPool(cfg.DatabaseURL, cfg.DatabaseSchema); lerr == nil {
+			pool = p
 		}
 	}
+	rdb, err := d.Redis()
+	if err != nil {
+		log.Warn("redis client unavailable; tenant quotas and idempotency records fail open", "err", err)
+		rdb = nil
+	}
+	if !cfg.Auth.Enabled() {
+		log.Warn("TURNSTILE_AUTH=off: API keys are NOT checked and every request acts as tenant \"" +
+			api.DefaultTenant + "\"; set TURNSTILE_AUTH=on outside development")
+	}
+	rec := record.New(pool, cfg.Intake.QueueFlushInterval, log, d.Registry)
 	h := api.New(api.Config{
 		Topic:           cfg.Topic,
 		MaxBody:         cfg.MaxBody,
 		DefaultDeadline: cfg.DefaultDeadline,
 		MinUsefulTime:   cfg.MinUsefulTime,
 		ProduceTimeout:  cfg.ProduceTimeout,
-	}, producer, store, log, d.Registry)
-	return &Intake{deps: d, producer: producer, handler: h}, nil
+		MaxBacklogAge:   cfg.Intake.MaxBacklogAge,
+		BacklogAge:      opts.BacklogAge,
+		TenantRate:      cfg.Intake.TenantRate,
+		TenantBurst:     cfg.Intake.TenantBurst,
+		MaxQueuedTurns:  cfg.Intake.MaxQueuedTurns,
+		IdempotencyTTL:  cfg.Intake.IdempotencyTTL,
+		RetryAfter:      cfg.Intake.RetryAfter,
+		AuthEnabled:     cfg.Auth.Enabled(),
+		KeyPrefix:       cfg.KeyPrefix,
+	}, api.Deps{
+		Producer: producer,
+		Pool:     pool,
+		Redis:    rdb,
+		Signer:   streamtoken.New(keys, cfg.Auth.StreamTokenTTL),
+		Recorder: rec,
+		Log:      log,
+		Registry: d.Registry,
+	})
+	return &Intake{deps: d, producer: producer, recorder: rec, handler: h}, nil
 }
 
 // Routes mounts the intake API.
 func (i *Intake) Routes(r chi.Router) { i.handler.Routes(r) }
 
-// Start marks intake ready. The producer connects on first use.
-func (i *Intake) Start(context.Context) error {
+// Start starts the queued-row recorder and marks intake ready. The producer connects on first use.
+func (i *Intake) Start(ctx context.Context) error {
+	if err := i.recorder.Start(ctx); err != nil {
+		return err
+	}
 	i.ready.Store(true)
 	return nil
 }
@@ -67,12 +115,12 @@ func (i *Intake) Start(context.Context) error {
 // Ready reports whether intake accepts turns.
 func (i *Intake) Ready() bool { return i.ready.Load() }
 
-// Stop flushes buffered records and closes the producer. Safe twice.
+// Stop flushes buffered records and queued rows and closes the producer. Safe twice.
 func (i *Intake) Stop(ctx context.Context) error {
 	var err error
 	i.stopOnce.Do(func() {
 		i.ready.Store(false)
-		err = i.producer.Flush(ctx)
+		err = errors.Join(i.producer.Flush(ctx), i.recorder.Stop(ctx), i.handler.Close())
 		i.producer.Close()
 	})
 	return err

@@ -1,0 +1,155 @@
+package apikey
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Errors callers branch on.
+var (
+	// ErrUnknown is returned for a key that does not exist or was revoked.
+	ErrUnknown = errors.New("unknown or revoked api key")
+	// ErrInvalidTenant is returned for a tenant name outside [A-Za-z0-9._-]{1,64}.
+	ErrInvalidTenant = errors.New("tenant must be 1-64 characters of [A-Za-z0-9._-]")
+)
+
+var tenantRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// TenantValid reports whether name is a valid tenant name.
+func TenantValid(name string) bool { return tenantRE.MatchString(name) }
+
+// Key is one stored key (never its secret).
+type Key struct {
+	ID        string
+	Tenant    string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// Hash is what is stored for a key.
+func Hash(key string) []byte {
+	h := sha256.Sum256([]byte(key))
+	return h[:]
+}
+
+// Create makes a key for tenant and returns it in full; it cannot be read back later.
+func Create(ctx context.Context, pool *pgxpool.Pool, tenant string) (id, key string, err error) {
+	if !TenantValid(tenant) {
+		return "", "", ErrInvalidTenant
+	}
+	idb := make([]byte, 6)
+	secret := make([]byte, 32)
+	if _, err := rand.Read(idb); err != nil {
+		return "", "", fmt.Errorf("generate key id: %w", err)
+	}
+	if _, err := rand.Read(secret); err != nil {
+		return "", "", fmt.Errorf("generate key secret: %w", err)
+	}
+	id = hex.EncodeToString(idb)
+	key = "ts_" + id + "_" + base64.RawURLEncoding.EncodeToString(secret)
+	if _, err := pool.Exec(ctx, `INSERT INTO api_keys (key_id, tenant, key_hash) VALUES ($1, $2, $3)`,
+		id, tenant, Hash(key)); err != nil {
+		return "", "", fmt.Errorf("store api key: %w", err)
+	}
+	return id, key, nil
+}
+
+// Revoke revokes a key by ID. Revoking a revoked key is not an error; an unknown ID is ErrUnknown.
+func Revoke(ctx context.Context, pool *pgxpool.Pool, id string) error {
+	tag, err := pool.Exec(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE key_id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("revoke api key: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrUnknown
+	}
+	return nil
+}
+
+// Lookup returns the tenant of a live key.
+func Lookup(ctx context.Context, pool *pgxpool.Pool, key string) (string, error) {
+	var tenant string
+	err := pool.QueryRow(ctx, `SELECT tenant FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, Hash(key)).Scan(&tenant)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrUnknown
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up api key: %w", err)
+	}
+	return tenant, nil
+}
+
+// List returns the keys, of one tenant when tenant is not empty.
+func List(ctx context.Context, pool *pgxpool.Pool, tenant string) ([]Key, error) {
+	rows, err := pool.Query(ctx, `SELECT key_id, tenant, created_at, revoked_at FROM api_keys
+		WHERE $1 = '' OR tenant = $1 ORDER BY created_at`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) {
+		var k Key
+		err := r.Scan(&k.ID, &k.Tenant, &k.CreatedAt, &k.RevokedAt)
+		return k, err
+	})
+}
+
+// Command runs `apikey create|list|revoke` and writes its result to out.
+func Command(ctx context.Context, pool *pgxpool.Pool, args []string, out io.Writer) error {
+	const usage = "usage: apikey create --tenant NAME | apikey list [--tenant NAME] | apikey revoke KEY_ID"
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	fs := flag.NewFlagSet("apikey "+args[0], flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	tenant := fs.String("tenant", "", "tenant name")
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%w\n%s", err, usage)
+	}
+	switch args[0] {
+	case "create":
+		id, key, err := Create(ctx, pool, *tenant)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "key_id=%s tenant=%s\n%s\n", id, *tenant, key)
+		return err
+	case "list":
+		keys, err := List(ctx, pool, *tenant)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			state := "active"
+			if k.RevokedAt != nil {
+				state = "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
+			}
+			if _, err := fmt.Fprintf(out, "%s\t%s\t%s\t%s\n", k.ID, k.Tenant, k.CreatedAt.UTC().Format(time.RFC3339), state); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "revoke":
+		if fs.NArg() != 1 {
+			return errors.New(usage)
+		}
+		if err := Revoke(ctx, pool, fs.Arg(0)); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(out, "revoked %s\n", fs.Arg(0))
+		return err
+	default:
+		return errors.New(usage)
+	}
+}

@@ -1,0 +1,13 @@
+// Package apikey manages turnstile's API keys: each key maps to one tenant and is stored in Postgres
+// only as a SHA-256 hash, so a database dump holds no usable key. Keys are created and revoked with
+// the `apikey` subcommand that every turnstile binary carries:
+//
+//	turnstile apikey create --tenant acme     # prints the key once; keep it
+//	turnstile apikey list [--tenant acme]
+//	turnstile apikey revoke <key id>
+//
+// A key reads "ts_<key id>_<secret>": the key ID is not secret and names the key in logs and in
+// `revoke`; the secret is 32 random bytes. Decision: the hash is a plain SHA-256 rather than a slow
+// password hash, because the secret has 256 bits of entropy (nothing to brute-force) and intake must
+// check keys on its hot path.
+package apikey

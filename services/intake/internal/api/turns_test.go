@@ -1,0 +1,230 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/apikey"
+	"github.com/turnstile-run/turnstile/pkg/openapi"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
+	"github.com/turnstile-run/turnstile/pkg/wire"
+)
+
+func getTurn(t testing.TB, base, id string, hdr map[string]string) (turnstore.Turn, response) {
+	t.Helper()
+	resp := do(t, base, request{Method: http.MethodGet, Path: "/v1/turns/" + id, Header: hdr})
+	var tv turnstore.Turn
+	if resp.Status == http.StatusOK {
+		resp.JSON(t, &tv)
+	}
+	return tv, resp
+}
+
+// markRunning makes a turn look claimed by a worker.
+func (b *bundle) markRunning(t testing.TB, id string) {
+	t.Helper()
+	b.recorder.Flush(context.Background()) // the queued row is written asynchronously
+	tag, err := b.env.Pool.Exec(context.Background(), `UPDATE turns SET status = 'running', attempt = 1,
+		started_at = now(), lease_owner = 'w', lease_expires_at = now() + interval '1 minute' WHERE turn_id = $1`, id)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+}
+
+// TestQueuedRowAndStatus: an accepted turn is readable as queued at once (its row is recorded after
+// Kafka acknowledged it), and the session records its tenant.
+func TestQueuedRowAndStatus(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	a := accepted(t, postTurn(t, b.srv.URL, "st", `{"input":{"text":"status please"},"metadata":{"k":"v"}}`, nil))
+	tv, resp := getTurn(t, b.srv.URL, a.TurnID, nil)
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.Equal(t, wire.StatusQueued, tv.Status)
+	require.Equal(t, "st", tv.SessionID)
+	require.Zero(t, tv.Attempt)
+	var tenant string
+	require.NoError(t, b.env.Pool.QueryRow(context.Background(), `SELECT tenant FROM sessions WHERE session_id = 'st'`).Scan(&tenant))
+	require.Equal(t, DefaultTenant, tenant)
+
+	_, resp = getTurn(t, b.srv.URL, uuid.NewString(), nil)
+	require.Equal(t, http.StatusNotFound, resp.Status)
+	require.Equal(t, ProblemTurnNotFound, resp.ProblemType(t))
+	_, resp = getTurn(t, b.srv.URL, "not-a-uuid", nil)
+	require.Equal(t, http.StatusBadRequest, resp.Status)
+}
+
+// TestMultitask: reject refuses while the session has a queued or running turn; interrupt requests
+// cancellation of the running one (and of queued ones before it) and is accepted.
+func TestMultitask(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	first := accepted(t, postTurn(t, b.srv.URL, "mt", turnBody, nil))
+
+	resp := postTurn(t, b.srv.URL, "mt", `{"input":{"text":"again"},"multitask":"reject"}`, nil)
+	require.Equal(t, http.StatusConflict, resp.Status, "queued turn: %s", resp.Body)
+	require.Equal(t, ProblemSessionBusy, resp.ProblemType(t))
+	b.markRunning(t, first.TurnID)
+	resp = postTurn(t, b.srv.URL, "mt", `{"input":{"text":"again"},"multitask":"reject"}`, nil)
+	require.Equal(t, http.StatusConflict, resp.Status, "running turn: %s", resp.Body)
+	require.EqualValues(t, 1, b.recordsInKafka(t))
+	// Another session is not busy.
+	accepted(t, postTurn(t, b.srv.URL, "mt-other", `{"input":{"text":"x"},"multitask":"reject"}`, nil))
+
+	second := accepted(t, postTurn(t, b.srv.URL, "mt", `{"input":{"text":"stop that"},"multitask":"interrupt"}`, nil))
+	tv, _ := getTurn(t, b.srv.URL, first.TurnID, nil)
+	require.True(t, tv.CancelReq, "interrupt must request cancellation of the running turn")
+	tv, _ = getTurn(t, b.srv.URL, second.TurnID, nil)
+	require.False(t, tv.CancelReq, "the interrupting turn itself runs")
+	require.Equal(t, wire.StatusQueued, tv.Status)
+}
+
+// TestCancel: 202 for queued, running and finished turns, idempotent, never refused for capacity.
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{cfg: func(c *Config) { c.MaxBacklogAge = time.Second }})
+	a := accepted(t, postTurn(t, b.srv.URL, "cx", turnBody, nil))
+	b.backlog.Store(int64(time.Hour)) // intake refuses new turns for capacity ...
+	require.Equal(t, http.StatusServiceUnavailable, postTurn(t, b.srv.URL, "cx", turnBody, nil).Status)
+
+	cancel := func(id string) CancelAccepted {
+		resp := do(t, b.srv.URL, request{Method: http.MethodPost, Path: "/v1/turns/" + id + "/cancel"})
+		require.Equal(t, http.StatusAccepted, resp.Status, string(resp.Body)) // ... but never cancels
+		var c CancelAccepted
+		resp.JSON(t, &c)
+		return c
+	}
+	c := cancel(a.TurnID)
+	require.True(t, c.CancelRequested)
+	require.Equal(t, "queued", c.Status)
+	require.Equal(t, c, cancel(a.TurnID), "cancel is idempotent")
+
+	run := accepted(t, postTurnAdmitted(t, b, "cx"))
+	b.markRunning(t, run.TurnID)
+	c = cancel(run.TurnID)
+	require.True(t, c.CancelRequested)
+	require.Equal(t, "running", c.Status, "a running turn stops at its worker's next lease renewal")
+
+	done := uuid.New()
+	_, err := b.env.Pool.Exec(context.Background(), `INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, finished_at)
+		VALUES ($1, 'cx', 'default', 'succeeded', now(), now())`, done)
+	require.NoError(t, err)
+	c = cancel(done.String())
+	require.False(t, c.CancelRequested)
+	require.Equal(t, "succeeded", c.Status)
+
+	resp := do(t, b.srv.URL, request{Method: http.MethodPost, Path: "/v1/turns/" + uuid.NewString() + "/cancel"})
+	require.Equal(t, http.StatusNotFound, resp.Status)
+}
+
+// TestListSessionTurns pages a session's turns newest first.
+func TestListSessionTurns(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, accepted(t, postTurn(t, b.srv.URL, "ls", fmt.Sprintf(`{"input":{"text":"n%d"}}`, i), nil)).TurnID)
+	}
+	var got []string
+	cursor := ""
+	for page := 0; ; page++ {
+		path := "/v1/sessions/ls/turns?limit=2"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		resp := do(t, b.srv.URL, request{Method: http.MethodGet, Path: path})
+		require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+		var p TurnPage
+		resp.JSON(t, &p)
+		require.LessOrEqual(t, len(p.Turns), 2)
+		for _, tv := range p.Turns {
+			got = append(got, tv.TurnID.String())
+		}
+		if p.NextCursor == "" {
+			break
+		}
+		cursor = p.NextCursor
+		require.Less(t, page, 5)
+	}
+	want := make([]string, len(ids))
+	for i, id := range ids {
+		want[len(ids)-1-i] = id
+	}
+	require.Equal(t, want, got)
+
+	resp := do(t, b.srv.URL, request{Method: http.MethodGet, Path: "/v1/sessions/ls/turns?cursor=%21%21", Unvalidated: true})
+	require.Equal(t, http.StatusBadRequest, resp.Status)
+	require.Equal(t, ProblemInvalidCursor, resp.ProblemType(t))
+	resp = do(t, b.srv.URL, request{Method: http.MethodGet, Path: "/v1/sessions/unknown/turns"})
+	require.Equal(t, http.StatusNotFound, resp.Status)
+}
+
+// TestTenants: API keys map to tenants; a session belongs to the tenant that first used it; another
+// tenant's session, turn and cancel answer 404; a missing or revoked key is a 401.
+func TestTenants(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{cfg: func(c *Config) { c.AuthEnabled = true }})
+	ctx := context.Background()
+	_, acmeKey, err := apikey.Create(ctx, b.env.Pool, "acme")
+	require.NoError(t, err)
+	globexID, globexKey, err := apikey.Create(ctx, b.env.Pool, "globex")
+	require.NoError(t, err)
+	acme := map[string]string{"Authorization": "Bearer " + acmeKey}
+	globex := map[string]string{"Authorization": "Bearer " + globexKey}
+
+	resp := postTurn(t, b.srv.URL, "shared", turnBody, nil)
+	require.Equal(t, http.StatusUnauthorized, resp.Status)
+	require.Equal(t, ProblemUnauthorized, resp.ProblemType(t))
+	resp = postTurn(t, b.srv.URL, "shared", turnBody, map[string]string{"Authorization": "Bearer ts_nope_nope"})
+	require.Equal(t, http.StatusUnauthorized, resp.Status)
+
+	a := accepted(t, postTurn(t, b.srv.URL, "shared", turnBody, acme))
+	claims, err := b.signer.Verify(a.StreamToken, "shared")
+	require.NoError(t, err)
+	require.Equal(t, "acme", claims.Tenant)
+
+	resp = postTurn(t, b.srv.URL, "shared", turnBody, globex)
+	require.Equal(t, http.StatusNotFound, resp.Status, "another tenant's session")
+	require.Equal(t, ProblemSessionNotFound, resp.ProblemType(t))
+	_, resp = getTurn(t, b.srv.URL, a.TurnID, globex)
+	require.Equal(t, http.StatusNotFound, resp.Status, "another tenant's turn")
+	resp = do(t, b.srv.URL, request{Method: http.MethodPost, Path: "/v1/turns/" + a.TurnID + "/cancel", Header: globex})
+	require.Equal(t, http.StatusNotFound, resp.Status, "another tenant's cancel")
+	resp = do(t, b.srv.URL, request{Method: http.MethodGet, Path: "/v1/sessions/shared/turns", Header: globex})
+	require.Equal(t, http.StatusNotFound, resp.Status, "another tenant's session turns")
+	tv, resp := getTurn(t, b.srv.URL, a.TurnID, acme)
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.False(t, tv.CancelReq, "globex's cancel changed nothing")
+	require.EqualValues(t, 1, b.recordsInKafka(t))
+
+	// The key namespace of idempotency is per tenant: the same key in globex's own session is its own turn.
+	g := accepted(t, postTurn(t, b.srv.URL, "globex-own", turnBody, globex))
+	require.NotEqual(t, a.TurnID, g.TurnID)
+
+	require.NoError(t, apikey.Revoke(ctx, b.env.Pool, globexID))
+	b.h.keys.expireAll() // as keyTTL passing does
+	resp = postTurn(t, b.srv.URL, "globex-own", turnBody, globex)
+	require.Equal(t, http.StatusUnauthorized, resp.Status, "a revoked key stops working")
+}
+
+// TestOpenAPIServed: intake serves the embedded document, and it is a valid OpenAPI 3.1 document.
+func TestOpenAPIServed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{cfg: func(c *Config) { c.AuthEnabled = true }})
+	resp := do(t, b.srv.URL, request{Method: http.MethodGet, Path: "/openapi.yaml"})
+	require.Equal(t, http.StatusOK, resp.Status, "served without an API key")
+	require.Equal(t, string(openapi.Spec), string(resp.Body))
+	require.Contains(t, string(resp.Body), "openapi: 3.1.0")
+}
+
+// postTurnAdmitted posts a turn while the backlog reads as empty, then restores it.
+func postTurnAdmitted(t *testing.T, b *bundle, session string) response {
+	t.Helper()
+	prev := b.backlog.Swap(0)
+	defer b.backlog.Store(prev)
+	return postTurn(t, b.srv.URL, session, turnBody, nil)
+}

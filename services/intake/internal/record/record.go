@@ -1,0 +1,241 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Row is one accepted turn.
+type Row struct {
+	TurnID     uuid.UUID
+	SessionID  string
+	Tenant     string
+	AcceptedAt time.Time
+	Deadline   time.Time
+}
+
+const (
+	bufferSize = 8192
+	maxBatch   = 500
+)
+
+// Recorder batches queued rows into Postgres.
+type Recorder struct {
+	pool     *pgxpool.Pool
+	interval time.Duration
+	log      *slog.Logger
+	in       chan Row
+	flushReq chan chan struct{}
+	dropped  *prometheus.CounterVec
+	written  prometheus.Counter
+
+	mu      sync.Mutex
+	started bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// New returns a recorder; pool may be nil (every row is then dropped and counted).
+func New(pool *pgxpool.Pool, interval time.Duration, log *slog.Logger, reg prometheus.Registerer) *Recorder {
+	r := &Recorder{pool: pool, interval: interval, log: log,
+		in: make(chan Row, bufferSize), flushReq: make(chan chan struct{}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_intake_queued_rows_dropped_total",
+			Help: "Queued rows of accepted turns not written to Postgres (the turn is still in Kafka), by reason."}, []string{"reason"}),
+		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_intake_queued_rows_written_total",
+			Help: "Queued rows of accepted turns written to Postgres (a turn whose row existed already is not counted)."}),
+	}
+	reg.MustRegister(r.dropped, r.written)
+	return r
+}
+
+// Add queues a row without blocking; when the buffer is full the row is dropped and counted.
+func (r *Recorder) Add(row Row) {
+	select {
+	case r.in <- row:
+	default:
+		r.dropped.WithLabelValues("buffer_full").Inc()
+	}
+}
+
+// Flush writes every row added before it and returns when they are written (or dropped), or when ctx
+// ends. Before Start or after Stop it returns at once.
+func (r *Recorder) Flush(ctx context.Context) {
+	r.mu.Lock()
+	done := r.done
+	r.mu.Unlock()
+	if done == nil {
+		return
+	}
+	ack := make(chan struct{})
+	select {
+	case r.flushReq <- ack:
+	case <-done:
+		return
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-ack:
+	case <-ctx.Done():
+	}
+}
+
+// Start runs the flush loop and returns at once.
+func (r *Recorder) Start(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return nil
+	}
+	r.started = true
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.done = make(chan struct{})
+	go r.loop(ctx, r.done)
+	return nil
+}
+
+// Stop flushes what is buffered and waits for the loop to end, or for ctx. Safe twice and before
+// Start.
+func (r *Recorder) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop queued-row recorder: %w", context.Cause(ctx))
+	}
+}
+
+func (r *Recorder) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	batch := make([]Row, 0, maxBatch)
+	drain := func() {
+		for len(batch) < maxBatch {
+			select {
+			case row := <-r.in:
+				batch = append(batch, row)
+			default:
+				return
+			}
+		}
+	}
+	flushAll := func() {
+		for {
+			drain()
+			if len(batch) == 0 {
+				return
+			}
+			r.write(batch)
+			batch = batch[:0]
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			flushAll() // rows of turns Kafka acknowledged before shutdown
+			return
+		case ack := <-r.flushReq:
+			flushAll()
+			close(ack)
+		case row := <-r.in:
+			batch = append(batch, row)
+			if len(batch) >= maxBatch {
+				r.write(batch)
+				batch = batch[:0]
+			}
+		case <-t.C:
+			drain()
+			if len(batch) > 0 {
+				r.write(batch)
+				batch = batch[:0]
+			}
+		}
+	}
+}
+
+// insertSQL records sessions' tenants on first use and the turns as queued, in one statement.
+const insertSQL = `
+WITH rows AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[])
+        AS r(turn_id, session_id, tenant, accepted_at, deadline)
+), s AS (
+    INSERT INTO sessions (session_id, tenant)
+    SELECT DISTINCT ON (session_id) session_id, tenant FROM rows ORDER BY session_id, accepted_at
+    ON CONFLICT (session_id) DO NOTHING
+)
+INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, deadline)
+SELECT DISTINCT ON (turn_id) turn_id, session_id, tenant, 'queued', accepted_at, deadline
+FROM rows ORDER BY turn_id, accepted_at
+ON CONFLICT (turn_id) DO NOTHING`
+
+func (r *Recorder) write(batch []Row) {
+	if r.pool == nil {
+		r.dropped.WithLabelValues("no_database").Add(float64(len(batch)))
+		return
+	}
+	n := len(batch)
+	ids := make([]string, n)
+	sessions := make([]string, n)
+	tenants := make([]string, n)
+	accepted := make([]time.Time, n)
+	deadlines := make([]time.Time, n)
+	for i, row := range batch {
+		ids[i] = row.TurnID.String()
+		sessions[i], tenants[i] = row.SessionID, row.Tenant
+		accepted[i], deadlines[i] = row.AcceptedAt, row.Deadline
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	tag, err := r.insert(ctx, ids, sessions, tenants, accepted, deadlines)
+	if err != nil {
+		reason := "database_error"
+		if errors.Is(err, context.DeadlineExceeded) {
+			reason = "database_timeout"
+		}
+		r.dropped.WithLabelValues(reason).Add(float64(n))
+		r.log.Warn("queued rows not recorded; the turns are in Kafka and their claim will record them",
+			"rows", n, "err", err)
+		return
+	}
+	r.written.Add(float64(tag.RowsAffected()))
+}
+
+// insert runs insertSQL in a transaction that does not wait for its WAL flush
+// (synchronous_commit=off): the row is best-effort by design (the turn is durable in Kafka and its
+// claim records it), and not waiting for the disk is what keeps these writes cheap.
+func (r *Recorder) insert(ctx context.Context, args ...any) (pgconn.CommandTag, error) {
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+		return pgconn.CommandTag{}, fmt.Errorf("set synchronous_commit: %w", err)
+	}
+	tag, err := tx.Exec(ctx, insertSQL, args...)
+	if err != nil {
+		return pgconn.CommandTag{}, fmt.Errorf("insert queued rows: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return pgconn.CommandTag{}, fmt.Errorf("commit: %w", err)
+	}
+	return tag, nil
+}

@@ -1,0 +1,97 @@
+package record
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/turnstile-run/turnstile/pkg/postgres"
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).reaper"),
+	)
+}
+
+func row(session string) Row {
+	return Row{TurnID: uuid.New(), SessionID: session, Tenant: "acme", AcceptedAt: time.Now(), Deadline: time.Now().Add(time.Minute)}
+}
+
+func TestRecorder(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Partitions: 1})
+	ctx := context.Background()
+
+	t.Run("WritesBatchesAndKeepsProgress", func(t *testing.T) {
+		r := New(env.Pool, time.Millisecond, env.Log, prometheus.NewRegistry())
+		require.NoError(t, r.Start(ctx))
+		defer r.Stop(ctx)
+		running := row("s-a")
+		_, err := env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, attempt, accepted_at)
+			VALUES ($1, 's-a', 'acme', 'running', 1, now())`, running.TurnID)
+		require.NoError(t, err)
+		rows := []Row{running}
+		for range 700 { // more than one batch
+			rows = append(rows, row("s-a"))
+		}
+		for _, rw := range rows {
+			r.Add(rw)
+		}
+		r.Flush(ctx)
+		var queued, run int
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'queued'),
+			count(*) FILTER (WHERE status = 'running') FROM turns WHERE session_id = 's-a'`).Scan(&queued, &run))
+		require.Equal(t, 700, queued)
+		require.Equal(t, 1, run, "a claimed turn is never set back to queued")
+		var tenant string
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT tenant FROM sessions WHERE session_id = 's-a'`).Scan(&tenant))
+		require.Equal(t, "acme", tenant)
+		require.EqualValues(t, 700, testutil.ToFloat64(r.written))
+	})
+
+	t.Run("PostgresDownDropsAndCounts", func(t *testing.T) {
+		dead, err := postgres.NewLazyPool("postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1", "")
+		require.NoError(t, err)
+		defer dead.Close()
+		r := New(dead, time.Millisecond, env.Log, prometheus.NewRegistry())
+		require.NoError(t, r.Start(ctx))
+		defer r.Stop(ctx)
+		r.Add(row("s-b"))
+		r.Add(row("s-b"))
+		r.Flush(ctx)
+		require.EqualValues(t, 2, testutil.ToFloat64(r.dropped.WithLabelValues("database_error")))
+	})
+
+	t.Run("StopFlushesAndIsSafeTwice", func(t *testing.T) {
+		r := New(env.Pool, time.Hour, env.Log, prometheus.NewRegistry())
+		require.NoError(t, r.Stop(ctx), "stop before start")
+		r.Flush(ctx) // before start: returns at once
+		require.NoError(t, r.Start(ctx))
+		require.NoError(t, r.Start(ctx))
+		r.Add(row("s-c"))
+		require.NoError(t, r.Stop(ctx))
+		require.NoError(t, r.Stop(ctx))
+		var n int
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE session_id = 's-c'`).Scan(&n))
+		require.Equal(t, 1, n, "rows buffered at Stop are written")
+	})
+
+	t.Run("StartStopStress", func(t *testing.T) {
+		for range 20 {
+			r := New(env.Pool, time.Millisecond, env.Log, prometheus.NewRegistry())
+			require.NoError(t, r.Start(ctx))
+			r.Add(row("s-d"))
+			require.NoError(t, r.Stop(ctx))
+		}
+	})
+}
