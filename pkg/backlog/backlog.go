@@ -2,6 +2,7 @@ package backlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -30,6 +31,9 @@ SELECT extract(epoch FROM now() - min(a)) FROM (
 
 // Oldest queries the backlog age once.
 func Oldest(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
+	if pool == nil {
+		return 0, errors.New("query backlog age: no Postgres pool")
+	}
 	var secs *float64
 	if err := pool.QueryRow(ctx, oldestSQL).Scan(&secs); err != nil {
 		return 0, fmt.Errorf("query backlog age: %w", err)

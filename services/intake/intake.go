@@ -2,6 +2,9 @@ package intake
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"time"
 	"sync"
 	"sync/atomic"
 
@@ -9,8 +12,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/backlog"
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/services/intake/internal/api"
 )
@@ -23,6 +29,7 @@ type Intake struct {
 	deps     *app.Deps
 	producer *kgo.Client
 	handler  *api.Handler
+	backlog  *backlog.Monitor
 	ready    atomic.Bool
 	stopOnce sync.Once
 }
@@ -37,29 +44,46 @@ func New(ctx context.Context, d *app.Deps) (*Intake, error) {
 		return nil, err
 	}
 	var store *turnstore.Store
-	if pool, err := d.Postgres(ctx); err == nil {
-		store = turnstore.New(pool)
-	} else {
+	pool, err := d.Postgres(ctx)
+	if err != nil {
 		log.Warn("postgres unavailable at start; turn status reads will answer 503 until it is", "err", err)
-		if pool, lerr := postgres.NewLazyPool(cfg.DatabaseURL, cfg.DatabaseSchema); lerr == nil {
-			store = turnstore.New(pool)
-		}
+		pool, _ = postgres.NewLazyPool(cfg.DatabaseURL, cfg.DatabaseSchema)
 	}
+	if pool != nil {
+		store = turnstore.New(pool)
+	}
+	// The backlog-age signal lives here because intake does not scale to zero with the workers.
+	monitor := backlog.New(backlog.Config{Interval: cfg.Ops.BacklogInterval}, pool, log, d.Registry)
 	h := api.New(api.Config{
 		Topic:           cfg.Topic,
 		MaxBody:         cfg.MaxBody,
 		DefaultDeadline: cfg.DefaultDeadline,
 		MinUsefulTime:   cfg.MinUsefulTime,
 		ProduceTimeout:  cfg.ProduceTimeout,
+		BacklogAge:      monitor.Age,
 	}, producer, store, log, d.Registry)
-	return &Intake{deps: d, producer: producer, handler: h}, nil
+	return &Intake{deps: d, producer: producer, handler: h, backlog: monitor}, nil
 }
 
-// Routes mounts the intake API.
-func (i *Intake) Routes(r chi.Router) { i.handler.Routes(r) }
+// Routes mounts the intake API, each request in a server span whose context travels with the turn.
+func (i *Intake) Routes(r chi.Router) {
+	i.handler.Routes(r.With(telemetry.Middleware("intake")))
+	r.Get("/v1/backlog", i.serveBacklog)
+}
 
-// Start marks intake ready. The producer connects on first use.
-func (i *Intake) Start(context.Context) error {
+// BacklogAge is the current backlog age (see pkg/backlog).
+func (i *Intake) BacklogAge() time.Duration { return i.backlog.Age() }
+
+// serveBacklog answers KEDA's metrics-api scaler: {"backlog_age_seconds": 12.5}.
+func (i *Intake) serveBacklog(w http.ResponseWriter, _ *http.Request) {
+	httpx.WriteJSON(w, http.StatusOK, map[string]float64{"backlog_age_seconds": i.backlog.Age().Seconds()})
+}
+
+// Start starts the backlog monitor and marks intake ready. The producer connects on first use.
+func (i *Intake) Start(ctx context.Context) error {
+	if err := i.backlog.Start(ctx); err != nil {
+		return err
+	}
 	i.ready.Store(true)
 	return nil
 }
@@ -72,7 +96,7 @@ func (i *Intake) Stop(ctx context.Context) error {
 	var err error
 	i.stopOnce.Do(func() {
 		i.ready.Store(false)
-		err = i.producer.Flush(ctx)
+		err = errors.Join(i.producer.Flush(ctx), i.backlog.Stop(ctx))
 		i.producer.Close()
 	})
 	return err

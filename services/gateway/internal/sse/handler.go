@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -11,9 +12,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/hub"
 )
@@ -222,7 +225,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		ew.event(id, string(wire.EventStreamReset), string(data))
 	}
 
-	s := &stream{h: h, ew: ew, flusher: flusher, epoch: begin.epoch, last: begin.after, turn: turnFilter}
+	s := &stream{h: h, ew: ew, flusher: flusher, epoch: begin.epoch, last: begin.after, turn: turnFilter, ctx: ctx}
 	// Replay from Redis, then follow the shared feed, skipping what replay already sent.
 	for {
 		entries, err := h.reader.After(ctx, sessionID, s.last, h.cfg.ReplayBatch)
@@ -316,6 +319,7 @@ type stream struct {
 	epoch   string
 	last    streams.EntryID
 	turn    string
+	ctx     context.Context
 }
 
 // send writes an entry unless it was already sent or belongs to another turn; it reports whether
@@ -333,6 +337,10 @@ func (s *stream) send(d hub.Delivery) bool {
 	}
 	s.ew.event(streams.Cursor{Epoch: s.epoch, ID: d.ID}.String(), string(d.Type), d.Data)
 	s.h.sent.Inc()
+	if d.Traceparent != "" {
+		_, span := telemetry.Start(telemetry.FromTraceparent(s.ctx, d.Traceparent), "gateway.deliver "+string(d.Type), trace.WithSpanKind(trace.SpanKindProducer))
+		span.End()
+	}
 	return s.turn != "" && d.Type.Terminal()
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
@@ -32,6 +33,8 @@ type Config struct {
 	DefaultDeadline time.Duration
 	MinUsefulTime   time.Duration
 	ProduceTimeout  time.Duration
+	// BacklogAge reports the current backlog age (pkg/backlog.Monitor.Age) for admission control.
+	BacklogAge func() time.Duration
 }
 
 // Producer is the part of a Kafka client the handler uses.
@@ -134,6 +137,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	start := time.Now()
 	rec := &kgo.Record{Topic: h.cfg.Topic, Key: []byte(sessionID), Value: value}
+	telemetry.InjectRecord(r.Context(), rec)
 	if err := h.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		h.log.WarnContext(r.Context(), "produce failed", "session_id", sessionID, "turn_id", turnID, "err", err)
 		h.requests.WithLabelValues(route, ProblemKafkaUnavail).Inc()
