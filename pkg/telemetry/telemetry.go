@@ -186,5 +186,3 @@ func ServiceName(roles []string) string {
 	}
 	return "turnstile"
 }
-
-

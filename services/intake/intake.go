@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
