@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/cmd/turnstile/roles"
 	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/logging"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
@@ -25,7 +29,8 @@ func TestOneTurnOneTrace(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	cfg := env.Config
 	cfg.Roles = "intake,worker,gateway"
-	deps := app.NewDeps(cfg, env.Log)
+	logs := &syncBuffer{}
+	deps := app.NewDeps(cfg, logging.New(logs, "json", "info"))
 	deps.Tracing = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -90,4 +95,34 @@ func TestOneTurnOneTrace(t *testing.T) {
 			require.Equal(t, "worker.publish "+strings.TrimPrefix(s.Name, "gateway.deliver "), parent.Name)
 		}
 	}
+
+	// The worker's JSON log lines about the turn carry its trace, turn and session IDs.
+	var started map[string]any
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "turn started" {
+			started = rec
+		}
+	}
+	require.NotNil(t, started, "no 'turn started' log line in:\n%s", logs.String())
+	require.Equal(t, traceID, started["trace_id"])
+	require.Equal(t, "traced", started["session_id"])
+	require.NotEmpty(t, started["turn_id"])
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
