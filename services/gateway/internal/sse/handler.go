@@ -53,6 +53,7 @@ type Handler struct {
 	connections prometheus.Gauge
 	sent        prometheus.Counter
 	resumes     *prometheus.CounterVec
+	lag         prometheus.Histogram
 }
 
 type conn struct {
@@ -76,7 +77,10 @@ func New(cfg Config, h *hub.Hub, reader *streams.Reader, rdb redis.UniversalClie
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_gateway_resumes_total",
 			Help: "Stream opens by cursor result: fresh, live, resumed, reset."}, []string{"result"}),
 	}
-	reg.MustRegister(hd.connections, hd.sent, hd.resumes)
+	hd.lag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "turnstile_gateway_delivery_lag_seconds",
+		Help:    "Time from an event's append to Redis (its entry ID) to its write to a live SSE client.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
+	reg.MustRegister(hd.connections, hd.sent, hd.resumes, hd.lag)
 	return hd
 }
 
@@ -248,6 +252,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	s.live = true // from here on entries arrive as they are appended: their delivery lag is meaningful
 	keepAlive := time.NewTicker(h.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	for {
@@ -320,6 +325,7 @@ type stream struct {
 	last    streams.EntryID
 	turn    string
 	ctx     context.Context
+	live    bool
 }
 
 // send writes an entry unless it was already sent or belongs to another turn; it reports whether
@@ -337,6 +343,9 @@ func (s *stream) send(d hub.Delivery) bool {
 	}
 	s.ew.event(streams.Cursor{Epoch: s.epoch, ID: d.ID}.String(), string(d.Type), d.Data)
 	s.h.sent.Inc()
+	if s.live {
+		s.h.lag.Observe(max(0, time.Since(time.UnixMilli(int64(d.ID.Ms))).Seconds()))
+	}
 	if d.Traceparent != "" {
 		_, span := telemetry.Start(telemetry.FromTraceparent(s.ctx, d.Traceparent), "gateway.deliver "+string(d.Type), trace.WithSpanKind(trace.SpanKindProducer))
 		span.End()
