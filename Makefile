@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MODULES := pkg migrations services/intake services/worker services/gateway cmd/turnstile loadtest
+MODULES := pkg migrations services/intake services/worker services/gateway cmd/turnstile loadtest deploy
 SERVICES := intake worker gateway
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 15m
@@ -50,6 +50,7 @@ bench: ## run the benchmarks, each beside its baseline (see docs/BENCHMARKS.md)
 loadtest: build ## run the load generator's burst scenario against a local stack (see loadtest/)
 	./bin/turnstile-loadtest -scenario burst
 
+COMPOSE_PROFILES ?=
 .PHONY: up
-up: ## run the full stack with Apache Kafka under docker compose
-	docker compose up --build
+up: ## run the full stack with Apache Kafka under docker compose (COMPOSE_PROFILES=observability adds Prometheus)
+	COMPOSE_PROFILES=$(COMPOSE_PROFILES) docker compose up --build
