@@ -254,7 +254,6 @@ func TestChartRefusesUnsafeValues(t *testing.T) {
 	}
 }
 
-
 // checkEnvironments assembles each Deployment's environment (ConfigMap, Secret, literal env) and
 // checks every variable is documented and the whole passes pkg/config's validation.
 func checkEnvironments(t *testing.T, r rendered) {
