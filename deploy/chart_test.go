@@ -12,6 +12,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
 )
 
 // object is one rendered Kubernetes manifest.
@@ -278,5 +280,17 @@ func checkEnvironments(t *testing.T, r rendered) {
 			env[get(e, "name").(string)] = v
 		}
 		checkEnv(t, d.name(), env)
+	}
+}
+
+// TestChartLints runs `helm lint`'s checks (chart metadata, template syntax, rendered YAML and
+// Kubernetes object shape) and allows no warning or error.
+func TestChartLints(t *testing.T) {
+	t.Parallel()
+	kv, err := chartutil.ParseKubeVersion("v1.31.0")
+	require.NoError(t, err)
+	l := lint.AllWithKubeVersion("helm/turnstile", nil, "prod", kv)
+	for _, m := range l.Messages {
+		require.Less(t, m.Severity, support.WarningSev, "helm lint: %s", m.Error())
 	}
 }
