@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"net/url"
 	"time"
 )
 
@@ -40,6 +41,11 @@ func (s OpsSettings) validate() []error {
 	var errs []error
 	if s.BacklogInterval < 10*time.Millisecond {
 		errs = append(errs, errors.New("TURNSTILE_BACKLOG_INTERVAL: must be at least 10ms"))
+	}
+	if s.OTLPEndpoint != "" {
+		if u, err := url.Parse(s.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, errors.New("TURNSTILE_OTLP_ENDPOINT: must be an http:// or https:// URL"))
+		}
 	}
 	if s.TraceSampleRatio < 0 || s.TraceSampleRatio > 1 {
 		errs = append(errs, errors.New("TURNSTILE_TRACE_SAMPLE_RATIO: must be between 0 and 1"))
