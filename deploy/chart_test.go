@@ -163,6 +163,7 @@ func TestChartDefaults(t *testing.T) {
 		alerts[get(rule, "alert").(string)] = get(rule, "expr").(string)
 	}
 	require.Contains(t, alerts["TurnstileBacklogAgeHigh"], "turnstile_backlog_age_seconds")
+	require.Contains(t, alerts["TurnstileBacklogSignalStale"], "turnstile_backlog_query_failures_total")
 	require.Contains(t, alerts["TurnstileDeadLetters"], "turnstile_worker_dead_lettered_total")
 	require.Contains(t, alerts["TurnstileTakeoverRateHigh"], "turnstile_worker_takeovers_total")
 	require.Contains(t, alerts["TurnstileStreamResets"], `turnstile_gateway_resumes_total{result="reset"}`)

@@ -57,12 +57,10 @@ type Monitor struct {
 	cfg  Config
 	pool *pgxpool.Pool
 	log  *slog.Logger
-	now  func() time.Time
 
-	mu         sync.Mutex
-	age        time.Duration
-	measuredAt time.Time
-	measured   chan struct{} // closed after the first successful measurement
+	mu       sync.Mutex
+	age      time.Duration
+	measured chan struct{} // closed after the first successful measurement
 
 	gauge    prometheus.GaugeFunc
 	failures prometheus.Counter
@@ -81,12 +79,12 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Regist
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = max(cfg.Interval, time.Second)
 	}
-	m := &Monitor{cfg: cfg, pool: pool, log: log, now: time.Now, measured: make(chan struct{}), done: make(chan struct{})}
+	m := &Monitor{cfg: cfg, pool: pool, log: log, measured: make(chan struct{}), done: make(chan struct{})}
 	m.gauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_backlog_age_seconds",
 		Help: "Age of the oldest accepted turn that could start now but has not (queued, or its lease expired, and not behind its own session's running turn)."},
 		func() float64 { return m.Age().Seconds() })
 	m.failures = prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_backlog_query_failures_total",
-		Help: "Backlog-age queries that failed (the gauge then extrapolates from the last result)."})
+		Help: "Backlog-age queries that failed (the gauge then holds its last value)."})
 	if reg != nil {
 		reg.MustRegister(m.gauge, m.failures)
 	}
@@ -145,12 +143,12 @@ func (m *Monitor) Refresh(ctx context.Context) {
 	if err != nil {
 		if ctx.Err() == nil {
 			m.failures.Inc()
-			m.log.WarnContext(ctx, "backlog age query failed; extrapolating from the last result", "err", err)
+			m.log.WarnContext(ctx, "backlog age query failed; holding the last value", "err", err)
 		}
 		return
 	}
 	m.mu.Lock()
-	m.age, m.measuredAt = age, m.now()
+	m.age = age
 	select {
 	case <-m.measured:
 	default:
@@ -162,16 +160,17 @@ func (m *Monitor) Refresh(ctx context.Context) {
 // Measured is closed once the first measurement succeeded.
 func (m *Monitor) Measured() <-chan struct{} { return m.measured }
 
-// Age is the current backlog age: the last measurement, extended by the time since it when it was
-// not zero (an oldest waiting turn keeps ageing until the next measurement says otherwise).
+// Age is the backlog age at the last successful measurement. During a Postgres outage it holds that
+// value rather than guessing: admission control reads it, and intake must keep accepting turns while
+// Postgres is down.
 func (m *Monitor) Age() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.age == 0 {
-		return 0
-	}
-	return m.age + m.now().Sub(m.measuredAt)
+	return m.age
 }
 
 // Gauge is the turnstile_backlog_age_seconds collector.
 func (m *Monitor) Gauge() prometheus.Collector { return m.gauge }
+
+// Failures is the turnstile_backlog_query_failures_total counter.
+func (m *Monitor) Failures() prometheus.Counter { return m.failures }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/turnstile-run/turnstile/pkg/backlog"
+	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
@@ -146,4 +147,25 @@ func TestStopBeforeStart(t *testing.T) {
 	require.NoError(t, m.Stop(context.Background()))
 	require.NoError(t, m.Start(context.Background()), "Start after Stop does nothing")
 	require.Zero(t, m.Age())
+}
+
+func TestPostgresOutageHoldsTheValue(t *testing.T) {
+	t.Parallel()
+	pool, err := postgres.NewLazyPool("postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1", "")
+	require.NoError(t, err)
+	defer pool.Close()
+	reg := prometheus.NewRegistry()
+	m := backlog.New(backlog.Config{Interval: time.Second, Timeout: 2 * time.Second}, pool, testenv.TestLogger(t), reg)
+	m.Refresh(context.Background())
+	m.Refresh(context.Background())
+	require.Zero(t, m.Age(), "no measurement: nothing to extrapolate, admission control keeps accepting")
+	failures, err := testutil.GatherAndCount(reg, "turnstile_backlog_query_failures_total")
+	require.NoError(t, err)
+	require.Equal(t, 1, failures)
+	require.Equal(t, 2.0, testutil.ToFloat64(m.Failures()))
+	select {
+	case <-m.Measured():
+		t.Fatal("Measured must stay open until a query succeeds")
+	default:
+	}
 }

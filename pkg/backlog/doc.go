@@ -14,9 +14,11 @@
 //     gauge keeps rising when no worker is alive and KEDA can scale workers up from zero.
 //   - One query every TURNSTILE_BACKLOG_INTERVAL (default 1s), two index probes thanks to the partial
 //     indexes of migration 00050; Age() reads the last result without touching Postgres, so intake's
-//     admission control may call it on every request. Between polls the last measured age is
-//     extended by the time elapsed, so the gauge keeps rising during a Postgres outage instead of
-//     freezing (an outage is then visible as a climbing backlog, which is the safe direction).
+//     admission control may call it on every request.
+//   - When the query fails (Postgres down) the value holds and turnstile_backlog_query_failures_total
+//     rises. Extrapolating instead would make admission control refuse every turn after a while,
+//     against intake's static stability (it keeps accepting while Postgres is down); the failure
+//     counter, not the gauge, is what alerts on the outage.
 //   - Ages are measured on Postgres's clock against accepted_at (intake's clock); a negative
 //     difference from skew reads as 0.
 package backlog
