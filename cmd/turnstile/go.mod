@@ -3,11 +3,13 @@ module github.com/turnstile-run/turnstile/cmd/turnstile
 go 1.26.0
 
 require (
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	github.com/turnstile-run/turnstile/pkg v0.0.0
 	github.com/turnstile-run/turnstile/services/gateway v0.0.0
 	github.com/turnstile-run/turnstile/services/intake v0.0.0
 	github.com/turnstile-run/turnstile/services/worker v0.0.0
+	go.opentelemetry.io/otel/sdk v1.47.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -34,7 +36,6 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.23.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	github.com/turnstile-run/turnstile/migrations v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.3 // indirect
@@ -47,7 +48,6 @@ require (
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
-	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
