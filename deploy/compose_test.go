@@ -55,6 +55,7 @@ type composeFile struct {
 		Command     []string          `yaml:"command"`
 		Environment map[string]string `yaml:"environment"`
 		Profiles    []string          `yaml:"profiles"`
+		StopGrace   string            `yaml:"stop_grace_period"`
 		DependsOn   map[string]struct {
 			Condition string `yaml:"condition"`
 		} `yaml:"depends_on"`
@@ -102,6 +103,14 @@ func TestComposeStack(t *testing.T) {
 		}
 	}
 	require.NotEqual(t, f.Services["worker-1"].Environment["TURNSTILE_INSTANCE_ID"], f.Services["worker-2"].Environment["TURNSTILE_INSTANCE_ID"])
+	for _, name := range []string{"worker-1", "worker-2"} {
+		var c config.Config
+		require.NoError(t, env.ParseWithOptions(&c, env.Options{Environment: f.Services[name].Environment}))
+		c.ApplyDefaults()
+		grace, err := time.ParseDuration(f.Services[name].StopGrace)
+		require.NoError(t, err, "%s needs a stop_grace_period", name)
+		require.Greater(t, grace, c.DrainTimeout, "%s: docker must not kill a draining worker before its drain timeout", name)
+	}
 }
 
 // TestServiceImagesBuild builds each service as its Dockerfile does: in the service's module alone,
