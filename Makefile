@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MODULES := pkg migrations services/intake services/worker services/gateway cmd/turnstile loadtest
+MODULES := pkg migrations services/intake services/worker services/gateway cmd/turnstile loadtest deploy
 SERVICES := intake worker gateway
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 15m
@@ -55,6 +55,7 @@ loadtest: build ## run the burst scenario (in process) and the River comparison;
 	./bin/turnstile-loadtest -scenario burst -out loadtest-out
 	./bin/turnstile-loadtest -scenario peer -out loadtest-out
 
+COMPOSE_PROFILES ?=
 .PHONY: up
-up: ## run the full stack with Apache Kafka under docker compose
-	docker compose up --build
+up: ## run the full stack with Apache Kafka under docker compose (COMPOSE_PROFILES=observability adds Prometheus)
+	COMPOSE_PROFILES=$(COMPOSE_PROFILES) docker compose up --build

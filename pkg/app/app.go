@@ -20,6 +20,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/logging"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
 )
 
 // Stack is a running set of roles with their HTTP server.
@@ -42,6 +43,7 @@ type named struct {
 // available (broker first), then serves HTTP on cfg.HTTPAddr. On error everything started is stopped.
 func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
 	s := &Stack{deps: deps, serveDone: make(chan error, 1)}
+	ctx = telemetry.WithProvider(ctx, deps.Tracing)
 	r := chi.NewRouter()
 	for _, role := range available {
 		if !deps.Config.HasRole(role.Name) {

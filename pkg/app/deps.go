@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
 )
 
 // Deps are the shared collaborators of a process's roles.
@@ -19,6 +22,8 @@ type Deps struct {
 	Config   config.Config
 	Log      *slog.Logger
 	Registry *prometheus.Registry
+	// Tracing makes the process's spans (pkg/telemetry); tests may replace it before Start.
+	Tracing trace.TracerProvider
 
 	pgOnce sync.Once
 	pg     *pgxpool.Pool
@@ -33,7 +38,15 @@ type Deps struct {
 func NewDeps(cfg config.Config, log *slog.Logger) *Deps {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	return &Deps{Config: cfg, Log: log, Registry: reg}
+	tp, err := telemetry.NewProvider(cfg.Ops, telemetry.ServiceName(cfg.RoleList()), cfg.InstanceID)
+	if err != nil {
+		log.Error("tracing disabled", "err", err)
+	}
+	d := &Deps{Config: cfg, Log: log, Registry: reg}
+	if tp != nil {
+		d.Tracing = tp
+	}
+	return d
 }
 
 // Postgres returns the process's pool, connecting (and migrating, when TURNSTILE_MIGRATE=auto) on
@@ -89,8 +102,13 @@ func NewRedis(cfg config.Config) (redis.UniversalClient, error) {
 	return redis.NewClient(opts), nil
 }
 
-// Close releases the shared clients.
+// Close releases the shared clients and flushes buffered spans.
 func (d *Deps) Close() {
+	if sd, ok := d.Tracing.(interface{ Shutdown(context.Context) error }); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = sd.Shutdown(ctx)
+		cancel()
+	}
 	if d.pg != nil {
 		d.pg.Close()
 	}

@@ -1,10 +1,54 @@
 package config
 
+import (
+	"errors"
+	"net/url"
+	"time"
+)
+
+// Ops defaults.
+const (
+	BacklogIntervalDefault  = time.Second
+	TraceSampleRatioDefault = 1.0
+)
+
 // OpsSettings configure the backlog-age signal, metrics and tracing.
 // Each field documents its variable and default; applyDefaults fills zero fields and validate
 // reports every bound violated.
-type OpsSettings struct{}
+type OpsSettings struct {
+	// BacklogInterval is how often intake recomputes turnstile_backlog_age_seconds from Postgres.
+	// TURNSTILE_BACKLOG_INTERVAL, default 1s.
+	BacklogInterval time.Duration `env:"TURNSTILE_BACKLOG_INTERVAL"`
+	// OTLPEndpoint, when set, exports traces over OTLP/HTTP to this URL
+	// (e.g. http://otel-collector:4318). TURNSTILE_OTLP_ENDPOINT, default empty: traces are made
+	// (so logs carry trace IDs and context propagates) but not exported.
+	OTLPEndpoint string `env:"TURNSTILE_OTLP_ENDPOINT"`
+	// TraceSampleRatio is the fraction of new traces sampled (a parent's decision is kept).
+	// TURNSTILE_TRACE_SAMPLE_RATIO, default 1.
+	TraceSampleRatio float64 `env:"TURNSTILE_TRACE_SAMPLE_RATIO"`
+}
 
-func (s *OpsSettings) applyDefaults() {}
+func (s *OpsSettings) applyDefaults() {
+	if s.BacklogInterval == 0 {
+		s.BacklogInterval = BacklogIntervalDefault
+	}
+	if s.TraceSampleRatio == 0 {
+		s.TraceSampleRatio = TraceSampleRatioDefault
+	}
+}
 
-func (s OpsSettings) validate() []error { return nil }
+func (s OpsSettings) validate() []error {
+	var errs []error
+	if s.BacklogInterval < 10*time.Millisecond {
+		errs = append(errs, errors.New("TURNSTILE_BACKLOG_INTERVAL: must be at least 10ms"))
+	}
+	if s.OTLPEndpoint != "" {
+		if u, err := url.Parse(s.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, errors.New("TURNSTILE_OTLP_ENDPOINT: must be an http:// or https:// URL"))
+		}
+	}
+	if s.TraceSampleRatio < 0 || s.TraceSampleRatio > 1 {
+		errs = append(errs, errors.New("TURNSTILE_TRACE_SAMPLE_RATIO: must be between 0 and 1"))
+	}
+	return errs
+}

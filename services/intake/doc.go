@@ -11,6 +11,9 @@
 //   - internal/api: the HTTP handlers, validation, admission control, idempotency, tenants;
 //   - internal/record: the batched writer of `queued` rows for accepted turns.
 //
-// The backlog age for admission comes from Options.BacklogAge (the backlog monitor); without one
-// intake admits on that count.
+// Intake also runs the backlog-age monitor (pkg/backlog) — the workers' scale signal lives in the
+// role that never scales to zero — exports it as turnstile_backlog_age_seconds and as JSON at
+// GET /v1/backlog for KEDA's metrics-api scaler, and hands it to admission control
+// (api.Config.BacklogAge; Options.BacklogAge overrides it in tests). Each API request runs in a
+// server span whose trace context goes into the Kafka record's headers (pkg/telemetry).
 package intake

@@ -3,6 +3,7 @@ package intake
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,9 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/backlog"
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/services/intake/internal/api"
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
 )
@@ -28,13 +32,14 @@ type Intake struct {
 	producer *kgo.Client
 	recorder *record.Recorder
 	handler  *api.Handler
+	backlog  *backlog.Monitor
 	ready    atomic.Bool
 	stopOnce sync.Once
 }
 
 // Options tune New beyond the configuration.
 type Options struct {
-	// BacklogAge reports the current backlog age for admission control; nil means unknown (admit).
+	// BacklogAge overrides the backlog monitor's age for admission control (tests force a backlog).
 	BacklogAge func() time.Duration
 }
 
@@ -73,6 +78,12 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 			api.DefaultTenant + "\"; set TURNSTILE_AUTH=on outside development")
 	}
 	rec := record.New(pool, cfg.Intake.QueueFlushInterval, log, d.Registry)
+	// The backlog-age signal lives here because intake does not scale to zero with the workers.
+	monitor := backlog.New(backlog.Config{Interval: cfg.Ops.BacklogInterval}, pool, log, d.Registry)
+	backlogAge := opts.BacklogAge
+	if backlogAge == nil {
+		backlogAge = monitor.Age
+	}
 	h := api.New(api.Config{
 		Topic:           cfg.Topic,
 		MaxBody:         cfg.MaxBody,
@@ -80,7 +91,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		MinUsefulTime:   cfg.MinUsefulTime,
 		ProduceTimeout:  cfg.ProduceTimeout,
 		MaxBacklogAge:   cfg.Intake.MaxBacklogAge,
-		BacklogAge:      opts.BacklogAge,
+		BacklogAge:      backlogAge,
 		TenantRate:      cfg.Intake.TenantRate,
 		TenantBurst:     cfg.Intake.TenantBurst,
 		MaxQueuedTurns:  cfg.Intake.MaxQueuedTurns,
@@ -97,15 +108,31 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		Log:      log,
 		Registry: d.Registry,
 	})
-	return &Intake{deps: d, producer: producer, recorder: rec, handler: h}, nil
+	return &Intake{deps: d, producer: producer, recorder: rec, handler: h, backlog: monitor}, nil
 }
 
 // Routes mounts the intake API.
-func (i *Intake) Routes(r chi.Router) { i.handler.Routes(r) }
+// Each request runs in a server span whose context travels with the turn.
+func (i *Intake) Routes(r chi.Router) {
+	i.handler.Routes(r.With(telemetry.Middleware("intake")))
+	r.Get("/v1/backlog", i.serveBacklog)
+}
 
-// Start starts the queued-row recorder and marks intake ready. The producer connects on first use.
+// BacklogAge is the current backlog age (see pkg/backlog).
+func (i *Intake) BacklogAge() time.Duration { return i.backlog.Age() }
+
+// serveBacklog answers KEDA's metrics-api scaler: {"backlog_age_seconds": 12.5}.
+func (i *Intake) serveBacklog(w http.ResponseWriter, _ *http.Request) {
+	httpx.WriteJSON(w, http.StatusOK, map[string]float64{"backlog_age_seconds": i.backlog.Age().Seconds()})
+}
+
+// Start starts the queued-row recorder and the backlog monitor and marks intake ready. The producer
+// connects on first use.
 func (i *Intake) Start(ctx context.Context) error {
 	if err := i.recorder.Start(ctx); err != nil {
+		return err
+	}
+	if err := i.backlog.Start(ctx); err != nil {
 		return err
 	}
 	i.ready.Store(true)
@@ -120,7 +147,7 @@ func (i *Intake) Stop(ctx context.Context) error {
 	var err error
 	i.stopOnce.Do(func() {
 		i.ready.Store(false)
-		err = errors.Join(i.producer.Flush(ctx), i.recorder.Stop(ctx), i.handler.Close())
+		err = errors.Join(i.producer.Flush(ctx), i.recorder.Stop(ctx), i.backlog.Stop(ctx), i.handler.Close())
 		i.producer.Close()
 	})
 	return err

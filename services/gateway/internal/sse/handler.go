@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -11,9 +12,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/hub"
 )
@@ -50,6 +53,7 @@ type Handler struct {
 	connections prometheus.Gauge
 	sent        prometheus.Counter
 	resumes     *prometheus.CounterVec
+	lag         prometheus.Histogram
 }
 
 type conn struct {
@@ -73,7 +77,10 @@ func New(cfg Config, h *hub.Hub, reader *streams.Reader, rdb redis.UniversalClie
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_gateway_resumes_total",
 			Help: "Stream opens by cursor result: fresh, live, resumed, reset."}, []string{"result"}),
 	}
-	reg.MustRegister(hd.connections, hd.sent, hd.resumes)
+	hd.lag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "turnstile_gateway_delivery_lag_seconds",
+		Help:    "Time from an event's append to Redis (its entry ID) to its write to a live SSE client.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
+	reg.MustRegister(hd.connections, hd.sent, hd.resumes, hd.lag)
 	return hd
 }
 
@@ -222,7 +229,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		ew.event(id, string(wire.EventStreamReset), string(data))
 	}
 
-	s := &stream{h: h, ew: ew, flusher: flusher, epoch: begin.epoch, last: begin.after, turn: turnFilter}
+	s := &stream{h: h, ew: ew, flusher: flusher, epoch: begin.epoch, last: begin.after, turn: turnFilter, ctx: ctx}
 	// Replay from Redis, then follow the shared feed, skipping what replay already sent.
 	for {
 		entries, err := h.reader.After(ctx, sessionID, s.last, h.cfg.ReplayBatch)
@@ -245,6 +252,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	s.live = true // from here on entries arrive as they are appended: their delivery lag is meaningful
 	keepAlive := time.NewTicker(h.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	for {
@@ -316,6 +324,8 @@ type stream struct {
 	epoch   string
 	last    streams.EntryID
 	turn    string
+	ctx     context.Context
+	live    bool
 }
 
 // send writes an entry unless it was already sent or belongs to another turn; it reports whether
@@ -333,6 +343,13 @@ func (s *stream) send(d hub.Delivery) bool {
 	}
 	s.ew.event(streams.Cursor{Epoch: s.epoch, ID: d.ID}.String(), string(d.Type), d.Data)
 	s.h.sent.Inc()
+	if s.live {
+		s.h.lag.Observe(max(0, time.Since(time.UnixMilli(int64(d.ID.Ms))).Seconds()))
+	}
+	if d.Traceparent != "" {
+		_, span := telemetry.Start(telemetry.FromTraceparent(s.ctx, d.Traceparent), "gateway.deliver "+string(d.Type), trace.WithSpanKind(trace.SpanKindProducer))
+		span.End()
+	}
 	return s.turn != "" && d.Type.Terminal()
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/openapi"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
@@ -325,6 +326,7 @@ func (h *Handler) produceRecord(ctx context.Context, rec *kgo.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ProduceTimeout)
 	defer cancel()
 	start := time.Now()
+	telemetry.InjectRecord(ctx, rec)
 	done := make(chan error, 1)
 	h.d.Producer.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
 	select {

@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turnstile-run/turnstile/pkg/logging"
 	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
@@ -97,9 +100,14 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 		return Finished
 	}
 	ctx = logging.With(ctx, slog.String("turn_id", env.TurnID.String()), slog.String("session_id", env.SessionID))
+	ctx, span := telemetry.Start(telemetry.ExtractRecord(ctx, rec), "worker.turn", trace.WithSpanKind(trace.SpanKindConsumer), telemetry.TurnAttributes(env.TurnID.String(), env.SessionID, 0))
+	defer span.End()
 	for {
 		acquiredAt := time.Now()
-		claim, err := x.store.Claim(ctx, lease.ClaimRequest{Env: env, Partition: rec.Partition, Offset: rec.Offset})
+		cctx, cspan := telemetry.Start(ctx, "worker.claim")
+		claim, err := x.store.Claim(cctx, lease.ClaimRequest{Env: env, Partition: rec.Partition, Offset: rec.Offset})
+		cspan.SetAttributes(attribute.String("turnstile.claim", string(claim.Outcome)), attribute.Int("turnstile.attempt", claim.Attempt))
+		telemetry.End(cspan, err)
 		if err != nil {
 			if ctx.Err() != nil {
 				return HandedOff
@@ -206,10 +214,12 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 		}
 	}
 	agentCtx, cancelDeadline := context.WithDeadline(attemptCtx, env.Deadline)
+	agentCtx, aspan := telemetry.Start(agentCtx, "worker.agent")
 	res, err := x.runAgent(agentCtx, agent.Turn{
 		TurnID: turnID, SessionID: env.SessionID, Tenant: env.Tenant, Attempt: claim.Attempt,
 		Text: env.Input.Text, Metadata: env.Metadata, Deadline: env.Deadline, Prior: prior,
 	}, history, sink)
+	telemetry.End(aspan, err)
 	cancelDeadline()
 	if err != nil {
 		return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)

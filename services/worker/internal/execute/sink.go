@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 )
@@ -32,9 +33,15 @@ func (s *attemptSink) base() wire.EventBase {
 
 // publish appends ev, retrying briefly when Redis is unreachable. A stale token is final.
 func (s *attemptSink) publish(ctx context.Context, ev wire.Event) error {
+	ctx, span := telemetry.Start(ctx, "worker.publish "+string(ev.Type))
+	defer span.End()
+	tp := telemetry.Traceparent(ctx) // the gateway's delivery spans become children of this one
+	if tp == "" {
+		tp = s.traceparent
+	}
 	delay := 50 * time.Millisecond
 	for i := 0; ; i++ {
-		_, err := s.pub.Publish(ctx, s.sessionID, s.turnID, s.token, ev, s.traceparent)
+		_, err := s.pub.Publish(ctx, s.sessionID, s.turnID, s.token, ev, tp)
 		if err == nil || errors.Is(err, streams.ErrStaleToken) || i == 4 || ctx.Err() != nil {
 			return err
 		}

@@ -1,0 +1,297 @@
+package deploy
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+)
+
+// object is one rendered Kubernetes manifest.
+type object map[string]any
+
+func (o object) kind() string { return o["kind"].(string) }
+func (o object) name() string { return get(o, "metadata.name").(string) }
+
+// get walks a dotted path of map keys and list indexes.
+func get(v any, path string) any {
+	for _, p := range strings.Split(path, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[p]
+		case object:
+			v = x[p]
+		case []any:
+			i, err := strconv.Atoi(p)
+			if err != nil || i >= len(x) {
+				return nil
+			}
+			v = x[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+func num(t *testing.T, v any) int {
+	t.Helper()
+	switch n := v.(type) {
+	case int:
+		return n
+	case string:
+		i, err := strconv.Atoi(n)
+		require.NoError(t, err)
+		return i
+	}
+	t.Fatalf("not a number: %#v", v)
+	return 0
+}
+
+type rendered struct {
+	objects []object
+}
+
+func (r rendered) find(kind, name string) object {
+	for _, o := range r.objects {
+		if o.kind() == kind && o.name() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+func (r rendered) all(kind string) []object {
+	var out []object
+	for _, o := range r.objects {
+		if o.kind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// render renders the chart as `helm install ts ./helm/turnstile -n prod` would with the given values.
+func render(t *testing.T, values map[string]any) (rendered, error) {
+	t.Helper()
+	ch, err := loader.Load("helm/turnstile")
+	require.NoError(t, err)
+	vals, err := chartutil.ToRenderValues(ch, values,
+		chartutil.ReleaseOptions{Name: "ts", Namespace: "prod", Revision: 1, IsInstall: true},
+		chartutil.DefaultCapabilities)
+	require.NoError(t, err)
+	files, err := engine.Render(ch, vals)
+	if err != nil {
+		return rendered{}, err
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out rendered
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".yaml") {
+			continue
+		}
+		dec := yaml.NewDecoder(strings.NewReader(files[n]))
+		for {
+			var o map[string]any
+			if err := dec.Decode(&o); err != nil {
+				require.Equal(t, "EOF", err.Error(), "parse %s:\n%s", n, files[n])
+				break
+			}
+			if o != nil {
+				out.objects = append(out.objects, object(o))
+			}
+		}
+	}
+	return out, nil
+}
+
+func TestChartDefaults(t *testing.T) {
+	t.Parallel()
+	r, err := render(t, nil)
+	require.NoError(t, err)
+
+	kinds := map[string]int{}
+	for _, o := range r.objects {
+		kinds[o.kind()]++
+	}
+	require.Equal(t, map[string]int{"Deployment": 3, "Service": 3, "PodDisruptionBudget": 3, "ConfigMap": 1,
+		"Secret": 2, "Job": 1, "Ingress": 1, "ScaledObject": 1, "HorizontalPodAutoscaler": 2, "PrometheusRule": 1}, kinds)
+
+	so := r.find("ScaledObject", "ts-turnstile-worker")
+	require.NotNil(t, so)
+	require.Equal(t, "ts-turnstile-worker", get(so, "spec.scaleTargetRef.name"))
+	require.Equal(t, 1, num(t, get(so, "spec.minReplicaCount")))
+	require.Equal(t, 12, num(t, get(so, "spec.maxReplicaCount")), "the ceiling defaults to the partition count")
+	require.Equal(t, 300, num(t, get(so, "spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleDown.stabilizationWindowSeconds")))
+	require.Equal(t, "metrics-api", get(so, "spec.triggers.0.type"))
+	require.Equal(t, "http://ts-turnstile-intake.prod.svc:8080/v1/backlog", get(so, "spec.triggers.0.metadata.url"))
+	require.Equal(t, "backlog_age_seconds", get(so, "spec.triggers.0.metadata.valueLocation"))
+	require.Equal(t, "5", get(so, "spec.triggers.0.metadata.targetValue"))
+
+	checkDeployments(t, r, 600, 30)
+
+	ing := r.find("Ingress", "ts-turnstile")
+	require.Equal(t, "/v1/sessions/[^/]+/events", get(ing, "spec.rules.0.http.paths.0.path"))
+	require.Equal(t, "ts-turnstile-gateway", get(ing, "spec.rules.0.http.paths.0.backend.service.name"))
+	require.Equal(t, "/v1", get(ing, "spec.rules.0.http.paths.1.path"))
+	require.Equal(t, "ts-turnstile-intake", get(ing, "spec.rules.0.http.paths.1.backend.service.name"))
+
+	job := r.find("Job", "ts-turnstile-migrate")
+	require.Equal(t, "pre-install,pre-upgrade", get(job, "metadata.annotations").(map[string]any)["helm.sh/hook"])
+	require.Equal(t, []any{"migrate"}, get(job, "spec.template.spec.containers.0.args"))
+
+	hpaGateway := r.find("HorizontalPodAutoscaler", "ts-turnstile-gateway")
+	require.Equal(t, "turnstile_gateway_connections", get(hpaGateway, "spec.metrics.0.pods.metric.name"))
+	hpaIntake := r.find("HorizontalPodAutoscaler", "ts-turnstile-intake")
+	require.Equal(t, "cpu", get(hpaIntake, "spec.metrics.0.resource.name"))
+
+	alerts := map[string]string{}
+	for _, rule := range get(r.find("PrometheusRule", "ts-turnstile"), "spec.groups.0.rules").([]any) {
+		alerts[get(rule, "alert").(string)] = get(rule, "expr").(string)
+	}
+	require.Contains(t, alerts["TurnstileBacklogAgeHigh"], "turnstile_backlog_age_seconds")
+	require.Contains(t, alerts["TurnstileBacklogSignalStale"], "turnstile_backlog_query_failures_total")
+	require.Contains(t, alerts["TurnstileDeadLetters"], "turnstile_worker_dead_lettered_total")
+	require.Contains(t, alerts["TurnstileTakeoverRateHigh"], "turnstile_worker_takeovers_total")
+	require.Contains(t, alerts["TurnstileStreamResets"], `turnstile_gateway_resumes_total{result="reset"}`)
+
+	checkEnvironments(t, r)
+}
+
+// checkDeployments asserts probes, preStop and grace periods of the three Deployments.
+func checkDeployments(t *testing.T, r rendered, longestTurn, drain int) {
+	t.Helper()
+	for _, svc := range []string{"intake", "worker", "gateway"} {
+		d := r.find("Deployment", "ts-turnstile-"+svc)
+		require.NotNil(t, d, svc)
+		spec := get(d, "spec.template.spec")
+		c := get(spec, "containers.0")
+		require.Equal(t, "/readyz", get(c, "readinessProbe.httpGet.path"), svc)
+		require.Equal(t, "/healthz", get(c, "livenessProbe.httpGet.path"), svc)
+		require.Equal(t, "http", get(c, "readinessProbe.httpGet.port"), svc)
+		preStop := num(t, get(c, "lifecycle.preStop.sleep.seconds"))
+		require.Positive(t, preStop, "%s: preStop keeps the pod in the endpoints while load balancers catch up", svc)
+		grace := num(t, get(spec, "terminationGracePeriodSeconds"))
+		require.Greater(t, grace, preStop, svc)
+		require.Equal(t, true, get(spec, "securityContext.runAsNonRoot"), svc)
+		if svc != "worker" {
+			continue
+		}
+		require.GreaterOrEqual(t, grace, preStop+longestTurn+drain, "worker grace period must cover the longest turn plus drain")
+		env := map[string]string{}
+		for _, e := range get(c, "env").([]any) {
+			if v, ok := get(e, "value").(string); ok {
+				env[get(e, "name").(string)] = v
+			}
+		}
+		drainTimeout, err := time.ParseDuration(env["TURNSTILE_DRAIN_TIMEOUT"])
+		require.NoError(t, err)
+		shutdown, err := time.ParseDuration(env["TURNSTILE_SHUTDOWN_TIMEOUT"])
+		require.NoError(t, err)
+		require.Equal(t, time.Duration(longestTurn)*time.Second, drainTimeout, "running turns may finish on SIGTERM")
+		require.GreaterOrEqual(t, shutdown, drainTimeout+time.Duration(drain)*time.Second)
+		require.LessOrEqual(t, shutdown, time.Duration(grace-preStop)*time.Second, "the process must finish before the kubelet kills it")
+	}
+}
+
+func TestChartCustomValues(t *testing.T) {
+	t.Parallel()
+	r, err := render(t, map[string]any{
+		"kafka": map[string]any{"partitions": 4},
+		"worker": map[string]any{
+			"longestTurnSeconds": 1800, "drainSeconds": 60, "preStopSleepSeconds": 10,
+			"autoscaling": map[string]any{"minReplicas": 0, "maxReplicas": 4, "source": "prometheus",
+				"targetBacklogAgeSeconds": 2, "scaleDownStabilizationSeconds": 900,
+				"prometheus": map[string]any{"serverAddress": "http://prom:9090", "query": `max(turnstile_backlog_age_seconds{env="prod"})`}},
+		},
+		"secrets":        map[string]any{"existingSecret": "turnstile-prod"},
+		"prometheusRule": map[string]any{"enabled": false},
+		"ingress":        map[string]any{"enabled": false},
+	})
+	require.NoError(t, err)
+	so := r.find("ScaledObject", "ts-turnstile-worker")
+	require.Equal(t, 0, num(t, get(so, "spec.minReplicaCount")), "workers may scale to zero: the signal lives in intake")
+	require.Equal(t, 4, num(t, get(so, "spec.maxReplicaCount")))
+	require.Equal(t, 900, num(t, get(so, "spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleDown.stabilizationWindowSeconds")))
+	require.Equal(t, "prometheus", get(so, "spec.triggers.0.type"))
+	require.Equal(t, `max(turnstile_backlog_age_seconds{env="prod"})`, get(so, "spec.triggers.0.metadata.query"))
+	require.Equal(t, "2", get(so, "spec.triggers.0.metadata.threshold"))
+	checkDeployments(t, r, 1800, 60)
+	require.Empty(t, r.all("PrometheusRule"))
+	require.Empty(t, r.all("Ingress"))
+	require.Empty(t, r.all("Secret"), "an existing Secret replaces the rendered ones")
+	require.Equal(t, "turnstile-prod", get(r.find("Deployment", "ts-turnstile-worker"), "spec.template.spec.containers.0.envFrom.1.secretRef.name"))
+}
+
+func TestChartRefusesUnsafeValues(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"ceiling above partitions": {map[string]any{"kafka": map[string]any{"partitions": 4},
+			"worker": map[string]any{"autoscaling": map[string]any{"maxReplicas": 5}}}, "must not exceed kafka.partitions"},
+		"grace shorter than a turn": {map[string]any{"worker": map[string]any{"terminationGracePeriodSeconds": 60}},
+			"must be at least preStopSleepSeconds + longestTurnSeconds + drainSeconds"},
+		"unknown scaler source": {map[string]any{"worker": map[string]any{"autoscaling": map[string]any{"source": "kafka-lag"}}},
+			"must be metrics-api or prometheus"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := render(t, tc.values)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// checkEnvironments assembles each Deployment's environment (ConfigMap, Secret, literal env) and
+// checks every variable is documented and the whole passes pkg/config's validation.
+func checkEnvironments(t *testing.T, r rendered) {
+	t.Helper()
+	base := map[string]string{}
+	for k, v := range get(r.find("ConfigMap", "ts-turnstile-config"), "data").(map[string]any) {
+		base[k] = v.(string)
+	}
+	for k, v := range get(r.find("Secret", "ts-turnstile-secrets"), "stringData").(map[string]any) {
+		base[k] = v.(string)
+	}
+	for _, d := range r.all("Deployment") {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		for _, e := range get(d, "spec.template.spec.containers.0.env").([]any) {
+			v, _ := get(e, "value").(string)
+			if v == "" {
+				v = "from-the-pod" // valueFrom (the pod name)
+			}
+			env[get(e, "name").(string)] = v
+		}
+		checkEnv(t, d.name(), env)
+	}
+}
+
+// TestChartLints runs `helm lint`'s checks (chart metadata, template syntax, rendered YAML and
+// Kubernetes object shape) and allows no warning or error.
+func TestChartLints(t *testing.T) {
+	t.Parallel()
+	kv, err := chartutil.ParseKubeVersion("v1.31.0")
+	require.NoError(t, err)
+	l := lint.AllWithKubeVersion("helm/turnstile", nil, "prod", kv)
+	for _, m := range l.Messages {
+		require.Less(t, m.Severity, support.WarningSev, "helm lint: %s", m.Error())
+	}
+}

@@ -1,0 +1,134 @@
+package deploy
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/turnstile-run/turnstile/pkg/config"
+)
+
+// readmeVars lists the variables of the README's configuration table.
+func readmeVars(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	out := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(TURNSTILE_[A-Z0-9_]+)` \\|").FindAllStringSubmatch(string(b), -1) {
+		out[m[1]] = true
+	}
+	require.NotEmpty(t, out, "no configuration table in README.md")
+	return out
+}
+
+// checkEnv asserts every TURNSTILE_* variable of a service is in the README's table and that the
+// environment loads and validates as the service would load it.
+func checkEnv(t *testing.T, service string, vars map[string]string) {
+	t.Helper()
+	documented := readmeVars(t)
+	for k := range vars {
+		if strings.HasPrefix(k, "TURNSTILE_") {
+			require.True(t, documented[k], "%s sets %s, which the README's configuration table does not list", service, k)
+		}
+	}
+	var c config.Config
+	require.NoError(t, env.ParseWithOptions(&c, env.Options{Environment: vars}), service)
+	c.ApplyDefaults()
+	require.NoError(t, c.Validate(), "%s: its environment fails validation", service)
+}
+
+type composeFile struct {
+	Services map[string]struct {
+		Build *struct {
+			Context    string `yaml:"context"`
+			Dockerfile string `yaml:"dockerfile"`
+		} `yaml:"build"`
+		Image       string            `yaml:"image"`
+		Command     []string          `yaml:"command"`
+		Environment map[string]string `yaml:"environment"`
+		Profiles    []string          `yaml:"profiles"`
+		StopGrace   string            `yaml:"stop_grace_period"`
+		DependsOn   map[string]struct {
+			Condition string `yaml:"condition"`
+		} `yaml:"depends_on"`
+	} `yaml:"services"`
+}
+
+func loadCompose(t *testing.T) composeFile {
+	t.Helper()
+	b, err := os.ReadFile("../docker-compose.yml")
+	require.NoError(t, err)
+	var f composeFile
+	require.NoError(t, yaml.Unmarshal(b, &f)) // yaml.v3 resolves the anchors and merge keys
+	return f
+}
+
+func TestComposeStack(t *testing.T) {
+	t.Parallel()
+	f := loadCompose(t)
+	for _, name := range []string{"kafka", "postgres", "redis", "migrate", "intake", "worker-1", "worker-2", "gateway", "prometheus"} {
+		require.Contains(t, f.Services, name)
+	}
+	require.Equal(t, "KRaft", func() string {
+		if f.Services["kafka"].Environment["KAFKA_PROCESS_ROLES"] == "broker,controller" {
+			return "KRaft"
+		}
+		return "ZooKeeper"
+	}())
+	require.Equal(t, []string{"observability"}, f.Services["prometheus"].Profiles, "Prometheus is optional")
+	require.Equal(t, []string{"migrate"}, f.Services["migrate"].Command)
+
+	built := map[string]string{"migrate": "intake", "intake": "intake", "worker-1": "worker", "worker-2": "worker", "gateway": "gateway"}
+	for name, svc := range built {
+		s := f.Services[name]
+		require.NotNil(t, s.Build, name)
+		require.Equal(t, ".", s.Build.Context, "%s builds from the repository root (its module's replace directives reach pkg)", name)
+		require.Equal(t, "services/"+svc+"/Dockerfile", s.Build.Dockerfile, name)
+		require.Equal(t, "turnstile-"+svc+":dev", s.Image, name)
+		checkEnv(t, name, s.Environment)
+		if name != "migrate" {
+			require.Equal(t, "service_completed_successfully", s.DependsOn["migrate"].Condition, "%s starts after the migrations", name)
+			require.Equal(t, "off", s.Environment["TURNSTILE_MIGRATE"], name)
+			for _, k := range []string{"TURNSTILE_DATABASE_URL", "TURNSTILE_REDIS_URL", "TURNSTILE_KAFKA_BROKERS"} {
+				require.NotEmpty(t, s.Environment[k], "%s must set %s (its default points at the host's loopback)", name, k)
+			}
+		}
+	}
+	require.NotEqual(t, f.Services["worker-1"].Environment["TURNSTILE_INSTANCE_ID"], f.Services["worker-2"].Environment["TURNSTILE_INSTANCE_ID"])
+	for _, name := range []string{"worker-1", "worker-2"} {
+		var c config.Config
+		require.NoError(t, env.ParseWithOptions(&c, env.Options{Environment: f.Services[name].Environment}))
+		c.ApplyDefaults()
+		grace, err := time.ParseDuration(f.Services[name].StopGrace)
+		require.NoError(t, err, "%s needs a stop_grace_period", name)
+		require.Greater(t, grace, c.DrainTimeout, "%s: docker must not kill a draining worker before its drain timeout", name)
+	}
+}
+
+// TestServiceImagesBuild builds each service as its Dockerfile does: in the service's module alone,
+// outside the workspace, without cgo.
+func TestServiceImagesBuild(t *testing.T) {
+	t.Parallel()
+	for _, svc := range []string{"intake", "worker", "gateway"} {
+		df, err := os.ReadFile("../services/" + svc + "/Dockerfile")
+		require.NoError(t, err)
+		for _, want := range []string{"AS build", "GOWORK=off", "CGO_ENABLED=0", "./cmd/turnstile-" + svc, "distroless/static", "USER 65532:65532"} {
+			require.Contains(t, string(df), want, "services/%s/Dockerfile", svc)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", os.DevNull, "./cmd/turnstile-"+svc)
+		cmd.Dir = "../services/" + svc
+		cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
+		cancel()
+		require.NoError(t, err, "services/%s does not build on its own:\n%s", svc, out)
+	}
+}

@@ -1,0 +1,176 @@
+package backlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// oldestSQL returns the age in seconds of the oldest turn that could start now, or NULL when there
+// is none. Each branch walks a partial index oldest first and stops at its first eligible row.
+const oldestSQL = `
+SELECT extract(epoch FROM now() - min(a)) FROM (
+    (SELECT t.accepted_at AS a FROM turns t
+     WHERE t.status = 'queued'
+       AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.session_id = t.session_id
+                       AND r.status = 'running' AND r.lease_expires_at >= now())
+     ORDER BY t.accepted_at LIMIT 1)
+    UNION ALL
+    (SELECT t.accepted_at FROM turns t
+     WHERE t.status = 'running' AND t.lease_expires_at < now()
+       AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.session_id = t.session_id
+                       AND r.status = 'running' AND r.lease_expires_at >= now())
+     ORDER BY t.accepted_at LIMIT 1)
+) oldest`
+
+// Oldest queries the backlog age once.
+func Oldest(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
+	if pool == nil {
+		return 0, errors.New("query backlog age: no Postgres pool")
+	}
+	var secs *float64
+	if err := pool.QueryRow(ctx, oldestSQL).Scan(&secs); err != nil {
+		return 0, fmt.Errorf("query backlog age: %w", err)
+	}
+	if secs == nil || *secs <= 0 {
+		return 0, nil
+	}
+	return time.Duration(*secs * float64(time.Second)), nil
+}
+
+// Config tunes a Monitor.
+type Config struct {
+	// Interval between queries. Defaults to 1s.
+	Interval time.Duration
+	// Timeout of one query. Defaults to the interval, at least 1s.
+	Timeout time.Duration
+}
+
+// Monitor polls the backlog age and serves it as a gauge and through Age.
+type Monitor struct {
+	cfg  Config
+	pool *pgxpool.Pool
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	age      time.Duration
+	measured chan struct{} // closed after the first successful measurement
+
+	gauge    prometheus.GaugeFunc
+	failures prometheus.Counter
+
+	cancel  context.CancelFunc
+	stopped bool
+	done    chan struct{}
+}
+
+// New returns a monitor over pool; it registers turnstile_backlog_age_seconds and
+// turnstile_backlog_query_failures_total with reg when reg is not nil.
+func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Registerer) *Monitor {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = max(cfg.Interval, time.Second)
+	}
+	m := &Monitor{cfg: cfg, pool: pool, log: log, measured: make(chan struct{}), done: make(chan struct{})}
+	m.gauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_backlog_age_seconds",
+		Help: "Age of the oldest accepted turn that could start now but has not (queued, or its lease expired, and not behind its own session's running turn)."},
+		func() float64 { return m.Age().Seconds() })
+	m.failures = prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_backlog_query_failures_total",
+		Help: "Backlog-age queries that failed (the gauge then holds its last value)."})
+	if reg != nil {
+		reg.MustRegister(m.gauge, m.failures)
+	}
+	return m
+}
+
+// Start begins polling and returns at once. Safe twice.
+func (m *Monitor) Start(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cancel != nil || m.stopped {
+		return nil
+	}
+	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	go m.loop(ctx)
+	return nil
+}
+
+// Stop ends polling and waits for it. Safe twice and before Start.
+func (m *Monitor) Stop(ctx context.Context) error {
+	m.mu.Lock()
+	m.stopped = true
+	cancel := m.cancel
+	m.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-m.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop backlog monitor: %w", context.Cause(ctx))
+	}
+}
+
+func (m *Monitor) loop(ctx context.Context) {
+	defer close(m.done)
+	t := time.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	for {
+		m.Refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Refresh queries once and updates the value; the loop calls it every interval.
+func (m *Monitor) Refresh(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+	defer cancel()
+	age, err := Oldest(qctx, m.pool)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.failures.Inc()
+			m.log.WarnContext(ctx, "backlog age query failed; holding the last value", "err", err)
+		}
+		return
+	}
+	m.mu.Lock()
+	m.age = age
+	select {
+	case <-m.measured:
+	default:
+		close(m.measured)
+	}
+	m.mu.Unlock()
+}
+
+// Measured is closed once the first measurement succeeded.
+func (m *Monitor) Measured() <-chan struct{} { return m.measured }
+
+// Age is the backlog age at the last successful measurement. During a Postgres outage it holds that
+// value rather than guessing: admission control reads it, and intake must keep accepting turns while
+// Postgres is down.
+func (m *Monitor) Age() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.age
+}
+
+// Gauge is the turnstile_backlog_age_seconds collector.
+func (m *Monitor) Gauge() prometheus.Collector { return m.gauge }
+
+// Failures is the turnstile_backlog_query_failures_total counter.
+func (m *Monitor) Failures() prometheus.Counter { return m.failures }

@@ -1,0 +1,188 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/turnstile-run/turnstile/pkg/config"
+)
+
+// InstrumentationName names turnstile's tracer.
+const InstrumentationName = "github.com/turnstile-run/turnstile"
+
+// Propagator is the W3C Trace Context propagator used on every carrier.
+var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
+
+// NewProvider builds the process's tracer provider: sampled by ratio (parent-based), exporting over
+// OTLP/HTTP in batches when s.OTLPEndpoint is set, otherwise not exporting at all.
+func NewProvider(s config.OpsSettings, service, instance string) (*sdktrace.TracerProvider, error) {
+	opts := []sdktrace.TracerProviderOption{
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(s.TraceSampleRatio))),
+		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName(service), semconv.ServiceInstanceID(instance))),
+	}
+	if s.OTLPEndpoint != "" {
+		exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(s.OTLPEndpoint))
+		if err != nil {
+			return nil, fmt.Errorf("TURNSTILE_OTLP_ENDPOINT: %w", err)
+		}
+		opts = append(opts, sdktrace.WithBatcher(exp))
+	}
+	return sdktrace.NewTracerProvider(opts...), nil
+}
+
+type providerKey struct{}
+
+// WithProvider returns a context whose spans Start makes with tp.
+func WithProvider(ctx context.Context, tp trace.TracerProvider) context.Context {
+	if tp == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, providerKey{}, tp)
+}
+
+// Provider is the tracer provider for ctx: that of its recording span, else the one set by
+// WithProvider, else the global one.
+func Provider(ctx context.Context) trace.TracerProvider {
+	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
+		return sp.TracerProvider()
+	}
+	if tp, ok := ctx.Value(providerKey{}).(trace.TracerProvider); ok {
+		return tp
+	}
+	return otel.GetTracerProvider()
+}
+
+// Start starts a span named name, a child of ctx's span (local or remote).
+func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	return Provider(ctx).Tracer(InstrumentationName).Start(ctx, name, opts...)
+}
+
+// End ends span, recording err when not nil.
+func End(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes(err))
+	}
+	span.End()
+}
+
+// recordCarrier adapts Kafka record headers to the propagator.
+type recordCarrier struct{ rec *kgo.Record }
+
+func (c recordCarrier) Get(key string) string {
+	for _, h := range c.rec.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func (c recordCarrier) Set(key, value string) {
+	for i, h := range c.rec.Headers {
+		if h.Key == key {
+			c.rec.Headers[i].Value = []byte(value)
+			return
+		}
+	}
+	c.rec.Headers = append(c.rec.Headers, kgo.RecordHeader{Key: key, Value: []byte(value)})
+}
+
+func (c recordCarrier) Keys() []string {
+	out := make([]string, len(c.rec.Headers))
+	for i, h := range c.rec.Headers {
+		out[i] = h.Key
+	}
+	return out
+}
+
+// InjectRecord writes ctx's trace context into the record's headers (traceparent, tracestate).
+func InjectRecord(ctx context.Context, rec *kgo.Record) { Propagator.Inject(ctx, recordCarrier{rec}) }
+
+// ExtractRecord returns ctx with the record's trace context as its remote parent.
+func ExtractRecord(ctx context.Context, rec *kgo.Record) context.Context {
+	return Propagator.Extract(ctx, recordCarrier{rec})
+}
+
+// Traceparent renders ctx's span context as a W3C traceparent value, or "" when it has none.
+func Traceparent(ctx context.Context) string {
+	c := propagation.MapCarrier{}
+	Propagator.Inject(ctx, c)
+	return c["traceparent"]
+}
+
+// FromTraceparent returns ctx with the span context of a traceparent value as its remote parent;
+// an empty or malformed value leaves ctx as it is.
+func FromTraceparent(ctx context.Context, traceparent string) context.Context {
+	if traceparent == "" {
+		return ctx
+	}
+	return Propagator.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
+}
+
+// Middleware wraps each request in a server span named "<service> <route pattern>", a child of the
+// request's traceparent header when it has one.
+func Middleware(service string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx := Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+			ctx, span := Start(ctx, service+" "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+			defer span.End()
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(sw, r.WithContext(ctx))
+			if rc := chi.RouteContext(r.Context()); rc != nil {
+				if p := rc.RoutePattern(); p != "" {
+					span.SetName(service + " " + r.Method + " " + p)
+					span.SetAttributes(attribute.String("http.route", p))
+				}
+			}
+			span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
+			if sw.status >= 500 {
+				span.SetStatus(codesError, http.StatusText(sw.status))
+			}
+		})
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TurnAttributes are the attributes every span about one turn carries.
+func TurnAttributes(turnID, sessionID string, attempt int) trace.SpanStartEventOption {
+	attrs := []attribute.KeyValue{attribute.String("turnstile.turn_id", turnID), attribute.String("turnstile.session_id", sessionID)}
+	if attempt > 0 {
+		attrs = append(attrs, attribute.Int("turnstile.attempt", attempt))
+	}
+	return trace.WithAttributes(attrs...)
+}
+
+// ServiceName names a process's service from its roles: turnstile-<role> for one role, turnstile
+// for several.
+func ServiceName(roles []string) string {
+	if len(roles) == 1 {
+		return "turnstile-" + roles[0]
+	}
+	return "turnstile"
+}

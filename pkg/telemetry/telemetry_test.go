@@ -1,0 +1,105 @@
+package telemetry_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/goleak"
+
+	"github.com/turnstile-run/turnstile/pkg/config"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newProvider(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp, exp
+}
+
+func TestRecordHeadersCarryTheTrace(t *testing.T) {
+	t.Parallel()
+	tp, _ := newProvider(t)
+	ctx, span := telemetry.Start(telemetry.WithProvider(context.Background(), tp), "produce")
+	defer span.End()
+	rec := &kgo.Record{Headers: []kgo.RecordHeader{{Key: "other", Value: []byte("x")}}}
+	telemetry.InjectRecord(ctx, rec)
+	telemetry.InjectRecord(ctx, rec) // injecting twice keeps one traceparent header
+	n := 0
+	for _, h := range rec.Headers {
+		if h.Key == "traceparent" {
+			n++
+		}
+	}
+	require.Equal(t, 1, n)
+	got := trace.SpanContextFromContext(telemetry.ExtractRecord(context.Background(), rec))
+	require.True(t, got.IsRemote())
+	require.Equal(t, span.SpanContext().TraceID(), got.TraceID())
+	require.Equal(t, span.SpanContext().SpanID(), got.SpanID())
+
+	tpHeader := telemetry.Traceparent(ctx)
+	require.Contains(t, tpHeader, span.SpanContext().TraceID().String())
+	back := trace.SpanContextFromContext(telemetry.FromTraceparent(context.Background(), tpHeader))
+	require.Equal(t, span.SpanContext().TraceID(), back.TraceID())
+	require.False(t, trace.SpanContextFromContext(telemetry.FromTraceparent(context.Background(), "garbage")).IsValid())
+	require.Empty(t, telemetry.Traceparent(context.Background()))
+}
+
+func TestProviderPrecedence(t *testing.T) {
+	t.Parallel()
+	tp1, exp1 := newProvider(t)
+	tp2, exp2 := newProvider(t)
+	ctx := telemetry.WithProvider(context.Background(), tp1)
+	ctx, parent := telemetry.Start(ctx, "parent")
+	// A recording span's provider wins over the context's.
+	_, child := telemetry.Start(telemetry.WithProvider(ctx, tp2), "child")
+	child.End()
+	parent.End()
+	require.Len(t, exp1.GetSpans(), 2)
+	require.Empty(t, exp2.GetSpans())
+}
+
+func TestMiddlewareNamesTheRoute(t *testing.T) {
+	t.Parallel()
+	tp, exp := newProvider(t)
+	r := chi.NewRouter()
+	r.With(telemetry.Middleware("intake")).Post("/v1/things/{id}", func(w http.ResponseWriter, r *http.Request) {
+		require.True(t, trace.SpanFromContext(r.Context()).IsRecording())
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	req := httptest.NewRequestWithContext(telemetry.WithProvider(context.Background(), tp), http.MethodPost, "/v1/things/7", nil)
+	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	r.ServeHTTP(httptest.NewRecorder(), req)
+	spans := exp.GetSpans()
+	require.Len(t, spans, 1)
+	require.Equal(t, "intake POST /v1/things/{id}", spans[0].Name)
+	require.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", spans[0].SpanContext.TraceID().String())
+	require.Equal(t, "Error", spans[0].Status.Code.String())
+}
+
+func TestExportIsOffByDefault(t *testing.T) {
+	t.Parallel()
+	s := config.Default().Ops
+	require.Empty(t, s.OTLPEndpoint)
+	tp, err := telemetry.NewProvider(s, "turnstile", "test")
+	require.NoError(t, err)
+	_, span := tp.Tracer("t").Start(context.Background(), "x")
+	require.True(t, span.SpanContext().IsValid(), "spans are made even without export, so logs carry trace IDs")
+	span.End()
+	require.NoError(t, tp.Shutdown(context.Background()))
+
+	s.OTLPEndpoint = "http://127.0.0.1:1/v1/traces"
+	tp, err = telemetry.NewProvider(s, "turnstile", "test")
+	require.NoError(t, err)
+	require.NoError(t, tp.Shutdown(context.Background()))
+}
