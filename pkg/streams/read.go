@@ -118,6 +118,57 @@ func (r *Reader) After(ctx context.Context, sessionID string, id EntryID, count 
 	return out, nil
 }
 
+// Read returns the stream's current epoch and up to count entries strictly after id, in one
+// MULTI/EXEC (both keys share a hash slot), so the entries are known to belong to that epoch. A
+// caller holding another epoch must not label these entries with its own: the stream was lost and
+// restarted, and its IDs begin again.
+func (r *Reader) Read(ctx context.Context, sessionID string, id EntryID, count int64) (string, []Entry, error) {
+	k := r.Keys(sessionID)
+	var epochCmd *redis.StringCmd
+	var rangeCmd *redis.XMessageSliceCmd
+	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		epochCmd = p.HGet(ctx, k.Meta, "epoch")
+		rangeCmd = p.XRangeN(ctx, k.Events, "("+id.String(), "+", count)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", nil, fmt.Errorf("read session stream: %w", err)
+	}
+	epoch, err := epochCmd.Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", nil, fmt.Errorf("read stream epoch: %w", err)
+	}
+	msgs, err := rangeCmd.Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", nil, fmt.Errorf("read session stream: %w", err)
+	}
+	out := make([]Entry, 0, len(msgs))
+	for _, m := range msgs {
+		e, err := entryFrom(m)
+		if err != nil {
+			return "", nil, err
+		}
+		out = append(out, e)
+	}
+	return epoch, out, nil
+}
+
+// Terminal returns the cursor of a turn's terminal event, if it has one.
+func (r *Reader) Terminal(ctx context.Context, sessionID, turnID string) (Cursor, bool, error) {
+	v, err := r.rdb.HGet(ctx, r.Keys(sessionID).Meta, "t:"+turnID).Result()
+	if errors.Is(err, redis.Nil) {
+		return Cursor{}, false, nil
+	}
+	if err != nil {
+		return Cursor{}, false, fmt.Errorf("read terminal marker: %w", err)
+	}
+	c, err := ParseCursor(v)
+	if err != nil {
+		return Cursor{}, false, nil //nolint:nilerr // a marker from before epochs were recorded: treat as unknown
+	}
+	return c, true, nil
+}
+
 func entryFrom(m redis.XMessage) (Entry, error) {
 	id, err := ParseEntryID(m.ID)
 	if err != nil {
