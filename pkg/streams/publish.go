@@ -49,8 +49,16 @@ if ARGV[5] == '1' then
     return {0, tid, te}
   end
 end
+-- Each entry names its predecessor, so a reader can tell a cursor just before the oldest retained
+-- entry (nothing lost) from one further back (trimmed history): Redis does not record the newest
+-- entry that trimming removed.
+local prev = ''
+local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if newest[1] then
+  prev = newest[1][1]
+end
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[6], '*',
-  'type', ARGV[3], 'turn', ARGV[1], 'data', ARGV[4], 'tp', ARGV[11])
+  'type', ARGV[3], 'turn', ARGV[1], 'data', ARGV[4], 'tp', ARGV[11], 'prev', prev)
 if ARGV[5] == '1' then
   redis.call('HSET', KEYS[2], tkey, epoch .. ':' .. id)
 end

@@ -38,9 +38,29 @@ type State struct {
 	// Exists is false when the session has no stream (never published, or expired).
 	Exists bool
 	Epoch  string
-	// LastID is the newest entry; MaxDeletedID the newest entry trimmed away (0-0 if none).
+	// LastID is the newest entry ever added; MaxDeletedID the newest entry removed by XDEL (0-0 if
+	// none; Redis does not record entries removed by trimming).
 	LastID       EntryID
 	MaxDeletedID EntryID
+	// FirstID is the oldest retained entry and FirstPrev the entry that preceded it when it was
+	// added (HasFirst false for an empty stream; FirstPrev zero when unknown or none).
+	HasFirst  bool
+	FirstID   EntryID
+	FirstPrev EntryID
+}
+
+// Lost reports whether any entry after the cursor position after is gone from the stream, so a
+// resume from it would silently skip events. Trimming removes entries from the head, so something
+// after the cursor was lost exactly when the cursor lies before the oldest retained entry and is not
+// that entry's predecessor.
+func (s State) Lost(after EntryID) bool {
+	if after.Less(s.MaxDeletedID) {
+		return true
+	}
+	if !s.HasFirst {
+		return after.Less(s.LastID)
+	}
+	return after.Less(s.FirstID) && after != s.FirstPrev
 }
 
 // State reads the epoch and bounds of a session stream in one round trip.
@@ -71,6 +91,22 @@ func (r *Reader) State(ctx context.Context, sessionID string) (State, error) {
 	}
 	if v, ok := fields["max-deleted-entry-id"].(string); ok {
 		st.MaxDeletedID, _ = ParseEntryID(v)
+	}
+	if first, ok := fields["first-entry"].([]any); ok && len(first) == 2 {
+		if v, ok := first[0].(string); ok {
+			if st.FirstID, err = ParseEntryID(v); err == nil {
+				st.HasFirst = true
+			}
+		}
+		if kv, ok := first[1].([]any); ok {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if k, _ := kv[i].(string); k == "prev" {
+					if v, _ := kv[i+1].(string); v != "" {
+						st.FirstPrev, _ = ParseEntryID(v)
+					}
+				}
+			}
+		}
 	}
 	return st, nil
 }

@@ -510,7 +510,7 @@ func resolveStart(st streams.State, cursor *streams.Cursor, live bool) start {
 		return start{epoch: st.Epoch, reset: "stream_lost", result: "reset"}
 	case cursor.Epoch != st.Epoch:
 		return start{epoch: st.Epoch, reset: "epoch_changed", result: "reset"}
-	case cursor.ID.Less(st.MaxDeletedID):
+	case st.Lost(cursor.ID):
 		// Entries after the cursor were trimmed away: resuming would silently skip them.
 		return start{epoch: st.Epoch, reset: "history_trimmed", result: "reset"}
 	case st.LastID.Less(cursor.ID):
