@@ -96,7 +96,9 @@ func (f *fixture) replica(cfg sse.Config, srvOpts ...func(*http.Server)) *replic
 	return &replica{hub: h, handler: handler, srv: srv, reg: reg}
 }
 
-func (r *replica) url(session string) string { return r.srv.URL + "/v1/sessions/" + session + "/events" }
+func (r *replica) url(session string) string {
+	return r.srv.URL + "/v1/sessions/" + session + "/events"
+}
 
 // counter reads a counter of the replica's registry (0 when absent).
 func (r *replica) counter(t *testing.T, name string, label string) float64 {
@@ -177,7 +179,11 @@ func seq(from, to int) []int {
 
 func isIndex(n int) func(testenv.Event) bool {
 	want := fmt.Sprintf(`"index":%d,`, n)
-	return func(e testenv.Event) bool { return strings.Contains(e.Data, want) || strings.HasSuffix(e.Data, fmt.Sprintf(`"index":%d}`, n)) }
+	return func(e testenv.Event) bool {
+		return strings.Contains(e.Data, want) || strings.HasSuffix(e.Data, fmt.Sprintf(`"index":%d}`, n))
+	}
 }
 
-func wireDelta(data []byte) wire.Event { return wire.Event{Type: wire.EventType("turn.delta"), Data: data} }
+func wireDelta(data []byte) wire.Event {
+	return wire.Event{Type: wire.EventType("turn.delta"), Data: data}
+}

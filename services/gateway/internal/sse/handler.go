@@ -340,10 +340,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	// A stream lives long: lift the server's read deadline (it would cancel the request's context)
-	// and bound each write instead, so a client that stops reading is dropped and resumes later.
+	// A stream lives long and the server has no WriteTimeout: bound each write instead, so a client
+	// that stops reading is dropped (and resumes from its cursor later) rather than held forever.
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
 
 	c := &conn{session: sessionID, closeWithRetry: make(chan struct{})}
 	refusal := ""

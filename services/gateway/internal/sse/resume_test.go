@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	gosse "github.com/tmaxmax/go-sse"
 	"github.com/stretchr/testify/require"
+	gosse "github.com/tmaxmax/go-sse"
 
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
