@@ -263,4 +263,3 @@ func TestDrain(t *testing.T) {
 	}
 	require.Equal(t, float64(sessions*perSession), draining.counter(t, "turnstile_gateway_streams_closed_total", "drain"))
 }
-
