@@ -21,7 +21,8 @@ type Delivery struct {
 
 // Config tunes a Hub.
 type Config struct {
-	// Buffer is each subscriber's buffer in entries. Defaults to 256.
+	// Buffer is how many entries a subscriber may fall behind the live tail before it is cut loose
+	// (the size of each session's shared ring). Defaults to 256.
 	Buffer int
 	// Poll is the safety re-read interval of each feed, covering notifications lost while the
 	// Pub/Sub connection reconnected. Defaults to 1s.
@@ -117,16 +118,32 @@ func (h *Hub) Sessions() int {
 	return len(h.feeds)
 }
 
-// Subscriber receives a session's new entries.
+// Subscriber follows a session's new entries. The feed keeps one ring of recent deliveries per
+// session, shared by all its subscribers; each subscriber only holds its position in it and a
+// wake-up channel, so an idle subscriber costs a few hundred bytes whatever the buffer size.
 type Subscriber struct {
-	C <-chan Delivery
-	// Overflowed is closed when the subscriber fell behind and was cut loose.
-	Overflowed <-chan struct{}
+	// Ready receives a value when entries may be waiting; call Next.
+	Ready <-chan struct{}
 
-	ch       chan Delivery
-	overflow chan struct{}
-	once     sync.Once
-	feed     *feed
+	ready chan struct{}
+	feed  *feed
+	next  uint64 // sequence of the next delivery to read; guarded by feed.mu
+}
+
+// Next appends the deliveries since the last call to buf and returns it. lost is true when the
+// subscriber fell more than the buffer behind the live tail: the entries it missed are gone from
+// the ring and it must end its stream (the client resumes from its cursor).
+func (s *Subscriber) Next(buf []*Delivery) (out []*Delivery, lost bool) {
+	f := s.feed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.head-s.next > uint64(len(f.ring)) {
+		return buf, true
+	}
+	for ; s.next < f.head; s.next++ {
+		buf = append(buf, f.ring[s.next%uint64(len(f.ring))])
+	}
+	return buf, false
 }
 
 // Subscribe registers a subscriber for a session's entries appended from now on (entries may also
@@ -144,6 +161,7 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string) (*Subscriber, err
 	if created {
 		k := h.reader.Keys(sessionID)
 		f = &feed{hub: h, session: sessionID, channel: k.Notify, ready: make(chan struct{}),
+			ring: make([]*Delivery, h.cfg.Buffer),
 			subs: map[*Subscriber]struct{}{}, poke: make(chan struct{}, 1), stop: make(chan struct{})}
 		h.feeds[sessionID] = f
 		h.byChan[k.Notify] = f
@@ -168,9 +186,10 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string) (*Subscriber, err
 		h.release(f)
 		return nil, f.err
 	}
-	s := &Subscriber{ch: make(chan Delivery, h.cfg.Buffer), overflow: make(chan struct{}), feed: f}
-	s.C, s.Overflowed = s.ch, s.overflow
+	s := &Subscriber{ready: make(chan struct{}, 1), feed: f}
+	s.Ready = s.ready
 	f.mu.Lock()
+	s.next = f.head
 	f.subs[s] = struct{}{}
 	f.mu.Unlock()
 	return s, nil
@@ -216,6 +235,8 @@ type feed struct {
 	subs  map[*Subscriber]struct{}
 	epoch string
 	last  streams.EntryID
+	ring  []*Delivery // the newest deliveries; sequence n lives at ring[n%len(ring)]
+	head  uint64      // sequence of the next delivery
 }
 
 // init subscribes to the session's notifications, then reads where the stream ends: everything
@@ -299,17 +320,17 @@ func (f *feed) readNew(ctx context.Context) {
 			continue
 		}
 		for _, e := range entries {
-			d := Delivery{Epoch: epoch, Entry: e}
-			for s := range f.subs {
-				select {
-				case s.ch <- d:
-				default:
-					s.once.Do(func() { close(s.overflow) })
-				}
-			}
+			f.ring[f.head%uint64(len(f.ring))] = &Delivery{Epoch: epoch, Entry: e}
+			f.head++
 		}
 		if len(entries) > 0 {
 			f.last = entries[len(entries)-1].ID
+			for s := range f.subs {
+				select {
+				case s.ready <- struct{}{}:
+				default: // already signalled
+				}
+			}
 		}
 		f.mu.Unlock()
 		if len(entries) < readBatch {

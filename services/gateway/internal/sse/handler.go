@@ -440,7 +440,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 			s.epoch = epoch
 		}
 		for _, e := range entries {
-			if s.send(hub.Delivery{Epoch: epoch, Entry: e}) {
+			if s.send(&hub.Delivery{Epoch: epoch, Entry: e}) {
 				_ = s.flush()
 				return
 			}
@@ -458,6 +458,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 
 	keepAlive := time.NewTicker(h.cfg.KeepAlive)
 	defer keepAlive.Stop()
+	var batch []*hub.Delivery
 	for {
 		select {
 		case <-ctx.Done():
@@ -465,20 +466,22 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		case <-c.closeWithRetry:
 			s.end("server closing this stream; reconnect", "drain")
 			return
-		case <-sub.Overflowed:
-			s.end("client too slow; reconnect to resume", "slow_client")
-			return
-		case <-keepAlive.C:
-			s.arm()
-			ew.comment("keep-alive")
-			if s.flush() != nil {
+		case <-sub.Ready:
+			var lost bool
+			batch, lost = sub.Next(batch[:0])
+			if lost {
+				s.end("client too slow; reconnect to resume", "slow_client")
 				return
 			}
-		case d := <-sub.C:
-			done, changed := s.deliver(d)
-			// Write whatever else is buffered before one flush.
-			for !done && !changed && len(sub.C) > 0 {
-				done, changed = s.deliver(<-sub.C)
+			done, changed := false, false
+			for _, d := range batch {
+				if done, changed = s.deliver(d); done || changed {
+					break
+				}
+			}
+			clear(batch)
+			if cap(batch) > 64 {
+				batch = nil // do not keep a burst's slice for the stream's life
 			}
 			if changed {
 				// The stream was lost and restarted under us: end so the client's resume gets a reset.
@@ -530,7 +533,7 @@ type stream struct {
 }
 
 // deliver sends a live entry; changed reports an entry of another generation (nothing sent).
-func (s *stream) deliver(d hub.Delivery) (done, changed bool) {
+func (s *stream) deliver(d *hub.Delivery) (done, changed bool) {
 	if s.epoch != "" && d.Epoch != s.epoch {
 		return false, true
 	}
@@ -545,7 +548,7 @@ func (s *stream) deliver(d hub.Delivery) (done, changed bool) {
 
 // send writes an entry unless it was already sent or belongs to another turn; it reports whether
 // the stream is finished (the followed turn reached its terminal event).
-func (s *stream) send(d hub.Delivery) bool {
+func (s *stream) send(d *hub.Delivery) bool {
 	if !s.last.Less(d.ID) {
 		return false
 	}
