@@ -158,8 +158,8 @@ func startFanout(b *testing.B, env *testenv.Env, ids []string, clients int, extr
 // measured at the same time, at the same pace, on the same Redis. Sizes: TURNSTILE_BENCH_CLIENTS,
 // TURNSTILE_BENCH_SESSIONS, TURNSTILE_BENCH_EVENTS.
 //
-// Two gateway processes run one after the other: the first with GOGC=10, so that uncollected
-// garbage stays within about 10% of the live heap and the heap figure is the connections' own
+// Two gateway processes run one after the other: the first with GOGC=2, so that uncollected
+// garbage stays within about 2% of the live heap and the heap figure is the connections' own
 // cost; the second with the default GOGC for the latency figures.
 func BenchmarkGatewayFanout(b *testing.B) {
 	clients := benchInt("TURNSTILE_BENCH_CLIENTS", 5000)
@@ -173,10 +173,10 @@ func BenchmarkGatewayFanout(b *testing.B) {
 	}
 
 	// Phase 1: memory and Redis connections with every client idle.
-	mem := startFanout(b, env, ids[:1], 1, "GOGC=10")
+	mem := startFanout(b, env, ids[:1], 1, "GOGC=2")
 	heapBase := scrape(b, mem.addr, "go_memstats_heap_alloc_bytes")
 	mem.stop()
-	mem = startFanout(b, env, ids, clients, "GOGC=10")
+	mem = startFanout(b, env, ids, clients, "GOGC=2")
 	heapIdle := scrape(b, mem.addr, "go_memstats_heap_alloc_bytes")
 	stacks := scrape(b, mem.addr, "go_memstats_stack_inuse_bytes")
 	redisConns := redisClients(b, env.Redis, mem.clientName)
@@ -257,7 +257,7 @@ func BenchmarkGatewayFanout(b *testing.B) {
 	report := fmt.Sprintf(`gateway fan-out: %d clients over %d sessions, one gateway process
 opened in:                   %v
 redis connections (gateway): %d in CLIENT LIST by client name (command pool %v + 1 Pub/Sub)
-heap per idle connection:    %.0f B (go_memstats_heap_alloc_bytes, %d clients minus 1 client, GOGC=10)
+heap per idle connection:    %.0f B (go_memstats_heap_alloc_bytes, %d clients minus 1 client, GOGC=2)
 goroutine stacks:            %.0f B per connection (not heap)
 publish->receive:            p50 %v  p99 %v  (%d deliveries of %d publishes at 500/s)
 raw XADD->XREAD:             p50 %v  p99 %v  (%d samples, same run, same pace)
