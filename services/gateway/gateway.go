@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -107,9 +108,10 @@ func (g *Gateway) CutStreams() { g.handler.Cut() }
 // SetHooks installs stream hooks (tests).
 func (g *Gateway) SetHooks(h *Hooks) { g.handler.SetHooks(h) }
 
-// Stop closes the hub. Safe twice.
+// Stop closes every stream, waits for them to end, then closes the hub. Safe twice.
 func (g *Gateway) Stop(ctx context.Context) error {
 	g.ready.Store(false)
 	g.handler.Drain(ctx)
-	return g.hub.Stop(ctx)
+	err := g.handler.Wait(ctx)
+	return errors.Join(err, g.hub.Stop(ctx))
 }

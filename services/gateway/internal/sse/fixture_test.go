@@ -89,6 +89,7 @@ func (f *fixture) replica(cfg sse.Config, srvOpts ...func(*http.Server)) *replic
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		handler.Drain(ctx)
+		require.NoError(f.t, handler.Wait(ctx))
 		srv.CloseClientConnections()
 		srv.Close()
 		_ = h.Stop(ctx)
@@ -187,3 +188,19 @@ func isIndex(n int) func(testenv.Event) bool {
 func wireDelta(data []byte) wire.Event {
 	return wire.Event{Type: wire.EventType("turn.delta"), Data: data}
 }
+
+// noTakeover hides http.Hijacker (as an HTTP/2 connection would), so streams run inside their
+// handlers.
+func noTakeover(s *http.Server) {
+	next := s.Handler
+	s.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(flushOnly{w}, r)
+	})
+}
+
+type flushOnly struct{ w http.ResponseWriter }
+
+func (f flushOnly) Header() http.Header         { return f.w.Header() }
+func (f flushOnly) Write(p []byte) (int, error) { return f.w.Write(p) }
+func (f flushOnly) WriteHeader(code int)        { f.w.WriteHeader(code) }
+func (f flushOnly) Flush()                      { f.w.(http.Flusher).Flush() }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -110,6 +113,8 @@ type Handler struct {
 	cors   map[string]bool
 	anyOK  bool
 
+	streams sync.WaitGroup // admitted streams still running
+
 	mu         sync.Mutex
 	conns      map[*conn]struct{}
 	perSession map[string]int
@@ -199,6 +204,20 @@ func (h *Handler) Drain(ctx context.Context) {
 		for _, c := range conns[i:min(i+h.cfg.DrainBatch, len(conns))] {
 			c.close()
 		}
+	}
+}
+
+// Wait blocks until every admitted stream has ended or ctx is done. Streams on taken-over
+// connections outlive their HTTP handlers, so a server's Shutdown does not wait for them: call
+// Drain, then Wait.
+func (h *Handler) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { h.streams.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for streams to end: %w", context.Cause(ctx))
 	}
 }
 
@@ -340,10 +359,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	// A stream lives long and the server has no WriteTimeout: bound each write instead, so a client
-	// that stops reading is dropped (and resumes from its cursor later) rather than held forever.
-	rc := http.NewResponseController(w)
-
 	c := &conn{session: sessionID, closeWithRetry: make(chan struct{})}
 	refusal := ""
 	h.mu.Lock()
@@ -357,6 +372,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		h.conns[c] = struct{}{}
 		h.perSession[sessionID]++
+		h.streams.Add(1)
 	}
 	h.mu.Unlock()
 
@@ -364,25 +380,111 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	ew := newEventWriter(w)
-	s := &stream{h: h, ew: ew, rc: rc, turn: turnFilter}
-	s.arm()
 	if refusal != "" {
 		// Retryable refusals stay inside a 200: EventSource gives up for good on anything else.
+		w.WriteHeader(http.StatusOK)
+		s := &stream{h: h, ew: newEventWriter(w), out: rcSink{w, http.NewResponseController(w)}}
+		s.arm()
 		info.Result = refusal
 		h.fire(info)
 		h.closed.WithLabelValues(refusal).Inc()
 		if refusal == "draining" {
-			ew.retry(httpx.Jitter(h.cfg.Retry).Milliseconds())
-			ew.comment("draining; reconnect")
+			s.ew.retry(httpx.Jitter(h.cfg.Retry).Milliseconds())
+			s.ew.comment("draining; reconnect")
 		} else {
-			ew.retry(httpx.Jitter(h.cfg.OverloadRetry).Milliseconds())
-			ew.comment("over capacity; reconnect later")
+			s.ew.retry(httpx.Jitter(h.cfg.OverloadRetry).Milliseconds())
+			s.ew.comment("over capacity; reconnect later")
 		}
 		_ = s.flush()
 		return
 	}
+
+	// An idle stream should cost little. Over HTTP/1.x the handler takes the connection over and
+	// returns, so net/http releases its per-connection read and write buffers, request state and
+	// goroutine; the stream then runs on its own goroutine writing straight to the socket (the
+	// response is delimited by closing the connection), with a second small goroutine that notices
+	// the client going away. Where the connection cannot be taken (HTTP/2), the stream runs in the
+	// handler as usual.
+	if hj, err := h.hijack(w, r); err == nil {
+		go func() {
+			defer hj.close()
+			h.run(hj.ctx, hj, c, sessionID, turnFilter, cursor, live, info)
+		}()
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	h.run(ctx, rcSink{w, http.NewResponseController(w)}, c, sessionID, turnFilter, cursor, live, info)
+}
+
+// sink is where a stream's frames go: the ResponseWriter, or the taken-over connection.
+type sink interface {
+	Write(p []byte) (int, error)
+	Flush() error
+	SetWriteDeadline(t time.Time) error
+}
+
+type rcSink struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (s rcSink) Write(p []byte) (int, error)        { return s.w.Write(p) }
+func (s rcSink) Flush() error                       { return s.rc.Flush() }
+func (s rcSink) SetWriteDeadline(t time.Time) error { return s.rc.SetWriteDeadline(t) }
+
+// hijacked is a connection taken over from net/http.
+type hijacked struct {
+	net.Conn
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (hj *hijacked) Flush() error { return nil }
+
+func (hj *hijacked) close() {
+	hj.cancel()
+	_ = hj.Conn.Close()
+}
+
+// hijack takes an HTTP/1.x connection over and writes the response head; the connection is
+// closed after the stream (Connection: close delimits the body).
+func (h *Handler) hijack(w http.ResponseWriter, r *http.Request) (*hijacked, error) {
+	if r.ProtoMajor != 1 {
+		return nil, errors.New("not HTTP/1.x")
+	}
+	nc, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, err
+	}
+	hdr := w.Header()
+	hdr.Set("Connection", "close")
+	var head strings.Builder
+	head.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = hdr.Write(&head)
+	head.WriteString("\r\n")
+	_ = nc.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
+	if _, err := io.WriteString(nc, head.String()); err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	hj := &hijacked{Conn: nc, ctx: ctx, cancel: cancel}
+	go func() {
+		// The client sends nothing more on an event stream: a read returning means it is gone
+		// (or misbehaving); either way the stream ends.
+		var b [1]byte
+		_, _ = nc.Read(b[:])
+		cancel()
+	}()
+	return hj, nil
+}
+
+// run serves an admitted stream until it ends; it releases the stream's slot.
+func (h *Handler) run(ctx context.Context, out sink, c *conn, sessionID, turnFilter string, cursor *streams.Cursor, live bool, info OpenInfo) {
+	defer h.streams.Done()
+	ew := newEventWriter(out)
+	s := &stream{h: h, ew: ew, out: out, turn: turnFilter}
+	s.arm()
 	ew.retry(httpx.Jitter(h.cfg.Retry).Milliseconds())
 	h.connections.Inc()
 	defer func() {
@@ -526,7 +628,7 @@ func resolveStart(st streams.State, cursor *streams.Cursor, live bool) start {
 type stream struct {
 	h     *Handler
 	ew    *eventWriter
-	rc    *http.ResponseController
+	out   sink
 	epoch string
 	last  streams.EntryID
 	turn  string
@@ -572,12 +674,12 @@ func (s *stream) end(why, reason string) {
 
 // arm bounds the writes that follow; called before each burst of writes, as the buffered writers
 // may reach the connection before the burst's flush.
-func (s *stream) arm() { _ = s.rc.SetWriteDeadline(time.Now().Add(s.h.cfg.WriteTimeout)) }
+func (s *stream) arm() { _ = s.out.SetWriteDeadline(time.Now().Add(s.h.cfg.WriteTimeout)) }
 
 func (s *stream) flush() error {
 	s.arm()
 	if err := s.ew.flush(); err != nil {
 		return err
 	}
-	return s.rc.Flush()
+	return s.out.Flush()
 }

@@ -40,6 +40,21 @@ func TestResume(t *testing.T) {
 		}
 	})
 
+	t.Run("WithoutConnectionTakeover", func(t *testing.T) {
+		t.Parallel()
+		f := setup(t, 0)
+		gw := f.replica(sse.Config{}, noTakeover)
+		session, turn := newSession(), newTurn()
+		cursors := f.publish(session, turn, 0, 5, false, "")
+		s := testenv.OpenSSE(t, gw.url(session), cursors[1].String())
+		require.Equal(t, "", s.Resp.Header.Get("Connection"), "served by net/http, not a taken-over connection")
+		require.Equal(t, seq(2, 5), indexes(t, s.Until(t, wait, isIndex(4))))
+		f.publish(session, turn, 5, 3, true, "")
+		require.Equal(t, seq(5, 8), indexes(t, s.Until(t, wait, isIndex(7))))
+		gw.handler.Cut()
+		require.Empty(t, s.Ended(t, wait))
+	})
+
 	t.Run("HeaderWinsOverQuery", func(t *testing.T) {
 		t.Parallel()
 		f := setup(t, 0)
