@@ -568,6 +568,12 @@ func (h *Handler) run(ctx context.Context, out sink, c *conn, sessionID, turnFil
 		case <-c.closeWithRetry:
 			s.end("server closing this stream; reconnect", "drain")
 			return
+		case <-keepAlive.C:
+			s.arm()
+			ew.comment("keep-alive")
+			if s.flush() != nil {
+				return
+			}
 		case <-sub.Ready:
 			var lost bool
 			batch, lost = sub.Next(batch[:0])

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -262,4 +263,39 @@ func TestDrain(t *testing.T) {
 		require.Equal(t, seq(0, total), <-results, "zero loss, no duplicate across the move")
 	}
 	require.Equal(t, float64(sessions*perSession), draining.counter(t, "turnstile_gateway_streams_closed_total", "drain"))
+}
+
+// TestKeepAliveAndRetry: every stream starts with its own jittered retry hint and carries keep-alive
+// comments at the configured interval.
+func TestKeepAliveAndRetry(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 0)
+	gw := f.replica(sse.Config{KeepAlive: 50 * time.Millisecond, Retry: time.Second})
+	session := newSession()
+	retries := map[int]bool{}
+	for range 12 {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, gw.url(session), nil)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		br := bufio.NewReader(resp.Body)
+		keepAlives, retry := 0, -1
+		for keepAlives < 2 {
+			line, err := br.ReadString('\n')
+			require.NoError(t, err)
+			if v, ok := strings.CutPrefix(line, "retry: "); ok {
+				retry, err = strconv.Atoi(strings.TrimSpace(v))
+				require.NoError(t, err)
+			}
+			if line == ": keep-alive\n" {
+				keepAlives++
+			}
+		}
+		cancel()
+		resp.Body.Close()
+		require.GreaterOrEqual(t, retry, 500, "retry is jittered over [base/2, 3*base/2)")
+		require.Less(t, retry, 1500)
+		retries[retry] = true
+	}
+	require.Greater(t, len(retries), 1, "connections do not all get the same retry")
 }
