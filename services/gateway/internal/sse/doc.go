@@ -27,6 +27,7 @@
 // others are never stalled. Drain closes streams in shuffled batches a jittered interval apart,
 // each with its own jittered retry, so clients return to other replicas without a herd.
 //
-// CORS: origins in the allow-list (or "*") get Access-Control-Allow-Origin for their own origin,
-// with credentials, and preflights for the Authorization and Last-Event-ID headers.
+// CORS: origins in the allow-list (or "*") get Access-Control-Allow-Origin for their own origin and
+// preflights for the Authorization and Last-Event-ID headers; never credentials, since streams
+// authenticate with tokens rather than cookies.
 package sse

@@ -251,8 +251,9 @@ func (h *Handler) setCORS(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Add("Vary", "Origin")
 	if h.anyOK || h.cors[origin] {
+		// No Allow-Credentials: streams authenticate with tokens, never cookies, so a page on an
+		// allowed origin gains nothing from the browser's credentials and "*" stays harmless.
 		w.Header().Set("Access-Control-Allow-Origin", origin)
-		w.Header().Set("Access-Control-Allow-Credentials", "true")
 	}
 }
 
