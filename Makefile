@@ -24,8 +24,12 @@ build: ## build every binary into bin/
 dev: build ## run every role on one port (8080) with the embedded Kafka broker against local Postgres and Redis
 	TURNSTILE_MIGRATE=auto ./bin/turnstile
 
+.PHONY: chromium
+chromium: ## install Debian's chromium for the browser tests when it is missing
+	./scripts/ensure-chromium.sh
+
 .PHONY: test
-test: ## run every module's tests against real Postgres, Redis and the embedded broker
+test: chromium ## run every module's tests against real Postgres, Redis and the embedded broker
 	@set -e; for m in $(MODULES); do \
 		echo "== $$m"; (cd $$m && $(GO) test $(TEST_FLAGS) ./...); \
 	done

@@ -1,10 +1,104 @@
 package config
 
+import (
+	"errors"
+	"time"
+)
+
+// Gateway defaults.
+const (
+	GatewayMaxConnectionsDefault = 20000
+	GatewayMaxPerSessionDefault  = 64
+	GatewayRetryDefault          = time.Second
+	GatewayOverloadRetryDefault  = 5 * time.Second
+	GatewayDrainBatchDefault     = 200
+	GatewayDrainIntervalDefault  = 50 * time.Millisecond
+	GatewayBufferDefault         = 256
+	GatewayWriteTimeoutDefault   = 10 * time.Second
+)
+
 // GatewaySettings are the gateway's settings beyond the shared ones (CORS, caps, drain).
 // Each field documents its variable and default; applyDefaults fills zero fields and validate
 // reports every bound violated.
-type GatewaySettings struct{}
+type GatewaySettings struct {
+	// CORSOrigins is a comma list of origins allowed to open streams from a browser on another
+	// origin ("*" allows any). TURNSTILE_GATEWAY_CORS_ORIGINS, default empty: same origin only.
+	CORSOrigins string `env:"TURNSTILE_GATEWAY_CORS_ORIGINS"`
+	// MaxConnections caps the open streams of one replica; beyond it a stream is answered inside a
+	// 200 with a retry hint. TURNSTILE_GATEWAY_MAX_CONNECTIONS, default 20000.
+	MaxConnections int `env:"TURNSTILE_GATEWAY_MAX_CONNECTIONS"`
+	// MaxPerSession caps the open streams of one session on one replica.
+	// TURNSTILE_GATEWAY_MAX_PER_SESSION, default 64.
+	MaxPerSession int `env:"TURNSTILE_GATEWAY_MAX_PER_SESSION"`
+	// Retry is the base reconnect delay sent as "retry:", jittered per connection.
+	// TURNSTILE_GATEWAY_RETRY, default 1s.
+	Retry time.Duration `env:"TURNSTILE_GATEWAY_RETRY"`
+	// OverloadRetry is the base reconnect delay sent when a cap refuses a stream.
+	// TURNSTILE_GATEWAY_OVERLOAD_RETRY, default 5s.
+	OverloadRetry time.Duration `env:"TURNSTILE_GATEWAY_OVERLOAD_RETRY"`
+	// DrainBatch is how many streams a draining replica closes at once.
+	// TURNSTILE_GATEWAY_DRAIN_BATCH, default 200.
+	DrainBatch int `env:"TURNSTILE_GATEWAY_DRAIN_BATCH"`
+	// DrainInterval is the (jittered) pause between drain batches.
+	// TURNSTILE_GATEWAY_DRAIN_INTERVAL, default 50ms.
+	DrainInterval time.Duration `env:"TURNSTILE_GATEWAY_DRAIN_INTERVAL"`
+	// Buffer is each stream's buffer of live events; a client further behind is closed with a
+	// retry hint and resumes from its cursor. TURNSTILE_GATEWAY_BUFFER, default 256.
+	Buffer int `env:"TURNSTILE_GATEWAY_BUFFER"`
+	// WriteTimeout bounds one write to a client; a client that does not read for that long is
+	// dropped (it resumes from its cursor). TURNSTILE_GATEWAY_WRITE_TIMEOUT, default 10s.
+	WriteTimeout time.Duration `env:"TURNSTILE_GATEWAY_WRITE_TIMEOUT"`
+}
 
-func (s *GatewaySettings) applyDefaults() {}
+func (s *GatewaySettings) applyDefaults() {
+	if s.MaxConnections == 0 {
+		s.MaxConnections = GatewayMaxConnectionsDefault
+	}
+	if s.MaxPerSession == 0 {
+		s.MaxPerSession = GatewayMaxPerSessionDefault
+	}
+	if s.Retry == 0 {
+		s.Retry = GatewayRetryDefault
+	}
+	if s.OverloadRetry == 0 {
+		s.OverloadRetry = GatewayOverloadRetryDefault
+	}
+	if s.DrainBatch == 0 {
+		s.DrainBatch = GatewayDrainBatchDefault
+	}
+	if s.DrainInterval == 0 {
+		s.DrainInterval = GatewayDrainIntervalDefault
+	}
+	if s.Buffer == 0 {
+		s.Buffer = GatewayBufferDefault
+	}
+	if s.WriteTimeout == 0 {
+		s.WriteTimeout = GatewayWriteTimeoutDefault
+	}
+}
 
-func (s GatewaySettings) validate() []error { return nil }
+// CORSOriginList splits CORSOrigins.
+func (s GatewaySettings) CORSOriginList() []string { return splitList(s.CORSOrigins) }
+
+func (s GatewaySettings) validate() []error {
+	checks := []struct {
+		bad bool
+		msg string
+	}{
+		{s.MaxConnections < 1, "TURNSTILE_GATEWAY_MAX_CONNECTIONS: must be at least 1"},
+		{s.MaxPerSession < 1, "TURNSTILE_GATEWAY_MAX_PER_SESSION: must be at least 1"},
+		{s.Retry < 10*time.Millisecond, "TURNSTILE_GATEWAY_RETRY: must be at least 10ms"},
+		{s.OverloadRetry < 10*time.Millisecond, "TURNSTILE_GATEWAY_OVERLOAD_RETRY: must be at least 10ms"},
+		{s.DrainBatch < 1, "TURNSTILE_GATEWAY_DRAIN_BATCH: must be at least 1"},
+		{s.DrainInterval < 0, "TURNSTILE_GATEWAY_DRAIN_INTERVAL: must not be negative"},
+		{s.Buffer < 8 || s.Buffer > 1<<16, "TURNSTILE_GATEWAY_BUFFER: must be between 8 and 65536"},
+		{s.WriteTimeout < 100*time.Millisecond, "TURNSTILE_GATEWAY_WRITE_TIMEOUT: must be at least 100ms"},
+	}
+	var errs []error
+	for _, c := range checks {
+		if c.bad {
+			errs = append(errs, errors.New(c.msg))
+		}
+	}
+	return errs
+}

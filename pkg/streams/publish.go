@@ -29,8 +29,9 @@ if fence and tonumber(fence) > token then
 end
 local epoch = redis.call('HGET', KEYS[2], 'epoch')
 if redis.call('EXISTS', KEYS[1]) == 0 or not epoch then
-  -- a new generation: whatever the old stream held is gone, so readers of it must reset.
-  redis.call('DEL', KEYS[2])
+  -- A new generation: whatever the old stream held is gone, so readers of it must reset. The
+  -- fencing tokens (f:*) and terminal markers (t:*) are kept: a turn's newest attempt and its one
+  -- terminal event stay facts across generations, so a zombie cannot slip in after a loss.
   epoch = ARGV[10]
   redis.call('HSET', KEYS[2], 'epoch', epoch)
 end
@@ -41,13 +42,25 @@ local tkey = 't:' .. ARGV[1]
 if ARGV[5] == '1' then
   local t = redis.call('HGET', KEYS[2], tkey)
   if t then
-    return {0, t, epoch}
+    local te, tid = string.match(t, '^([^:]*):(.*)$')
+    if not te then
+      te, tid = epoch, t
+    end
+    return {0, tid, te}
   end
 end
+-- Each entry names its predecessor, so a reader can tell a cursor just before the oldest retained
+-- entry (nothing lost) from one further back (trimmed history): Redis does not record the newest
+-- entry that trimming removed.
+local prev = ''
+local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if newest[1] then
+  prev = newest[1][1]
+end
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[6], '*',
-  'type', ARGV[3], 'turn', ARGV[1], 'data', ARGV[4], 'tp', ARGV[11])
+  'type', ARGV[3], 'turn', ARGV[1], 'data', ARGV[4], 'tp', ARGV[11], 'prev', prev)
 if ARGV[5] == '1' then
-  redis.call('HSET', KEYS[2], tkey, id)
+  redis.call('HSET', KEYS[2], tkey, epoch .. ':' .. id)
 end
 redis.call('XTRIM', KEYS[1], 'MINID', '~', ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[8])

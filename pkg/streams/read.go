@@ -38,9 +38,29 @@ type State struct {
 	// Exists is false when the session has no stream (never published, or expired).
 	Exists bool
 	Epoch  string
-	// LastID is the newest entry; MaxDeletedID the newest entry trimmed away (0-0 if none).
+	// LastID is the newest entry ever added; MaxDeletedID the newest entry removed by XDEL (0-0 if
+	// none; Redis does not record entries removed by trimming).
 	LastID       EntryID
 	MaxDeletedID EntryID
+	// FirstID is the oldest retained entry and FirstPrev the entry that preceded it when it was
+	// added (HasFirst false for an empty stream; FirstPrev zero when unknown or none).
+	HasFirst  bool
+	FirstID   EntryID
+	FirstPrev EntryID
+}
+
+// Lost reports whether any entry after the cursor position after is gone from the stream, so a
+// resume from it would silently skip events. Trimming removes entries from the head, so something
+// after the cursor was lost exactly when the cursor lies before the oldest retained entry and is not
+// that entry's predecessor.
+func (s State) Lost(after EntryID) bool {
+	if after.Less(s.MaxDeletedID) {
+		return true
+	}
+	if !s.HasFirst {
+		return after.Less(s.LastID)
+	}
+	return after.Less(s.FirstID) && after != s.FirstPrev
 }
 
 // State reads the epoch and bounds of a session stream in one round trip.
@@ -71,6 +91,22 @@ func (r *Reader) State(ctx context.Context, sessionID string) (State, error) {
 	}
 	if v, ok := fields["max-deleted-entry-id"].(string); ok {
 		st.MaxDeletedID, _ = ParseEntryID(v)
+	}
+	if first, ok := fields["first-entry"].([]any); ok && len(first) == 2 {
+		if v, ok := first[0].(string); ok {
+			if st.FirstID, err = ParseEntryID(v); err == nil {
+				st.HasFirst = true
+			}
+		}
+		if kv, ok := first[1].([]any); ok {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if k, _ := kv[i].(string); k == "prev" {
+					if v, _ := kv[i+1].(string); v != "" {
+						st.FirstPrev, _ = ParseEntryID(v)
+					}
+				}
+			}
+		}
 	}
 	return st, nil
 }
@@ -116,6 +152,57 @@ func (r *Reader) After(ctx context.Context, sessionID string, id EntryID, count 
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// Read returns the stream's current epoch and up to count entries strictly after id, in one
+// MULTI/EXEC (both keys share a hash slot), so the entries are known to belong to that epoch. A
+// caller holding another epoch must not label these entries with its own: the stream was lost and
+// restarted, and its IDs begin again.
+func (r *Reader) Read(ctx context.Context, sessionID string, id EntryID, count int64) (string, []Entry, error) {
+	k := r.Keys(sessionID)
+	var epochCmd *redis.StringCmd
+	var rangeCmd *redis.XMessageSliceCmd
+	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		epochCmd = p.HGet(ctx, k.Meta, "epoch")
+		rangeCmd = p.XRangeN(ctx, k.Events, "("+id.String(), "+", count)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", nil, fmt.Errorf("read session stream: %w", err)
+	}
+	epoch, err := epochCmd.Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", nil, fmt.Errorf("read stream epoch: %w", err)
+	}
+	msgs, err := rangeCmd.Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", nil, fmt.Errorf("read session stream: %w", err)
+	}
+	out := make([]Entry, 0, len(msgs))
+	for _, m := range msgs {
+		e, err := entryFrom(m)
+		if err != nil {
+			return "", nil, err
+		}
+		out = append(out, e)
+	}
+	return epoch, out, nil
+}
+
+// Terminal returns the cursor of a turn's terminal event, if it has one.
+func (r *Reader) Terminal(ctx context.Context, sessionID, turnID string) (Cursor, bool, error) {
+	v, err := r.rdb.HGet(ctx, r.Keys(sessionID).Meta, "t:"+turnID).Result()
+	if errors.Is(err, redis.Nil) {
+		return Cursor{}, false, nil
+	}
+	if err != nil {
+		return Cursor{}, false, fmt.Errorf("read terminal marker: %w", err)
+	}
+	c, err := ParseCursor(v)
+	if err != nil {
+		return Cursor{}, false, nil //nolint:nilerr // a marker from before epochs were recorded: treat as unknown
+	}
+	return c, true, nil
 }
 
 func entryFrom(m redis.XMessage) (Entry, error) {

@@ -2,14 +2,19 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/hub"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/sse"
+	"github.com/turnstile-run/turnstile/services/gateway/internal/web"
 )
 
 // Role builds the gateway from shared deps.
@@ -22,6 +27,12 @@ type Gateway struct {
 	ready   atomic.Bool
 }
 
+// OpenInfo and Hooks re-export the stream handler's hooks for tests of the composed process.
+type (
+	OpenInfo = sse.OpenInfo
+	Hooks    = sse.Hooks
+)
+
 // New builds the gateway.
 func New(d *app.Deps) (*Gateway, error) {
 	cfg := d.Config
@@ -30,13 +41,44 @@ func New(d *app.Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	var tokens *streamtoken.Signer
+	if cfg.Auth.Enabled() {
+		keys, err := cfg.Auth.Keys()
+		if err != nil {
+			return nil, err
+		}
+		if len(keys) == 0 {
+			return nil, fmt.Errorf("TURNSTILE_AUTH=on needs TURNSTILE_STREAM_TOKEN_KEYS")
+		}
+		tokens = streamtoken.New(keys, cfg.Auth.StreamTokenTTL)
+	} else {
+		log.Warn("STREAM TOKENS ARE NOT CHECKED: TURNSTILE_AUTH=off lets anyone read any session's stream; development only")
+	}
 	reader := streams.NewReader(rdb, cfg.KeyPrefix)
-	h := hub.New(hub.Config{}, rdb, reader, log)
-	return &Gateway{hub: h, handler: sse.New(sse.Config{KeepAlive: cfg.KeepAlive}, h, reader, rdb, log, d.Registry)}, nil
+	h := hub.New(hub.Config{Buffer: cfg.Gateway.Buffer}, rdb, reader, log)
+	gs := cfg.Gateway
+	handler := sse.New(sse.Config{
+		KeepAlive: cfg.KeepAlive, Retry: gs.Retry, OverloadRetry: gs.OverloadRetry,
+		MaxConnections: gs.MaxConnections, MaxPerSession: gs.MaxPerSession,
+		DrainBatch: gs.DrainBatch, DrainInterval: gs.DrainInterval, WriteTimeout: gs.WriteTimeout,
+		CORSOrigins: gs.CORSOriginList(), Tokens: tokens,
+	}, h, reader, log, d.Registry)
+	d.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_gateway_redis_pool_connections",
+			Help: "Connections in the process's Redis command pool (the gateway's Pub/Sub connection is one more)."},
+			func() float64 { return float64(rdb.PoolStats().TotalConns) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_gateway_sessions",
+			Help: "Sessions with local streams, each read by one shared feed."},
+			func() float64 { return float64(h.Sessions()) }),
+	)
+	return &Gateway{hub: h, handler: handler}, nil
 }
 
-// Routes mounts the SSE endpoint.
-func (g *Gateway) Routes(r chi.Router) { g.handler.Routes(r) }
+// Routes mounts the SSE endpoint and the demo chat page.
+func (g *Gateway) Routes(r chi.Router) {
+	g.handler.Routes(r)
+	web.Routes(r)
+}
 
 // Start opens the shared Redis subscription.
 func (g *Gateway) Start(ctx context.Context) error {
@@ -50,18 +92,26 @@ func (g *Gateway) Start(ctx context.Context) error {
 // Ready is false once draining began.
 func (g *Gateway) Ready() bool { return g.ready.Load() }
 
-// Drain drops readiness and closes every stream with a retry hint.
-func (g *Gateway) Drain(context.Context) {
+// Drain drops readiness, then closes every stream with a retry hint in jittered batches.
+func (g *Gateway) Drain(ctx context.Context) {
 	g.ready.Store(false)
-	g.handler.Drain()
+	g.handler.Drain(ctx)
 }
 
 // Connections counts open SSE streams.
 func (g *Gateway) Connections() int { return g.handler.Connections() }
 
-// Stop closes the hub. Safe twice.
+// CutStreams closes every open stream with a retry hint without draining, so clients reconnect
+// to this replica and resume. Tests use it to cut connections mid-turn.
+func (g *Gateway) CutStreams() { g.handler.Cut() }
+
+// SetHooks installs stream hooks (tests).
+func (g *Gateway) SetHooks(h *Hooks) { g.handler.SetHooks(h) }
+
+// Stop closes every stream, waits for them to end, then closes the hub. Safe twice.
 func (g *Gateway) Stop(ctx context.Context) error {
 	g.ready.Store(false)
-	g.handler.Drain()
-	return g.hub.Stop(ctx)
+	g.handler.Drain(ctx)
+	err := g.handler.Wait(ctx)
+	return errors.Join(err, g.hub.Stop(ctx))
 }

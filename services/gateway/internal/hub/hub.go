@@ -3,8 +3,8 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,9 +21,11 @@ type Delivery struct {
 
 // Config tunes a Hub.
 type Config struct {
-	// Buffer is each subscriber's buffer in entries. Defaults to 256.
+	// Buffer is how many entries a subscriber may fall behind the live tail before it is cut loose
+	// (the size of each session's shared ring). Defaults to 256.
 	Buffer int
-	// Poll is the safety re-read interval of each feed. Defaults to 2s.
+	// Poll is the safety re-read interval of each feed, covering notifications lost while the
+	// Pub/Sub connection reconnected. Defaults to 1s.
 	Poll time.Duration
 }
 
@@ -50,7 +52,7 @@ func New(cfg Config, rdb redis.UniversalClient, reader *streams.Reader, log *slo
 		cfg.Buffer = 256
 	}
 	if cfg.Poll == 0 {
-		cfg.Poll = 2 * time.Second
+		cfg.Poll = time.Second
 	}
 	return &Hub{cfg: cfg, rdb: rdb, reader: reader, log: log, feeds: map[string]*feed{}, byChan: map[string]*feed{}}
 }
@@ -68,7 +70,7 @@ func (h *Hub) Start(ctx context.Context) error {
 			f := h.byChan[msg.Channel]
 			h.mu.Unlock()
 			if f != nil {
-				f.notify(msg.Payload)
+				f.notify()
 			}
 		}
 	}()
@@ -92,6 +94,23 @@ func (h *Hub) Stop(context.Context) error {
 	return nil
 }
 
+// Subscribers counts the subscribers of every feed.
+func (h *Hub) Subscribers() int {
+	h.mu.Lock()
+	feeds := make([]*feed, 0, len(h.feeds))
+	for _, f := range h.feeds {
+		feeds = append(feeds, f)
+	}
+	h.mu.Unlock()
+	n := 0
+	for _, f := range feeds {
+		f.mu.Lock()
+		n += len(f.subs)
+		f.mu.Unlock()
+	}
+	return n
+}
+
 // Sessions counts sessions with local subscribers.
 func (h *Hub) Sessions() int {
 	h.mu.Lock()
@@ -99,47 +118,78 @@ func (h *Hub) Sessions() int {
 	return len(h.feeds)
 }
 
-// Subscriber receives a session's new entries.
+// Subscriber follows a session's new entries. The feed keeps one ring of recent deliveries per
+// session, shared by all its subscribers; each subscriber only holds its position in it and a
+// wake-up channel, so an idle subscriber costs a few hundred bytes whatever the buffer size.
 type Subscriber struct {
-	C <-chan Delivery
-	// Overflowed is closed when the subscriber fell behind and was cut loose.
-	Overflowed <-chan struct{}
+	// Ready receives a value when entries may be waiting; call Next.
+	Ready <-chan struct{}
 
-	ch       chan Delivery
-	overflow chan struct{}
-	once     sync.Once
-	feed     *feed
+	ready chan struct{}
+	feed  *feed
+	next  uint64 // sequence of the next delivery to read; guarded by feed.mu
+}
+
+// Next appends the deliveries since the last call to buf and returns it. lost is true when the
+// subscriber fell more than the buffer behind the live tail: the entries it missed are gone from
+// the ring and it must end its stream (the client resumes from its cursor).
+func (s *Subscriber) Next(buf []*Delivery) (out []*Delivery, lost bool) {
+	f := s.feed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.head-s.next > uint64(len(f.ring)) {
+		return buf, true
+	}
+	for ; s.next < f.head; s.next++ {
+		buf = append(buf, f.ring[s.next%uint64(len(f.ring))])
+	}
+	return buf, false
 }
 
 // Subscribe registers a subscriber for a session's entries appended from now on (entries may also
-// include some older ones; callers skip what they have sent).
+// include some older ones; callers skip what they have sent). The first subscriber of a session on
+// this replica starts its feed; the Redis round trips that takes happen outside the hub's lock, so
+// sessions start in parallel.
 func (h *Hub) Subscribe(ctx context.Context, sessionID string) (*Subscriber, error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.ctx == nil || h.ctx.Err() != nil {
+		h.mu.Unlock()
 		return nil, errors.New("hub is stopped")
 	}
 	f := h.feeds[sessionID]
-	if f == nil {
+	created := f == nil
+	if created {
 		k := h.reader.Keys(sessionID)
-		if err := h.ps.Subscribe(ctx, k.Notify); err != nil {
-			return nil, err
-		}
-		st, err := h.reader.State(ctx, sessionID)
-		if err != nil {
-			_ = h.ps.Unsubscribe(context.WithoutCancel(ctx), k.Notify)
-			return nil, err
-		}
-		f = &feed{hub: h, session: sessionID, channel: k.Notify, epoch: st.Epoch, last: st.LastID,
+		f = &feed{hub: h, session: sessionID, channel: k.Notify, ready: make(chan struct{}),
+			ring: make([]*Delivery, h.cfg.Buffer),
 			subs: map[*Subscriber]struct{}{}, poke: make(chan struct{}, 1), stop: make(chan struct{})}
 		h.feeds[sessionID] = f
 		h.byChan[k.Notify] = f
 		h.wg.Add(1)
 		go func() { defer h.wg.Done(); f.run(h.ctx) }()
 	}
-	s := &Subscriber{ch: make(chan Delivery, h.cfg.Buffer), overflow: make(chan struct{}), feed: f}
-	s.C, s.Overflowed = s.ch, s.overflow
+	f.refs++
+	ps := h.ps
+	h.mu.Unlock()
+
+	if created {
+		f.err = f.init(ctx, ps)
+		close(f.ready)
+	}
+	select {
+	case <-f.ready:
+	case <-ctx.Done():
+		h.release(f)
+		return nil, context.Cause(ctx)
+	}
+	if f.err != nil {
+		h.release(f)
+		return nil, f.err
+	}
+	s := &Subscriber{ready: make(chan struct{}, 1), feed: f}
+	s.Ready = s.ready
 	f.mu.Lock()
+	s.next = f.head
 	f.subs[s] = struct{}{}
 	f.mu.Unlock()
 	return s, nil
@@ -148,19 +198,26 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string) (*Subscriber, err
 // Unsubscribe removes a subscriber; the feed ends with its last subscriber.
 func (h *Hub) Unsubscribe(s *Subscriber) {
 	f := s.feed
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	f.mu.Lock()
 	delete(f.subs, s)
-	empty := len(f.subs) == 0
 	f.mu.Unlock()
-	if empty && h.feeds[f.session] == f {
-		delete(h.feeds, f.session)
-		delete(h.byChan, f.channel)
-		close(f.stop)
-		if h.ps != nil {
-			_ = h.ps.Unsubscribe(context.Background(), f.channel)
-		}
+	h.release(f)
+}
+
+// release drops one reference to a feed and ends it with the last. The UNSUBSCRIBE is written
+// under the hub's lock, so a feed started again for the same session subscribes after it.
+func (h *Hub) release(f *feed) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f.refs--
+	if f.refs > 0 || h.feeds[f.session] != f {
+		return
+	}
+	delete(h.feeds, f.session)
+	delete(h.byChan, f.channel)
+	close(f.stop)
+	if h.ps != nil && f.err == nil {
+		_ = h.ps.Unsubscribe(context.Background(), f.channel)
 	}
 }
 
@@ -170,24 +227,38 @@ type feed struct {
 	channel string
 	poke    chan struct{}
 	stop    chan struct{}
+	ready   chan struct{} // closed once init ran; err says how
+	err     error
+	refs    int // guarded by hub.mu
 
 	mu    sync.Mutex
 	subs  map[*Subscriber]struct{}
 	epoch string
 	last  streams.EntryID
+	ring  []*Delivery // the newest deliveries; sequence n lives at ring[n%len(ring)]
+	head  uint64      // sequence of the next delivery
 }
 
-func (f *feed) notify(payload string) {
-	if epoch, _, ok := strings.Cut(payload, ":"); ok {
-		f.mu.Lock()
-		if f.epoch != epoch {
-			// A new stream generation: entries of the old one are gone, and IDs restart. Read the new
-			// generation from its beginning; subscribers notice the epoch change and reset.
-			f.epoch = epoch
-			f.last = streams.EntryID{}
-		}
-		f.mu.Unlock()
+// init subscribes to the session's notifications, then reads where the stream ends: everything
+// appended after that read is either announced or found by the periodic re-read.
+func (f *feed) init(ctx context.Context, ps *redis.PubSub) error {
+	if ps == nil {
+		return errors.New("hub is stopped")
 	}
+	if err := ps.Subscribe(ctx, f.channel); err != nil {
+		return fmt.Errorf("subscribe to session notifications: %w", err)
+	}
+	st, err := f.hub.reader.State(ctx, f.session)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.epoch, f.last = st.Epoch, st.LastID
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *feed) notify() {
 	select {
 	case f.poke <- struct{}{}:
 	default:
@@ -195,6 +266,16 @@ func (f *feed) notify(payload string) {
 }
 
 func (f *feed) run(ctx context.Context) {
+	select {
+	case <-f.ready:
+	case <-f.stop:
+		return
+	case <-ctx.Done():
+		return
+	}
+	if f.err != nil {
+		return
+	}
 	t := time.NewTicker(f.hub.cfg.Poll)
 	defer t.Stop()
 	for {
@@ -210,13 +291,15 @@ func (f *feed) run(ctx context.Context) {
 	}
 }
 
+const readBatch = 512
+
 func (f *feed) readNew(ctx context.Context) {
 	for {
 		f.mu.Lock()
 		last, epoch := f.last, f.epoch
 		f.mu.Unlock()
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		entries, err := f.hub.reader.After(rctx, f.session, last, 512)
+		got, entries, err := f.hub.reader.Read(rctx, f.session, last, readBatch)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -224,27 +307,33 @@ func (f *feed) readNew(ctx context.Context) {
 			}
 			return
 		}
-		if len(entries) == 0 {
-			return
-		}
 		f.mu.Lock()
-		if f.epoch != epoch {
+		if got != epoch {
+			// A new stream generation (or none): its IDs start again, so read it from its beginning.
+			// Subscribers holding the old epoch see the change in the next delivery and end their
+			// streams, so their clients resume and get a stream.reset.
+			f.epoch, f.last = got, streams.EntryID{}
 			f.mu.Unlock()
-			continue // the generation changed under us; read again from its start
+			if got == "" {
+				return
+			}
+			continue
 		}
 		for _, e := range entries {
-			d := Delivery{Epoch: epoch, Entry: e}
+			f.ring[f.head%uint64(len(f.ring))] = &Delivery{Epoch: epoch, Entry: e}
+			f.head++
+		}
+		if len(entries) > 0 {
+			f.last = entries[len(entries)-1].ID
 			for s := range f.subs {
 				select {
-				case s.ch <- d:
-				default:
-					s.once.Do(func() { close(s.overflow) })
+				case s.ready <- struct{}{}:
+				default: // already signalled
 				}
 			}
 		}
-		f.last = entries[len(entries)-1].ID
 		f.mu.Unlock()
-		if len(entries) < 512 {
+		if len(entries) < readBatch {
 			return
 		}
 	}

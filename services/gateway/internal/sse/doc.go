@@ -1,12 +1,33 @@
 // Package sse serves a session's events to browsers as Server-Sent Events with gap-free resume.
 //
 // The cursor is the Last-Event-ID header, else the last_event_id query parameter (a browser's
-// EventSource re-sends its original URL on reconnect, so the header must win). Event IDs are
-// "<epoch>:<entry id>". Replay is exclusive of the cursor and joins the live tail without gap or
-// duplicate: the handler subscribes to the session's shared feed first, replays from Redis second,
-// and then skips live entries it already sent. A cursor from another epoch, or older than retained
-// history, gets an explicit stream.reset event, never a silent jump.
+// EventSource re-sends its original URL on reconnect, so the header must win); "$" asks for live
+// events only. Event IDs are "<epoch>:<entry id>". Replay is exclusive of the cursor and joins the
+// live tail without gap or duplicate: the handler subscribes to the session's shared feed first,
+// replays from Redis second, and then skips live entries it already sent. A cursor from another
+// epoch, or one whose later history was trimmed, gets an explicit stream.reset event (with id
+// "<epoch>:0-0", so the client's next resume starts at the new generation), never a silent jump.
+// A stream whose generation changes under it ends, so its client's resume gets the reset.
 //
-// Anything retryable (draining, a slow client cut loose) ends a 200 stream with a retry hint; non-200
-// answers are kept for what must not be retried (bad cursor, bad session ID).
+// Answers. Anything retryable — draining, a replica or session over its connection cap, a slow
+// client cut loose, Redis briefly unavailable — ends a 200 stream with a jittered "retry:" and a
+// comment, because EventSource gives up for good on any non-200. Non-200 is kept for what must not
+// be retried: 400 problem+json for a malformed session ID, turn ID or cursor; 401 for a missing,
+// invalid or expired stream token; 404 for a valid token of another session, so that another
+// tenant's session looks exactly like one that does not exist; 204 for a ?turn_id= follower that
+// reconnects after the turn's terminal event (EventSource stops on 204).
+//
+// Stream tokens (TURNSTILE_AUTH=on) come from Authorization: Bearer, else the access_token query
+// parameter (EventSource cannot set headers). Query tokens can end up in proxy logs; they are
+// short-lived and scoped to one session for that reason. With auth off the gateway logs a warning
+// at start and serves any session.
+//
+// Slow clients: each write is bounded by WriteTimeout, and a stream that falls more than the hub's
+// buffer behind the live tail is closed; either way its client resumes from its cursor and the
+// others are never stalled. Drain closes streams in shuffled batches a jittered interval apart,
+// each with its own jittered retry, so clients return to other replicas without a herd.
+//
+// CORS: origins in the allow-list (or "*") get Access-Control-Allow-Origin for their own origin and
+// preflights for the Authorization and Last-Event-ID headers; never credentials, since streams
+// authenticate with tokens rather than cookies.
 package sse

@@ -3,19 +3,26 @@ package sse
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"math/rand/v2"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/hub"
@@ -23,19 +30,79 @@ import (
 
 // Problem types the gateway answers with.
 const (
-	ProblemInvalidSession = "invalid-session-id"
-	ProblemInvalidCursor  = "invalid-cursor"
-	ProblemInvalidTurnID  = "invalid-turn-id"
+	ProblemInvalidSession  = "invalid-session-id"
+	ProblemInvalidCursor   = "invalid-cursor"
+	ProblemInvalidTurnID   = "invalid-turn-id"
+	ProblemUnauthenticated = "unauthenticated"
+	ProblemTokenExpired    = "stream-token-expired"
+	ProblemSessionNotFound = "session-not-found"
 )
 
-// Config tunes the handler.
+// Config tunes the handler. Zero fields take the defaults named.
 type Config struct {
+	// KeepAlive is the interval of keep-alive comments. Defaults to 15s.
 	KeepAlive time.Duration
 	// Retry is the base reconnect delay sent in "retry:"; each connection gets it jittered.
 	// Defaults to 1s.
 	Retry time.Duration
+	// OverloadRetry is the base reconnect delay sent when a cap refuses a stream. Defaults to 5s.
+	OverloadRetry time.Duration
 	// ReplayBatch is how many entries one replay read fetches. Defaults to 500.
 	ReplayBatch int64
+	// MaxConnections caps this replica's open streams. Defaults to 20000.
+	MaxConnections int
+	// MaxPerSession caps one session's open streams on this replica. Defaults to 64.
+	MaxPerSession int
+	// DrainBatch streams are closed at once when draining, DrainInterval (jittered) apart.
+	// Default 200 and 50ms.
+	DrainBatch    int
+	DrainInterval time.Duration
+	// WriteTimeout bounds one flush to a client. Defaults to 10s.
+	WriteTimeout time.Duration
+	// CORSOrigins may open streams from other origins; "*" allows any. Empty: same origin only.
+	CORSOrigins []string
+	// Tokens verifies stream tokens; nil disables the check (development only).
+	Tokens *streamtoken.Signer
+}
+
+func (c *Config) applyDefaults() {
+	def := func(p *time.Duration, d time.Duration) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	def(&c.KeepAlive, 15*time.Second)
+	def(&c.Retry, time.Second)
+	def(&c.OverloadRetry, 5*time.Second)
+	def(&c.DrainInterval, 50*time.Millisecond)
+	def(&c.WriteTimeout, 10*time.Second)
+	if c.ReplayBatch == 0 {
+		c.ReplayBatch = 500
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = 20000
+	}
+	if c.MaxPerSession == 0 {
+		c.MaxPerSession = 64
+	}
+	if c.DrainBatch == 0 {
+		c.DrainBatch = 200
+	}
+}
+
+// OpenInfo describes how a stream was opened; see Hooks.
+type OpenInfo struct {
+	SessionID string
+	// CursorSource is "header", "query" or "" (no cursor).
+	CursorSource string
+	Cursor       string
+	// Result is fresh, live, resumed, reset, or a refusal: draining, over_capacity.
+	Result string
+}
+
+// Hooks are test and observability callbacks; they must be fast and concurrency-safe.
+type Hooks struct {
+	OnOpen func(OpenInfo)
 }
 
 // Handler serves GET /v1/sessions/{session_id}/events.
@@ -43,50 +110,67 @@ type Handler struct {
 	cfg    Config
 	hub    *hub.Hub
 	reader *streams.Reader
-	rdb    redis.UniversalClient
 	log    *slog.Logger
+	hooks  atomic.Pointer[Hooks]
+	cors   map[string]bool
+	anyOK  bool
 
-	mu       sync.Mutex
-	conns    map[*conn]struct{}
-	draining bool
+	streams sync.WaitGroup // admitted streams still running
+
+	mu         sync.Mutex
+	conns      map[*conn]struct{}
+	perSession map[string]int
+	draining   bool
 
 	connections prometheus.Gauge
 	sent        prometheus.Counter
 	resumes     *prometheus.CounterVec
+	closed      *prometheus.CounterVec
 	lag         prometheus.Histogram
 }
 
 type conn struct {
+	session        string
 	closeWithRetry chan struct{}
 	once           sync.Once
 }
 
+func (c *conn) close() { c.once.Do(func() { close(c.closeWithRetry) }) }
+
 // New returns a handler.
-func New(cfg Config, h *hub.Hub, reader *streams.Reader, rdb redis.UniversalClient, log *slog.Logger, reg prometheus.Registerer) *Handler {
-	if cfg.Retry == 0 {
-		cfg.Retry = time.Second
-	}
-	if cfg.ReplayBatch == 0 {
-		cfg.ReplayBatch = 500
-	}
-	hd := &Handler{cfg: cfg, hub: h, reader: reader, rdb: rdb, log: log, conns: map[*conn]struct{}{},
+func New(cfg Config, h *hub.Hub, reader *streams.Reader, log *slog.Logger, reg prometheus.Registerer) *Handler {
+	cfg.applyDefaults()
+	hd := &Handler{cfg: cfg, hub: h, reader: reader, log: log, conns: map[*conn]struct{}{},
+		perSession: map[string]int{}, cors: map[string]bool{},
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "turnstile_gateway_connections",
 			Help: "Open SSE connections."}),
 		sent: prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_gateway_events_sent_total",
 			Help: "Events written to SSE clients."}),
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_gateway_resumes_total",
 			Help: "Stream opens by cursor result: fresh, live, resumed, reset."}, []string{"result"}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_gateway_streams_closed_total",
+			Help: "Streams the gateway ended with a retry hint, by reason."}, []string{"reason"}),
+	}
+	for _, o := range cfg.CORSOrigins {
+		if o == "*" {
+			hd.anyOK = true
+		}
+		hd.cors[strings.TrimRight(o, "/")] = true
 	}
 	hd.lag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "turnstile_gateway_delivery_lag_seconds",
 		Help:    "Time from an event's append to Redis (its entry ID) to its write to a live SSE client.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
-	reg.MustRegister(hd.connections, hd.sent, hd.resumes, hd.lag)
+	reg.MustRegister(hd.connections, hd.sent, hd.resumes, hd.closed, hd.lag)
 	return hd
 }
+
+// SetHooks installs hooks (nil removes them).
+func (h *Handler) SetHooks(hk *Hooks) { h.hooks.Store(hk) }
 
 // Routes mounts the handler.
 func (h *Handler) Routes(r chi.Router) {
 	r.Get("/v1/sessions/{session_id}/events", h.serve)
+	r.Options("/v1/sessions/{session_id}/events", h.preflight)
 }
 
 // Connections counts open streams.
@@ -96,9 +180,11 @@ func (h *Handler) Connections() int {
 	return len(h.conns)
 }
 
-// Drain closes every stream with a retry hint, so clients resume on another replica, and refuses
-// new streams the same way.
-func (h *Handler) Drain() {
+// Drain refuses new streams (inside a 200, with a retry hint) and closes the open ones with a
+// retry hint in batches of DrainBatch, a jittered DrainInterval apart, so clients resume on other
+// replicas without arriving all at once. Each closed stream also carries its own jittered retry.
+// It returns when every stream was told to close or ctx is done.
+func (h *Handler) Drain(ctx context.Context) {
 	h.mu.Lock()
 	h.draining = true
 	conns := make([]*conn, 0, len(h.conns))
@@ -106,8 +192,52 @@ func (h *Handler) Drain() {
 		conns = append(conns, c)
 	}
 	h.mu.Unlock()
+	rand.Shuffle(len(conns), func(i, j int) { conns[i], conns[j] = conns[j], conns[i] })
+	for i := 0; i < len(conns); i += h.cfg.DrainBatch {
+		if i > 0 && h.cfg.DrainInterval > 0 {
+			t := time.NewTimer(httpx.Jitter(h.cfg.DrainInterval))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				// Close the rest at once: the shutdown deadline is worth more than the spread.
+				for _, c := range conns[i:] {
+					c.close()
+				}
+				return
+			}
+		}
+		for _, c := range conns[i:min(i+h.cfg.DrainBatch, len(conns))] {
+			c.close()
+		}
+	}
+}
+
+// Wait blocks until every admitted stream has ended or ctx is done. Streams on taken-over
+// connections outlive their HTTP handlers, so a server's Shutdown does not wait for them: call
+// Drain, then Wait.
+func (h *Handler) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { h.streams.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for streams to end: %w", context.Cause(ctx))
+	}
+}
+
+// Cut closes every open stream with a retry hint, without draining: clients reconnect to this
+// replica and resume from their cursors. Tests use it to cut streams mid-turn.
+func (h *Handler) Cut() {
+	h.mu.Lock()
+	conns := make([]*conn, 0, len(h.conns))
+	for c := range h.conns {
+		conns = append(conns, c)
+	}
+	h.mu.Unlock()
 	for _, c := range conns {
-		c.once.Do(func() { close(c.closeWithRetry) })
+		c.close()
 	}
 }
 
@@ -120,11 +250,79 @@ type start struct {
 	result string
 }
 
+func (h *Handler) setCORS(w http.ResponseWriter, r *http.Request) {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return
+	}
+	w.Header().Add("Vary", "Origin")
+	if h.anyOK || h.cors[origin] {
+		// No Allow-Credentials: streams authenticate with tokens, never cookies, so a page on an
+		// allowed origin gains nothing from the browser's credentials and "*" stays harmless.
+		w.Header().Set("Access-Control-Allow-Origin", origin)
+	}
+}
+
+func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) {
+	h.setCORS(w, r)
+	if w.Header().Get("Access-Control-Allow-Origin") != "" {
+		w.Header().Set("Access-Control-Allow-Methods", "GET, OPTIONS")
+		w.Header().Set("Access-Control-Allow-Headers", "Authorization, Last-Event-ID, Cache-Control")
+		w.Header().Set("Access-Control-Max-Age", "600")
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// authorize checks the stream token when tokens are on. A valid token for another session is
+// answered like an unknown session (404), so one tenant cannot learn that another's session exists.
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, sessionID string) bool {
+	if h.cfg.Tokens == nil {
+		return true
+	}
+	token := ""
+	if a := r.Header.Get("Authorization"); a != "" {
+		scheme, rest, ok := strings.Cut(a, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") {
+			token = strings.TrimSpace(rest)
+		}
+	}
+	if token == "" {
+		token = r.URL.Query().Get("access_token")
+	}
+	if token == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile"`)
+		httpx.WriteProblem(w, httpx.Problem{Type: ProblemUnauthenticated, Status: http.StatusUnauthorized,
+			Detail: "a stream token is required: Authorization: Bearer <stream_token> or ?access_token="})
+		return false
+	}
+	_, err := h.cfg.Tokens.Verify(token, sessionID)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, streamtoken.ErrScope):
+		httpx.WriteProblem(w, httpx.Problem{Type: ProblemSessionNotFound, Status: http.StatusNotFound,
+			Detail: "no such session"})
+	case errors.Is(err, streamtoken.ErrExpired):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
+		httpx.WriteProblem(w, httpx.Problem{Type: ProblemTokenExpired, Status: http.StatusUnauthorized,
+			Detail: "the stream token expired; get a new one from the turn's status"})
+	default:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
+		httpx.WriteProblem(w, httpx.Problem{Type: ProblemUnauthenticated, Status: http.StatusUnauthorized,
+			Detail: "the stream token is not valid"})
+	}
+	return false
+}
+
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
+	h.setCORS(w, r)
 	sessionID := chi.URLParam(r, "session_id")
 	if !wire.SessionIDValid(sessionID) {
 		httpx.WriteProblem(w, httpx.Problem{Type: ProblemInvalidSession, Status: http.StatusBadRequest,
 			Detail: "session_id must be 1-128 characters of [A-Za-z0-9._:-]"})
+		return
+	}
+	if !h.authorize(w, r, sessionID) {
 		return
 	}
 	turnFilter := r.URL.Query().Get("turn_id")
@@ -134,10 +332,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	info := OpenInfo{SessionID: sessionID}
 	raw := r.Header.Get("Last-Event-ID")
-	if raw == "" {
-		raw = r.URL.Query().Get("last_event_id")
+	if raw != "" {
+		info.CursorSource = "header"
+	} else if raw = r.URL.Query().Get("last_event_id"); raw != "" {
+		info.CursorSource = "query"
 	}
+	info.Cursor = raw
 	var cursor *streams.Cursor
 	live := false
 	switch raw {
@@ -153,30 +355,31 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		cursor = &c
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
-		return
-	}
-
 	ctx := r.Context()
-	keys := h.reader.Keys(sessionID)
 	// A follower of one turn that reconnects after the turn's terminal event has everything: 204
 	// tells EventSource to stop reconnecting.
 	if turnFilter != "" && cursor != nil {
-		if term, err := h.rdb.HGet(ctx, keys.Meta, "t:"+turnFilter).Result(); err == nil {
-			if id, err := streams.ParseEntryID(term); err == nil && !cursor.ID.Less(id) {
-				w.WriteHeader(http.StatusNoContent)
-				return
-			}
+		if term, ok, err := h.reader.Terminal(ctx, sessionID, turnFilter); err == nil && ok &&
+			term.Epoch == cursor.Epoch && !cursor.ID.Less(term.ID) {
+			w.WriteHeader(http.StatusNoContent)
+			return
 		}
 	}
 
-	c := &conn{closeWithRetry: make(chan struct{})}
+	c := &conn{session: sessionID, closeWithRetry: make(chan struct{})}
+	refusal := ""
 	h.mu.Lock()
-	draining := h.draining
-	if !draining {
+	switch {
+	case h.draining:
+		refusal = "draining"
+	case len(h.conns) >= h.cfg.MaxConnections:
+		refusal = "over_capacity"
+	case h.perSession[sessionID] >= h.cfg.MaxPerSession:
+		refusal = "over_capacity"
+	default:
 		h.conns[c] = struct{}{}
+		h.perSession[sessionID]++
+		h.streams.Add(1)
 	}
 	h.mu.Unlock()
 
@@ -184,41 +387,141 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	ew := newEventWriter(w)
-	ew.retry(httpx.Jitter(h.cfg.Retry).Milliseconds())
-	if draining {
-		ew.comment("draining; reconnect")
-		_ = ew.flush()
-		flusher.Flush()
+	if refusal != "" {
+		// Retryable refusals stay inside a 200: EventSource gives up for good on anything else.
+		w.WriteHeader(http.StatusOK)
+		s := &stream{h: h, ew: newEventWriter(w), out: rcSink{w, http.NewResponseController(w)}}
+		s.arm()
+		info.Result = refusal
+		h.fire(info)
+		h.closed.WithLabelValues(refusal).Inc()
+		if refusal == "draining" {
+			s.ew.retry(httpx.Jitter(h.cfg.Retry).Milliseconds())
+			s.ew.comment("draining; reconnect")
+		} else {
+			s.ew.retry(httpx.Jitter(h.cfg.OverloadRetry).Milliseconds())
+			s.ew.comment("over capacity; reconnect later")
+		}
+		_ = s.flush()
 		return
 	}
+
+	// An idle stream should cost little. Over HTTP/1.x the handler takes the connection over and
+	// returns, so net/http releases its per-connection read and write buffers, request state and
+	// goroutine; the stream then runs on its own goroutine writing straight to the socket (the
+	// response is delimited by closing the connection), with a second small goroutine that notices
+	// the client going away. Where the connection cannot be taken (HTTP/2), the stream runs in the
+	// handler as usual.
+	if hj, err := h.hijack(w, r); err == nil {
+		go func() {
+			defer hj.close()
+			h.run(hj.ctx, hj, c, sessionID, turnFilter, cursor, live, info)
+		}()
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	h.run(ctx, rcSink{w, http.NewResponseController(w)}, c, sessionID, turnFilter, cursor, live, info)
+}
+
+// sink is where a stream's frames go: the ResponseWriter, or the taken-over connection.
+type sink interface {
+	Write(p []byte) (int, error)
+	Flush() error
+	SetWriteDeadline(t time.Time) error
+}
+
+type rcSink struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (s rcSink) Write(p []byte) (int, error)        { return s.w.Write(p) }
+func (s rcSink) Flush() error                       { return s.rc.Flush() }
+func (s rcSink) SetWriteDeadline(t time.Time) error { return s.rc.SetWriteDeadline(t) }
+
+// hijacked is a connection taken over from net/http.
+type hijacked struct {
+	net.Conn
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (hj *hijacked) Flush() error { return nil }
+
+func (hj *hijacked) close() {
+	hj.cancel()
+	_ = hj.Conn.Close()
+}
+
+// hijack takes an HTTP/1.x connection over and writes the response head; the connection is
+// closed after the stream (Connection: close delimits the body).
+func (h *Handler) hijack(w http.ResponseWriter, r *http.Request) (*hijacked, error) {
+	if r.ProtoMajor != 1 {
+		return nil, errors.New("not HTTP/1.x")
+	}
+	nc, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, err
+	}
+	hdr := w.Header()
+	hdr.Set("Connection", "close")
+	var head strings.Builder
+	head.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = hdr.Write(&head)
+	head.WriteString("\r\n")
+	_ = nc.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
+	if _, err := io.WriteString(nc, head.String()); err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	hj := &hijacked{Conn: nc, ctx: ctx, cancel: cancel}
+	go func() {
+		// The client sends nothing more on an event stream: a read returning means it is gone
+		// (or misbehaving); either way the stream ends.
+		var b [1]byte
+		_, _ = nc.Read(b[:])
+		cancel()
+	}()
+	return hj, nil
+}
+
+// run serves an admitted stream until it ends; it releases the stream's slot.
+func (h *Handler) run(ctx context.Context, out sink, c *conn, sessionID, turnFilter string, cursor *streams.Cursor, live bool, info OpenInfo) {
+	defer h.streams.Done()
+	ew := newEventWriter(out)
+	s := &stream{h: h, ew: ew, out: out, turn: turnFilter, ctx: ctx}
+	s.arm()
+	ew.retry(httpx.Jitter(h.cfg.Retry).Milliseconds())
 	h.connections.Inc()
 	defer func() {
 		h.mu.Lock()
 		delete(h.conns, c)
+		if h.perSession[sessionID]--; h.perSession[sessionID] <= 0 {
+			delete(h.perSession, sessionID)
+		}
 		h.mu.Unlock()
 		h.connections.Dec()
 	}()
 
 	sub, err := h.hub.Subscribe(ctx, sessionID)
 	if err != nil {
-		h.log.Warn("subscribe failed", "session_id", sessionID, "err", err)
-		ew.comment("temporarily unavailable; reconnect")
-		_ = ew.flush()
-		flusher.Flush()
+		if ctx.Err() == nil {
+			h.log.Warn("subscribe failed", "session_id", sessionID, "err", err)
+		}
+		s.end("temporarily unavailable; reconnect", "unavailable")
 		return
 	}
 	defer h.hub.Unsubscribe(sub)
 
 	st, err := h.reader.State(ctx, sessionID)
 	if err != nil {
-		ew.comment("temporarily unavailable; reconnect")
-		_ = ew.flush()
-		flusher.Flush()
+		s.end("temporarily unavailable; reconnect", "unavailable")
 		return
 	}
 	begin := resolveStart(st, cursor, live)
+	info.Result = begin.result
+	h.fire(info)
 	h.resumes.WithLabelValues(begin.result).Inc()
 	if begin.reset != "" {
 		data, _ := json.Marshal(map[string]string{"reason": begin.reset, "epoch": st.Epoch})
@@ -228,24 +531,34 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		ew.event(id, string(wire.EventStreamReset), string(data))
 	}
+	s.epoch, s.last = begin.epoch, begin.after
 
-	s := &stream{h: h, ew: ew, flusher: flusher, epoch: begin.epoch, last: begin.after, turn: turnFilter, ctx: ctx}
-	// Replay from Redis, then follow the shared feed, skipping what replay already sent.
+	// Replay from Redis, then follow the shared feed, skipping what replay already sent. The
+	// subscription came first, so every entry after the replay's last one reaches the feed.
 	for {
-		entries, err := h.reader.After(ctx, sessionID, s.last, h.cfg.ReplayBatch)
+		epoch, entries, err := h.reader.Read(ctx, sessionID, s.last, h.cfg.ReplayBatch)
 		if err != nil {
-			ew.comment("temporarily unavailable; reconnect")
-			_ = s.flush()
+			s.end("temporarily unavailable; reconnect", "unavailable")
 			return
 		}
+		if epoch != s.epoch {
+			if s.epoch != "" || s.last != (streams.EntryID{}) {
+				s.end("stream generation changed; reconnect", "epoch_changed")
+				return
+			}
+			s.epoch = epoch
+		}
 		for _, e := range entries {
-			if s.send(hub.Delivery{Epoch: begin.epoch, Entry: e}) {
+			if s.send(&hub.Delivery{Epoch: epoch, Entry: e}) {
 				_ = s.flush()
 				return
 			}
 		}
 		if int64(len(entries)) < h.cfg.ReplayBatch {
 			break
+		}
+		if s.flush() != nil {
+			return
 		}
 	}
 	if s.flush() != nil {
@@ -255,44 +568,52 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	s.live = true // from here on entries arrive as they are appended: their delivery lag is meaningful
 	keepAlive := time.NewTicker(h.cfg.KeepAlive)
 	defer keepAlive.Stop()
+	var batch []*hub.Delivery
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.closeWithRetry:
-			ew.comment("server draining; reconnect")
-			_ = s.flush()
-			return
-		case <-sub.Overflowed:
-			ew.comment("client too slow; reconnect to resume")
-			_ = s.flush()
+			s.end("server closing this stream; reconnect", "drain")
 			return
 		case <-keepAlive.C:
+			s.arm()
 			ew.comment("keep-alive")
 			if s.flush() != nil {
 				return
 			}
-		case d := <-sub.C:
-			if s.epoch != "" && d.Epoch != s.epoch {
-				// The stream was lost and restarted under us: end so the client's resume gets a reset.
-				ew.comment("stream generation changed; reconnect")
-				_ = s.flush()
+		case <-sub.Ready:
+			var lost bool
+			batch, lost = sub.Next(batch[:0])
+			if lost {
+				s.end("client too slow; reconnect to resume", "slow_client")
 				return
 			}
-			s.epoch = d.Epoch
-			done := s.send(d)
-			// Drain whatever else is buffered before one flush.
-			for !done && len(sub.C) > 0 {
-				d = <-sub.C
-				if d.Epoch != s.epoch {
+			done, changed := false, false
+			for _, d := range batch {
+				if done, changed = s.deliver(d); done || changed {
 					break
 				}
-				done = s.send(d)
+			}
+			clear(batch)
+			if cap(batch) > 64 {
+				batch = nil // do not keep a burst's slice for the stream's life
+			}
+			if changed {
+				// The stream was lost and restarted under us: end so the client's resume gets a reset.
+				s.end("stream generation changed; reconnect", "epoch_changed")
+				return
 			}
 			if s.flush() != nil || done {
 				return
 			}
 		}
+	}
+}
+
+func (h *Handler) fire(info OpenInfo) {
+	if hk := h.hooks.Load(); hk != nil && hk.OnOpen != nil {
+		hk.OnOpen(info)
 	}
 }
 
@@ -307,7 +628,8 @@ func resolveStart(st streams.State, cursor *streams.Cursor, live bool) start {
 		return start{epoch: st.Epoch, reset: "stream_lost", result: "reset"}
 	case cursor.Epoch != st.Epoch:
 		return start{epoch: st.Epoch, reset: "epoch_changed", result: "reset"}
-	case cursor.ID.Less(st.MaxDeletedID):
+	case st.Lost(cursor.ID):
+		// Entries after the cursor were trimmed away: resuming would silently skip them.
 		return start{epoch: st.Epoch, reset: "history_trimmed", result: "reset"}
 	case st.LastID.Less(cursor.ID):
 		// A cursor beyond anything this generation produced cannot have come from it.
@@ -318,19 +640,33 @@ func resolveStart(st streams.State, cursor *streams.Cursor, live bool) start {
 
 // stream is one connection's write state.
 type stream struct {
-	h       *Handler
-	ew      *eventWriter
-	flusher http.Flusher
-	epoch   string
-	last    streams.EntryID
-	turn    string
-	ctx     context.Context
-	live    bool
+	h     *Handler
+	ew    *eventWriter
+	out   sink
+	epoch string
+	last  streams.EntryID
+	turn  string
+	ctx   context.Context
+	live  bool
+}
+
+// deliver sends a live entry; changed reports an entry of another generation (nothing sent).
+func (s *stream) deliver(d *hub.Delivery) (done, changed bool) {
+	if s.epoch != "" && d.Epoch != s.epoch {
+		return false, true
+	}
+	if s.epoch == "" {
+		if s.last != (streams.EntryID{}) {
+			return false, true
+		}
+		s.epoch = d.Epoch
+	}
+	return s.send(d), false
 }
 
 // send writes an entry unless it was already sent or belongs to another turn; it reports whether
 // the stream is finished (the followed turn reached its terminal event).
-func (s *stream) send(d hub.Delivery) bool {
+func (s *stream) send(d *hub.Delivery) bool {
 	if !s.last.Less(d.ID) {
 		return false
 	}
@@ -338,25 +674,35 @@ func (s *stream) send(d hub.Delivery) bool {
 	if s.turn != "" && d.TurnID != s.turn {
 		return false
 	}
-	if s.epoch == "" {
-		s.epoch = d.Epoch
-	}
+	s.arm()
 	s.ew.event(streams.Cursor{Epoch: s.epoch, ID: d.ID}.String(), string(d.Type), d.Data)
 	s.h.sent.Inc()
 	if s.live {
 		s.h.lag.Observe(max(0, time.Since(time.UnixMilli(int64(d.ID.Ms))).Seconds()))
 	}
-	if d.Traceparent != "" {
+	if d.Traceparent != "" && s.ctx != nil {
 		_, span := telemetry.Start(telemetry.FromTraceparent(s.ctx, d.Traceparent), "gateway.deliver "+string(d.Type), trace.WithSpanKind(trace.SpanKindProducer))
 		span.End()
 	}
 	return s.turn != "" && d.Type.Terminal()
 }
 
+// end closes the stream with a comment saying why; the client reconnects after its retry delay.
+func (s *stream) end(why, reason string) {
+	s.h.closed.WithLabelValues(reason).Inc()
+	s.arm()
+	s.ew.comment(why)
+	_ = s.flush()
+}
+
+// arm bounds the writes that follow; called before each burst of writes, as the buffered writers
+// may reach the connection before the burst's flush.
+func (s *stream) arm() { _ = s.out.SetWriteDeadline(time.Now().Add(s.h.cfg.WriteTimeout)) }
+
 func (s *stream) flush() error {
+	s.arm()
 	if err := s.ew.flush(); err != nil {
 		return err
 	}
-	s.flusher.Flush()
-	return nil
+	return s.out.Flush()
 }

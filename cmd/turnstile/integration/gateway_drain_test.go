@@ -1,0 +1,134 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/wire"
+)
+
+// TestGatewayDrainOnSIGTERM: two gateway processes; clients follow sessions on the first while
+// events are published; the first gets SIGTERM, drops readiness, closes its streams in jittered
+// batches and exits cleanly; every client resumes on the second with Last-Event-ID and ends with
+// every event exactly once.
+func TestGatewayDrainOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{})
+	start := func(name string) *testenv.Process {
+		addr := testenv.FreeAddr(t)
+		environ := append(env.Environ("gateway", addr, env.ID+"-"+name),
+			"TURNSTILE_GATEWAY_DRAIN_BATCH=4", "TURNSTILE_GATEWAY_DRAIN_INTERVAL=150ms", "TURNSTILE_GATEWAY_RETRY=50ms")
+		return testenv.StartProcess(t, name, environ, addr)
+	}
+	a, b := start("gw-a"), start("gw-b")
+	const sessions, perSession, total = 4, 8, 200
+
+	type result struct {
+		got       []int
+		movedOver bool
+	}
+	results := make(chan result, sessions*perSession)
+	var opened sync.WaitGroup
+	for s := range sessions {
+		session := fmt.Sprintf("drain-%d", s)
+		for range perSession {
+			opened.Add(1)
+			go func() {
+				url := "/v1/sessions/" + session + "/events"
+				first := testenv.OpenSSE(t, "http://"+a.Addr+url, "")
+				opened.Done()
+				evs := first.Ended(t, time.Minute)
+				got := payloadIndexes(t, evs)
+				r := result{got: got}
+				if len(got) == 0 || got[len(got)-1] != total-1 {
+					last := ""
+					if len(evs) > 0 {
+						last = evs[len(evs)-1].ID
+					}
+					second := testenv.OpenSSE(t, "http://"+b.Addr+url, last)
+					more := second.Until(t, time.Minute, func(e testenv.Event) bool { return e.Type == "turn.completed" })
+					r.got = append(r.got, payloadIndexes(t, more)...)
+					r.movedOver = true
+				}
+				results <- r
+			}()
+		}
+	}
+	opened.Wait()
+
+	pub := streams.NewPublisher(env.Redis, env.Config.KeyPrefix, 10000, time.Hour)
+	published := make(chan struct{})
+	half := make(chan struct{})
+	go func() {
+		defer close(published)
+		for i := range total {
+			if i == total/4 {
+				close(half)
+			}
+			for s := range sessions {
+				typ := wire.EventType("turn.delta")
+				if i == total-1 {
+					typ = "turn.completed"
+				}
+				data, _ := json.Marshal(map[string]any{"turn_id": "t", "attempt": 1, "index": i})
+				_, err := pub.Publish(context.Background(), fmt.Sprintf("drain-%d", s), "t", 1, wire.Event{Type: typ, Data: data}, "")
+				if err != nil {
+					t.Errorf("publish: %v", err)
+					return
+				}
+			}
+			<-time.After(5 * time.Millisecond) // pacing the producer, not synchronising the test
+		}
+	}()
+	<-half
+	require.NoError(t, a.Signal(syscall.SIGTERM))
+	testenv.WaitFor(t, 30*time.Second, "readiness to drop while draining", func() bool {
+		resp, err := http.Get("http://" + a.Addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, a.Wait(ctx), "the draining gateway exits cleanly")
+	<-published
+
+	moved := 0
+	want := make([]int, total)
+	for i := range want {
+		want[i] = i
+	}
+	for range sessions * perSession {
+		r := <-results
+		require.Equal(t, want, r.got, "zero loss and no duplicate across the drain")
+		if r.movedOver {
+			moved++
+		}
+	}
+	require.Equal(t, sessions*perSession, moved, "every client was moved to the other replica")
+}
+
+func payloadIndexes(t *testing.T, evs []testenv.Event) []int {
+	t.Helper()
+	out := make([]int, 0, len(evs))
+	for _, e := range evs {
+		var p struct {
+			Index int `json:"index"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(e.Data), &p))
+		out = append(out, p.Index)
+	}
+	return out
+}

@@ -1,0 +1,146 @@
+package hub_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/gateway/internal/hub"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).reaper"),
+	)
+}
+
+type bundle struct {
+	rdb    *redis.Client
+	prefix string
+	reader *streams.Reader
+	pub    *streams.Publisher
+}
+
+func setup(t *testing.T) (*hub.Hub, *bundle) {
+	t.Helper()
+	url := os.Getenv("TURNSTILE_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	opts, err := redis.ParseURL(url)
+	require.NoError(t, err)
+	rdb := redis.NewClient(opts)
+	prefix := "ts-hub-" + testenv.RandomHex(5)
+	t.Cleanup(func() {
+		testenv.DeletePrefix(context.Background(), rdb, prefix)
+		_ = rdb.Close()
+	})
+	b := &bundle{rdb: rdb, prefix: prefix, reader: streams.NewReader(rdb, prefix),
+		pub: streams.NewPublisher(rdb, prefix, 10000, time.Hour)}
+	h := hub.New(hub.Config{Buffer: 8, Poll: 100 * time.Millisecond}, rdb, b.reader, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return h, b
+}
+
+func (b *bundle) publish(t *testing.T, session string, n int) {
+	t.Helper()
+	for i := range n {
+		data, _ := json.Marshal(map[string]any{"turn_id": "t", "attempt": 1, "index": i})
+		_, err := b.pub.Publish(context.Background(), session, "t", 1, wire.Event{Type: "turn.delta", Data: data}, "")
+		require.NoError(t, err)
+	}
+}
+
+func TestHub(t *testing.T) {
+	t.Parallel()
+
+	t.Run("StopBeforeStartAndTwice", func(t *testing.T) {
+		t.Parallel()
+		h, _ := setup(t)
+		require.NoError(t, h.Stop(context.Background()))
+		require.NoError(t, h.Start(context.Background()))
+		require.NoError(t, h.Stop(context.Background()))
+		require.NoError(t, h.Stop(context.Background()))
+		_, err := h.Subscribe(context.Background(), "s")
+		require.Error(t, err, "a stopped hub takes no subscribers")
+	})
+
+	t.Run("OneFeedPerSession", func(t *testing.T) {
+		t.Parallel()
+		h, b := setup(t)
+		require.NoError(t, h.Start(context.Background()))
+		defer func() { _ = h.Stop(context.Background()) }()
+		var subs []*hub.Subscriber
+		for range 20 {
+			s, err := h.Subscribe(context.Background(), "one")
+			require.NoError(t, err)
+			subs = append(subs, s)
+		}
+		other, err := h.Subscribe(context.Background(), "two")
+		require.NoError(t, err)
+		require.Equal(t, 2, h.Sessions())
+		require.Equal(t, 21, h.Subscribers())
+
+		b.publish(t, "one", 3)
+		var first *hub.Delivery
+		for _, s := range subs {
+			var got []*hub.Delivery
+			for len(got) < 3 {
+				select {
+				case <-s.Ready:
+				case <-time.After(10 * time.Second):
+					t.Fatal("no delivery")
+				}
+				var lost bool
+				got, lost = s.Next(got)
+				require.False(t, lost)
+			}
+			require.Len(t, got, 3)
+			if first == nil {
+				first = got[0]
+			}
+			require.Same(t, first, got[0], "deliveries are shared, not copied per subscriber")
+		}
+		for _, s := range subs {
+			h.Unsubscribe(s)
+		}
+		h.Unsubscribe(other)
+		require.Equal(t, 0, h.Sessions())
+	})
+
+	t.Run("FallingBehindIsLost", func(t *testing.T) {
+		t.Parallel()
+		h, b := setup(t)
+		require.NoError(t, h.Start(context.Background()))
+		defer func() { _ = h.Stop(context.Background()) }()
+		slow, err := h.Subscribe(context.Background(), "s")
+		require.NoError(t, err)
+		fast, err := h.Subscribe(context.Background(), "s")
+		require.NoError(t, err)
+		defer h.Unsubscribe(slow)
+		defer h.Unsubscribe(fast)
+		var got []*hub.Delivery
+		for i := 0; i < 20; i++ {
+			b.publish(t, "s", 1)
+			for len(got) < i+1 {
+				<-fast.Ready
+				var lost bool
+				got, lost = fast.Next(got)
+				require.False(t, lost, "a subscriber that keeps up is never lost")
+			}
+		}
+		_, lost := slow.Next(nil)
+		require.True(t, lost, "20 entries behind a ring of 8")
+	})
+}
