@@ -64,12 +64,14 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	w := &Worker{deps: d, renewer: renewer, metrics: m}
 	var exec *execute.Executor
 	cons, err := consume.New(consume.Config{
-		Brokers:      cfg.BrokerList(),
-		Topic:        cfg.Topic,
-		Group:        cfg.ConsumerGroup,
-		InstanceID:   cfg.InstanceID,
-		MaxInflight:  cfg.MaxInflight,
-		DrainTimeout: cfg.DrainTimeout,
+		Brokers:          cfg.BrokerList(),
+		Topic:            cfg.Topic,
+		Group:            cfg.ConsumerGroup,
+		InstanceID:       cfg.InstanceID,
+		MaxInflight:      cfg.MaxInflight,
+		DrainTimeout:     cfg.DrainTimeout,
+		SessionTimeout:   cfg.Worker.SessionTimeout,
+		RebalanceTimeout: cfg.Worker.RebalanceTimeout,
 	}, func(ctx context.Context, rec *kgo.Record) execute.Result {
 		m.inflight.Inc()
 		defer m.inflight.Dec()

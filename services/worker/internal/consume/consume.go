@@ -35,6 +35,11 @@ type Config struct {
 	DrainTimeout time.Duration
 	// CommitInterval is how often finished offsets are committed. Defaults to 500ms.
 	CommitInterval time.Duration
+	// SessionTimeout is the group session timeout; the group heartbeat runs at a tenth of it (at
+	// most 3s). Zero keeps the client's default (45s).
+	SessionTimeout time.Duration
+	// RebalanceTimeout is the group rebalance timeout. Zero keeps the client's default (60s).
+	RebalanceTimeout time.Duration
 	// ExtraOpts are appended to the client options (tests tune session timeouts).
 	ExtraOpts []kgo.Opt
 }
@@ -123,6 +128,12 @@ func New(cfg Config, handle Handler, log *slog.Logger) (*Consumer, error) {
 		kgo.OnPartitionsLost(c.lost),
 		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
+	}
+	if cfg.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(min(cfg.SessionTimeout/10, 3*time.Second)))
+	}
+	if cfg.RebalanceTimeout > 0 {
+		opts = append(opts, kgo.RebalanceTimeout(cfg.RebalanceTimeout))
 	}
 	opts = append(opts, cfg.ExtraOpts...)
 	cl, err := kgo.NewClient(opts...)
