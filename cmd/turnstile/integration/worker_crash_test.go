@@ -139,4 +139,3 @@ func requireAfter(t *testing.T, evs []streamEvent, a, aType, b, bType string) {
 		}
 	}
 }
-
