@@ -274,3 +274,62 @@ func requireFencedStream(t *testing.T, evs []streamEvent, turnID, terminal strin
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// dlqRecord is a record of the dead-letter topic.
+type dlqRecord struct {
+	Key     string
+	Value   []byte
+	Headers map[string]string
+}
+
+// readDLQ reads the dead-letter topic from its start until it holds at least n records.
+func readDLQ(t *testing.T, env *testenv.Env, n int) []dlqRecord {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Config.BrokerList()...), kgo.ConsumeTopics(env.Config.DLQTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []dlqRecord
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "dead-letter topic holds %d records, want %d", len(out), n)
+		fs.EachRecord(func(r *kgo.Record) {
+			d := dlqRecord{Key: string(r.Key), Value: r.Value, Headers: map[string]string{}}
+			for _, h := range r.Headers {
+				d.Headers[h.Key] = string(h.Value)
+			}
+			out = append(out, d)
+		})
+	}
+	return out
+}
+
+// produceRaw writes a record straight to the turns topic, bypassing intake.
+func produceRaw(t *testing.T, env *testenv.Env, key string, value []byte) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Config.BrokerList()...))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: env.Config.Topic, Key: []byte(key), Value: value}).FirstErr())
+}
+
+// committedOffset is the worker group's committed offset of partition 0 of the turns topic.
+func committedOffset(t *testing.T, env *testenv.Env) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Config.BrokerList()...))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, env.Config.ConsumerGroup)
+	require.NoError(t, err)
+	o, ok := offs.Lookup(env.Config.Topic, 0)
+	if !ok {
+		return -1
+	}
+	return o.At
+}

@@ -1,0 +1,134 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/wire"
+)
+
+// TestWorkerPoison sends an always-failing turn, an always-panicking turn and an undecodable record
+// through one partition, followed by a good turn: the bad ones end failed after
+// TURNSTILE_MAX_ATTEMPTS attempts (the undecodable one at once), each lands in the dead-letter topic
+// with its last error, and the partition moves on.
+func TestWorkerPoison(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Partitions: 1})
+	stack := startStack(t, env, "intake,worker,gateway")
+	base := "http://" + stack.Addr()
+
+	failing := postTurnWith(t, base, "poison-error", map[string]any{"input": map[string]string{"text": "x"},
+		"metadata": map[string]any{"demo": map[string]any{"fail_attempts": 99}}})
+	panicking := postTurnWith(t, base, "poison-panic", map[string]any{"input": map[string]string{"text": "x"},
+		"metadata": map[string]any{"demo": map[string]any{"panic_attempts": 99}}})
+	produceRaw(t, env, "poison-junk", []byte("{not an envelope"))
+	good := postTurnWith(t, base, "poison-good", map[string]any{"input": map[string]string{"text": "fine"}})
+
+	ids := []string{failing, panicking, good}
+	testenv.WaitFor(t, 60*time.Second, "every turn to end", func() bool { return terminalCount(t, env, ids) == len(ids) })
+
+	for _, tc := range []struct {
+		id, session, errPart string
+	}{
+		{failing, "poison-error", "failure requested for attempt 3"},
+		{panicking, "poison-panic", "agent panicked"},
+	} {
+		r := readTurn(t, env, tc.id)
+		require.Equal(t, "failed", r.Status)
+		require.Equal(t, 3, r.Attempt, "TURNSTILE_MAX_ATTEMPTS defaults to 3")
+		require.Contains(t, r.Error, tc.errPart)
+		evs := readStream(t, env, tc.session)
+		requireFencedStream(t, evs, tc.id, "turn.failed", 3)
+		retrying := 0
+		for _, e := range evs {
+			if e.Type == "turn.retrying" {
+				retrying++
+			}
+		}
+		require.Equal(t, 2, retrying, "attempts 2 and 3 announce themselves")
+	}
+	require.Equal(t, "succeeded", readTurn(t, env, good).Status)
+
+	dlq := readDLQ(t, env, 3)
+	require.Len(t, dlq, 3)
+	byKey := map[string]dlqRecord{}
+	for _, d := range dlq {
+		byKey[d.Key] = d
+	}
+	require.Equal(t, "failed", byKey["poison-error"].Headers["turnstile-dlq-reason"])
+	require.Contains(t, byKey["poison-error"].Headers["turnstile-error"], "failure requested for attempt 3")
+	require.Equal(t, "3", byKey["poison-error"].Headers["turnstile-attempts"])
+	require.Equal(t, "failed", byKey["poison-panic"].Headers["turnstile-dlq-reason"])
+	require.Contains(t, byKey["poison-panic"].Headers["turnstile-error"], "agent panicked")
+	require.Equal(t, "undecodable", byKey["poison-junk"].Headers["turnstile-dlq-reason"])
+	require.Equal(t, "{not an envelope", string(byKey["poison-junk"].Value))
+	env2, err := wire.DecodeEnvelope(byKey["poison-error"].Value)
+	require.NoError(t, err, "the dead letter carries the original envelope")
+	require.Equal(t, failing, env2.TurnID.String())
+
+	// The partition moved on: its commit point passed all four records.
+	testenv.WaitFor(t, 30*time.Second, "the partition's offset to be committed past the poison", func() bool {
+		return committedOffset(t, env) == 4
+	})
+}
+
+// TestWorkerCrashLoop SIGKILLs the worker each time it starts an attempt of a turn: after
+// TURNSTILE_MAX_ATTEMPTS crashes the turn is failed, dead-lettered and announced, never run again.
+func TestWorkerCrashLoop(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, clusterOptions{Partitions: 1, LeaseTTL: time.Second, Heartbeat: 200 * time.Millisecond, MaxAttempts: 3})
+	c.startWorker("w1")
+	const session = "crashloop"
+	id := c.post(session, "crash me", demoMeta(60000))
+	for attempt := 1; attempt <= 3; attempt++ {
+		testenv.WaitFor(t, 60*time.Second, fmt.Sprintf("attempt %d to start", attempt), func() bool {
+			r := c.turn(id)
+			return r.Status == "running" && r.Attempt == attempt
+		})
+		c.kill("w1")
+		c.startWorker("w1")
+	}
+	testenv.WaitFor(t, 60*time.Second, "the crash-looping turn to be failed", func() bool { return c.turn(id).Status == "failed" })
+	r := c.turn(id)
+	require.Equal(t, 3, r.Attempt, "no fourth attempt")
+	require.Contains(t, r.Error, "no attempts remain")
+	requireFencedStream(t, readStream(t, c.env, session), id, "turn.failed", 3)
+	dlq := readDLQ(t, c.env, 1)
+	require.Equal(t, "attempts_exhausted", dlq[0].Headers["turnstile-dlq-reason"])
+	require.Equal(t, session, dlq[0].Key)
+
+	// The worker keeps serving the partition.
+	next := c.post(session, "after the crash loop", demoMeta(50))
+	testenv.WaitFor(t, 30*time.Second, "the next turn to succeed", func() bool { return c.turn(next).Status == "succeeded" })
+}
+
+// TestWorkerExpired gives a turn a deadline that leaves less than TURNSTILE_MIN_USEFUL_TIME: it never
+// starts, ends expired and is announced with turn.expired.
+func TestWorkerExpired(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Partitions: 1})
+	startStack(t, env, "worker")
+	now := time.Now()
+	e := wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: "expiry", Tenant: "default",
+		Input: wire.Input{Text: "too late"}, Deadline: now.Add(300 * time.Millisecond), AcceptedAt: now}
+	b, err := e.Encode()
+	require.NoError(t, err)
+	produceRaw(t, env, e.SessionID, b)
+	id := e.TurnID.String()
+	testenv.WaitFor(t, 30*time.Second, "the turn to end", func() bool { return terminalCount(t, env, []string{id}) == 1 })
+	r := readTurn(t, env, id)
+	require.Equal(t, "expired", r.Status)
+	require.Contains(t, r.Error, "minimum useful time")
+	evs := readStream(t, env, "expiry")
+	requireFencedStream(t, evs, id, "turn.expired", 1)
+	for _, ev := range evs {
+		require.False(t, strings.HasPrefix(ev.Type, "turn.started") || ev.Type == "turn.delta", "an expired turn never starts: %s", ev.Type)
+	}
+	require.Empty(t, history(t, env, "expiry"))
+}
