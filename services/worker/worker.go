@@ -18,6 +18,7 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/consume"
 	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
+	"github.com/turnstile-run/turnstile/services/worker/internal/retention"
 )
 
 // Role builds the worker from shared deps.
@@ -28,6 +29,7 @@ type Worker struct {
 	deps     *app.Deps
 	consumer *consume.Consumer
 	renewer  *execute.Renewer
+	cleaner  *retention.Cleaner
 	ready    atomic.Bool
 	metrics  *metrics
 }
@@ -61,7 +63,13 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		m.renewedLeases.Add(float64(n))
 	}
 	pub := streams.NewPublisher(rdb, cfg.KeyPrefix, cfg.StreamMaxLen, cfg.StreamRetention)
-	w := &Worker{deps: d, renewer: renewer, metrics: m}
+	cleaner := retention.New(pool, retention.Config{
+		Retention: cfg.Retention,
+		Interval:  cfg.Worker.RetentionInterval,
+		Batch:     cfg.Worker.RetentionBatch,
+		OnBatch:   func(n int, _ error) { m.retentionDeleted.Add(float64(n)) },
+	}, log)
+	w := &Worker{deps: d, renewer: renewer, cleaner: cleaner, metrics: m}
 	var exec *execute.Executor
 	cons, err := consume.New(consume.Config{
 		Brokers:          cfg.BrokerList(),
@@ -119,6 +127,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := w.consumer.Start(ctx); err != nil {
 		return err
 	}
+	if err := w.cleaner.Start(ctx); err != nil {
+		return err
+	}
 	w.ready.Store(true)
 	return nil
 }
@@ -129,7 +140,7 @@ func (w *Worker) Ready() bool { return w.ready.Load() }
 // Stop drains the consumer (see consume.Consumer.Stop), then stops renewing.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.ready.Store(false)
-	return errors.Join(w.consumer.Stop(ctx), w.renewer.Stop(ctx))
+	return errors.Join(w.consumer.Stop(ctx), w.renewer.Stop(ctx), w.cleaner.Stop(ctx))
 }
 
 type metrics struct {
@@ -140,6 +151,8 @@ type metrics struct {
 	renewedLeases prometheus.Counter
 	takeovers     prometheus.Counter
 	deadLettered  *prometheus.CounterVec
+	// retentionDeleted counts finished turn rows deleted by retention.
+	retentionDeleted prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -158,7 +171,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Attempts that took a turn over from an earlier attempt."}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_worker_dead_lettered_total",
 			Help: "Records written to the dead-letter topic, by reason."}, []string{"reason"}),
+		retentionDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_worker_retention_deleted_rows_total",
+			Help: "Finished turn rows deleted because they were older than TURNSTILE_RETENTION."}),
 	}
-	reg.MustRegister(m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered)
+	reg.MustRegister(m.retentionDeleted, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered)
 	return m
 }
