@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/demo"
+	"github.com/turnstile-run/turnstile/services/worker/internal/cancelwatch"
 	"github.com/turnstile-run/turnstile/services/worker/internal/consume"
 	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
@@ -30,6 +32,7 @@ type Worker struct {
 	consumer *consume.Consumer
 	renewer  *execute.Renewer
 	cleaner  *retention.Cleaner
+	watcher  *cancelwatch.Watcher
 	ready    atomic.Bool
 	metrics  *metrics
 }
@@ -69,7 +72,8 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		Batch:     cfg.Worker.RetentionBatch,
 		OnBatch:   func(n int, _ error) { m.retentionDeleted.Add(float64(n)) },
 	}, log)
-	w := &Worker{deps: d, renewer: renewer, cleaner: cleaner, metrics: m}
+	watcher := cancelwatch.New(pool, func(id uuid.UUID) { renewer.CancelRequested(id) }, log)
+	w := &Worker{deps: d, renewer: renewer, cleaner: cleaner, watcher: watcher, metrics: m}
 	var exec *execute.Executor
 	cons, err := consume.New(consume.Config{
 		Brokers:          cfg.BrokerList(),
@@ -124,6 +128,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := w.renewer.Start(ctx); err != nil {
 		return err
 	}
+	if err := w.watcher.Start(ctx); err != nil {
+		return err
+	}
 	if err := w.consumer.Start(ctx); err != nil {
 		return err
 	}
@@ -140,7 +147,7 @@ func (w *Worker) Ready() bool { return w.ready.Load() }
 // Stop drains the consumer (see consume.Consumer.Stop), then stops renewing.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.ready.Store(false)
-	return errors.Join(w.consumer.Stop(ctx), w.renewer.Stop(ctx), w.cleaner.Stop(ctx))
+	return errors.Join(w.consumer.Stop(ctx), w.renewer.Stop(ctx), w.cleaner.Stop(ctx), w.watcher.Stop(ctx))
 }
 
 type metrics struct {

@@ -12,11 +12,14 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 )
 
-// TestWorkerCancel cancels a running turn (its context ends within a heartbeat) and a turn queued
-// behind it in the same session (it never starts). Both end cancelled with turn.cancelled.
+// TestWorkerCancel cancels a running turn (its context ends at once, by notification, well within a
+// heartbeat) and a turn queued behind it in the same session (it never starts). Both end cancelled
+// with turn.cancelled. A cancel whose notification is lost still arrives with the next renewal.
 func TestWorkerCancel(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{Partitions: 1})
+	env.Config.LeaseTTL = 10 * time.Second
+	env.Config.Heartbeat = 2 * time.Second
 	stack := startStack(t, env, "intake,worker,gateway")
 	base := "http://" + stack.Addr()
 	store := turnstore.New(env.Pool)
@@ -27,6 +30,12 @@ func TestWorkerCancel(t *testing.T) {
 	queued := postTurnWith(t, base, session, map[string]any{"input": map[string]string{"text": "next"}, "metadata": demoMeta(100)})
 	after := postTurnWith(t, base, session, map[string]any{"input": map[string]string{"text": "after"}, "metadata": demoMeta(100)})
 	testenv.WaitFor(t, 30*time.Second, "the first turn to run", func() bool { return readTurn(t, env, running).Status == "running" })
+	testenv.WaitFor(t, 30*time.Second, "the worker to listen for cancels", func() bool {
+		var n int
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = $1`,
+			`LISTEN "`+env.Config.DatabaseSchema+`.turn_cancel"`).Scan(&n))
+		return n > 0
+	})
 
 	live, err := store.RequestCancel(ctx, uuid.MustParse(queued), session, "default")
 	require.NoError(t, err)
@@ -40,9 +49,8 @@ func TestWorkerCancel(t *testing.T) {
 	})
 	took := time.Since(sent)
 	t.Logf("running turn cancelled %v after the request (heartbeat %v)", took.Round(time.Millisecond), env.Config.Heartbeat)
-	// One heartbeat plus the statements around it; generous for a loaded machine, yet far below the
-	// 30 s the turn would otherwise run.
-	require.Less(t, took, 4*env.Config.Heartbeat+time.Second)
+	// The notification beats the heartbeat (2 s) by far; generous for a loaded machine.
+	require.Less(t, took, env.Config.Heartbeat/2)
 
 	testenv.WaitFor(t, 30*time.Second, "the rest of the session to end", func() bool {
 		return terminalCount(t, env, []string{queued, after}) == 2
@@ -62,4 +70,25 @@ func TestWorkerCancel(t *testing.T) {
 	h := history(t, env, session)
 	require.Len(t, h, 2, "only the turn that ran to the end is in the history")
 	require.Equal(t, after, h[0].TurnID)
+
+	// A cancel whose notification never comes (triggers off for this session, as if the worker's
+	// listening connection were down) is still seen at the next renewal.
+	other := postTurnWith(t, base, "cancel-2", map[string]any{"input": map[string]string{"text": "long"}, "metadata": demoMeta(30000)})
+	testenv.WaitFor(t, 30*time.Second, "the other turn to run", func() bool { return readTurn(t, env, other).Status == "running" })
+	conn, err := env.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET session_replication_role = replica`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `UPDATE turns SET cancel_requested = true WHERE turn_id = $1`, other)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `RESET session_replication_role`)
+	require.NoError(t, err)
+	sent = time.Now()
+	testenv.WaitFor(t, 30*time.Second, "the other turn to be cancelled", func() bool {
+		return readTurn(t, env, other).Status == "cancelled"
+	})
+	took = time.Since(sent)
+	t.Logf("cancel without notification took %v", took.Round(time.Millisecond))
+	require.Less(t, took, 2*env.Config.Heartbeat+time.Second, "within a heartbeat (and the statements around it)")
 }
