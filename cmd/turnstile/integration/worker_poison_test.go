@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -108,27 +107,48 @@ func TestWorkerCrashLoop(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, "the next turn to succeed", func() bool { return c.turn(next).Status == "succeeded" })
 }
 
-// TestWorkerExpired gives a turn a deadline that leaves less than TURNSTILE_MIN_USEFUL_TIME: it never
-// starts, ends expired and is announced with turn.expired.
+// TestWorkerExpired gives turns deadlines that leave less than TURNSTILE_MIN_USEFUL_TIME (1 s) when
+// their turn comes: one already on arrival, one only after waiting behind its session's running turn.
+// Neither starts (no attempt, no start time, no turn.started); both end expired with turn.expired.
 func TestWorkerExpired(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{Partitions: 1})
 	startStack(t, env, "worker")
-	now := time.Now()
-	e := wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: "expiry", Tenant: "default",
-		Input: wire.Input{Text: "too late"}, Deadline: now.Add(300 * time.Millisecond), AcceptedAt: now}
-	b, err := e.Encode()
-	require.NoError(t, err)
-	produceRaw(t, env, e.SessionID, b)
-	id := e.TurnID.String()
-	testenv.WaitFor(t, 30*time.Second, "the turn to end", func() bool { return terminalCount(t, env, []string{id}) == 1 })
-	r := readTurn(t, env, id)
-	require.Equal(t, "expired", r.Status)
-	require.Contains(t, r.Error, "minimum useful time")
-	evs := readStream(t, env, "expiry")
-	requireFencedStream(t, evs, id, "turn.expired", 1)
-	for _, ev := range evs {
-		require.False(t, strings.HasPrefix(ev.Type, "turn.started") || ev.Type == "turn.delta", "an expired turn never starts: %s", ev.Type)
+	produce := func(session string, deadline time.Duration, md map[string]any) string {
+		now := time.Now()
+		e := wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: session, Tenant: "default",
+			Input: wire.Input{Text: "hello"}, Metadata: md, Deadline: now.Add(deadline), AcceptedAt: now}
+		b, err := e.Encode()
+		require.NoError(t, err)
+		produceRaw(t, env, e.SessionID, b)
+		return e.TurnID.String()
 	}
-	require.Empty(t, history(t, env, "expiry"))
+	late := produce("expiry-late", 300*time.Millisecond, nil)
+	blocker := produce("expiry-queued", time.Hour, demoMeta(2500))
+	queued := produce("expiry-queued", 3*time.Second, nil) // 2 s of slack, but 2.5 s to wait
+	// Enough time to start, not to finish: the agent's context carries the deadline.
+	overrun := produce("expiry-overrun", 2*time.Second, demoMeta(20000))
+	ids := []string{late, blocker, queued, overrun}
+	testenv.WaitFor(t, 30*time.Second, "the turns to end", func() bool { return terminalCount(t, env, ids) == len(ids) })
+	require.Equal(t, "succeeded", readTurn(t, env, blocker).Status)
+
+	for _, c := range []struct{ id, session string }{{late, "expiry-late"}, {queued, "expiry-queued"}} {
+		r := readTurn(t, env, c.id)
+		require.Equal(t, "expired", r.Status)
+		require.Contains(t, r.Error, "minimum useful time")
+		require.Zero(t, r.Attempt, "an expired turn is never attempted")
+		require.Nil(t, r.StartedAt, "an expired turn never starts")
+		evs := readStream(t, env, c.session)
+		requireFencedStream(t, evs, c.id, "turn.expired", 0)
+		for _, ev := range evs {
+			require.False(t, ev.TurnID == c.id && ev.Type != "turn.expired", "an expired turn publishes only turn.expired, not %s", ev.Type)
+		}
+	}
+	o := readTurn(t, env, overrun)
+	require.Equal(t, "failed", o.Status)
+	require.Equal(t, "deadline exceeded", o.Error)
+	require.Equal(t, 1, o.Attempt, "a deadline is final: no retry")
+	requireFencedStream(t, readStream(t, env, "expiry-overrun"), overrun, "turn.failed", 1)
+	require.Empty(t, history(t, env, "expiry-late"))
+	require.Len(t, history(t, env, "expiry-queued"), 2, "only the blocker is in the history")
 }

@@ -92,6 +92,10 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 	}
 	ctx = logging.With(ctx, slog.String("turn_id", env.TurnID.String()), slog.String("session_id", env.SessionID))
 	for {
+		// A turn that cannot be useful any more never starts: it is recorded expired without a claim.
+		if time.Until(env.Deadline) < x.cfg.MinUsefulTime && x.expire(ctx, rec, env) {
+			return Finished
+		}
 		acquiredAt := time.Now()
 		claim, err := x.store.Claim(ctx, lease.ClaimRequest{Env: env, Partition: rec.Partition, Offset: rec.Offset})
 		if err != nil {
@@ -338,6 +342,32 @@ func (x *Executor) finishUnleased(ctx context.Context, env wire.Envelope, status
 		x.log.ErrorContext(ctx, "publish terminal event failed", "event", et, "err", err)
 	}
 	x.log.InfoContext(ctx, "turn ended", "status", status)
+}
+
+// expire ends a turn whose deadline leaves less than the minimum useful time, before any claim. It
+// reports false when the turn was not expired here (held by a live worker, finished, cancelled, or
+// the statement failed): the claim that follows sorts those out.
+func (x *Executor) expire(ctx context.Context, rec *kgo.Record, env wire.Envelope) bool {
+	remaining := time.Until(env.Deadline)
+	msg := fmt.Sprintf("deadline %s leaves %v, below the minimum useful time %v", env.Deadline.Format(time.RFC3339Nano), remaining.Round(time.Millisecond), x.cfg.MinUsefulTime)
+	token, attempt, err := x.store.Expire(ctx, lease.ClaimRequest{Env: env, Partition: rec.Partition, Offset: rec.Offset}, msg)
+	if err != nil {
+		if !errors.Is(err, lease.ErrFenced) {
+			x.log.WarnContext(ctx, "expire turn failed", "err", err)
+		}
+		return false
+	}
+	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token,
+		traceparent: header(rec, "traceparent")}
+	ev := wire.NewEvent(wire.EventExpired, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})
+	if err := sink.publish(ctx, ev); err != nil {
+		x.log.ErrorContext(ctx, "publish terminal event failed", "event", ev.Type, "err", err)
+	}
+	x.log.InfoContext(ctx, "turn expired before it started", "remaining", remaining.Round(time.Millisecond))
+	if x.hooks.AttemptEnded != nil {
+		x.hooks.AttemptEnded("expired", attempt, 0)
+	}
+	return true
 }
 
 // republishTerminal makes sure a finished turn's terminal event is in its stream: the process that

@@ -336,3 +336,45 @@ type HistoryMessage struct {
 	Role    string
 	Content string
 }
+
+// expireSQL ends a turn that must not start because its deadline is too near: it is recorded
+// expired without ever being claimed (no attempt, no start time). A turn leased by a live worker,
+// already finished, or cancelled is left alone; the caller's claim then reports which.
+const expireSQL = `
+INSERT INTO turns AS t (turn_id, session_id, tenant, status, fencing_token, input, metadata, accepted_at,
+    deadline, finished_at, error, kafka_partition, kafka_offset)
+VALUES ($1, $2, $3, 'expired', nextval('fencing_token_seq'), $4, $5, $6, $7, now(), $8, $9, $10)
+ON CONFLICT (turn_id) DO UPDATE SET status = 'expired', error = EXCLUDED.error, finished_at = now(),
+    fencing_token = nextval('fencing_token_seq'), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE NOT t.cancel_requested
+  AND (t.status = 'queued' OR (t.status = 'running' AND t.lease_expires_at < now()))
+RETURNING t.fencing_token, t.attempt`
+
+// Expire records the turn as expired unless someone holds it or it ended, and returns the fresh token
+// its turn.expired event is published with. ErrFenced means it was left alone.
+func (s *Store) Expire(ctx context.Context, req ClaimRequest, msg string) (token int64, attempt int, err error) {
+	e := req.Env
+	input, err := json.Marshal(e.Input)
+	if err != nil {
+		return 0, 0, fmt.Errorf("encode turn input: %w", err)
+	}
+	var md []byte
+	if e.Metadata != nil {
+		if md, err = json.Marshal(e.Metadata); err != nil {
+			return 0, 0, fmt.Errorf("encode turn metadata: %w", err)
+		}
+	}
+	tenant := e.Tenant
+	if tenant == "" {
+		tenant = "default"
+	}
+	err = s.pool.QueryRow(ctx, expireSQL, e.TurnID, e.SessionID, tenant, input, md, e.AcceptedAt, e.Deadline,
+		msg, req.Partition, req.Offset).Scan(&token, &attempt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, ErrFenced
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("expire turn: %w", err)
+	}
+	return token, attempt, nil
+}
