@@ -33,7 +33,9 @@ func setup(t *testing.T, cfg Config) (*Cleaner, *bundle) {
 	env := testenv.New(t, testenv.Options{Partitions: 1})
 	b := &bundle{env: env, round: make(chan struct{}, 100)}
 	cfg.OnBatch = func(n int, err error) {
-		require.NoError(t, err)
+		if err != nil {
+			t.Errorf("retention batch: %v", err)
+		}
 		b.mu.Lock()
 		b.batches = append(b.batches, n)
 		b.mu.Unlock()
