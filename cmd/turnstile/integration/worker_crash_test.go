@@ -26,7 +26,9 @@ func TestWorkerCrash(t *testing.T) {
 		Partitions:  6,
 		LeaseTTL:    1500 * time.Millisecond,
 		Heartbeat:   300 * time.Millisecond,
-		MaxInflight: 32,
+		// 24 slots for 50 sessions: the workers are busy, so the run lasts long enough for several
+		// kills, and every kill catches turns in flight.
+		MaxInflight: 8,
 		// A crash counts as an attempt; with a kill every two seconds one turn can be hit several
 		// times, so the cap is high here (the poison tests exercise the default cap).
 		MaxAttempts: 20,
@@ -42,9 +44,10 @@ func TestWorkerCrash(t *testing.T) {
 		ms       int
 	}
 	order := make([][]posted, sessions)
-	var all []string
 	var mu sync.Mutex
+	var all []string
 	var wg sync.WaitGroup
+	postingDone := make(chan struct{})
 	for s := range sessions {
 		wg.Add(1)
 		go func() {
@@ -54,23 +57,40 @@ func TestWorkerCrash(t *testing.T) {
 				ms := 50 + rand.IntN(451) //nolint:gosec // test data
 				text := fmt.Sprintf("turn %d of %s", i, session)
 				id := c.post(session, text, demoMeta(ms))
-				order[s] = append(order[s], posted{id: id, text: text, ms: ms})
 				mu.Lock()
+				order[s] = append(order[s], posted{id: id, text: text, ms: ms})
 				all = append(all, id)
 				mu.Unlock()
 			}
 		}()
 	}
-	wg.Wait()
+	go func() { wg.Wait(); close(postingDone) }()
+	allPosted := func() bool {
+		select {
+		case <-postingDone:
+			return true
+		default:
+			return false
+		}
+	}
+	ended := func() bool {
+		if !allPosted() {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return terminalCount(t, c.env, all) == len(all)
+	}
 
-	// Kill one worker about every two seconds, in turn, and restart it, until every turn ended.
+	// From the first post on, kill one worker about every two seconds, in turn, and restart it,
+	// until every turn ended.
 	kills := 0
 	deadline := time.Now().Add(100 * time.Second)
-	for terminalCount(t, c.env, all) < len(all) {
-		require.True(t, time.Now().Before(deadline), "turns still not terminal after %d kills: %d of %d", kills, terminalCount(t, c.env, all), len(all))
+	for !ended() {
+		require.True(t, time.Now().Before(deadline), "turns still not terminal after %d kills", kills)
 		tick := time.NewTimer(1500*time.Millisecond + time.Duration(rand.IntN(1000))*time.Millisecond) //nolint:gosec // jitter
 		<-tick.C
-		if terminalCount(t, c.env, all) == len(all) {
+		if ended() {
 			break
 		}
 		name := names[kills%workers]

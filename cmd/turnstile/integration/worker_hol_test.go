@@ -15,6 +15,8 @@ import (
 
 // TestWorkerHeadOfLine puts one 10 s turn and 100 sessions of 100 ms turns on a single partition: the
 // short turns all finish, each within a small multiple of its own duration, while the long one runs.
+// The long turn's session also has 200 more turns queued behind it, more than the worker's
+// concurrency: records waiting behind their own session must not crowd the others out either.
 func TestWorkerHeadOfLine(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{Partitions: 1})
@@ -24,6 +26,10 @@ func TestWorkerHeadOfLine(t *testing.T) {
 
 	long := postTurnWith(t, base, "hol-long", map[string]any{"input": map[string]string{"text": "long"}, "metadata": demoMeta(10000)})
 	testenv.WaitFor(t, 30*time.Second, "the long turn to start", func() bool { return readTurn(t, env, long).Status == "running" })
+	behind := make([]string, 200)
+	for i := range behind {
+		behind[i] = postTurnWith(t, base, "hol-long", map[string]any{"input": map[string]string{"text": "queued"}, "metadata": demoMeta(10)})
+	}
 
 	ids := make([]string, 100)
 	var wg sync.WaitGroup
@@ -64,5 +70,6 @@ func TestWorkerHeadOfLine(t *testing.T) {
 	require.Less(t, p50, 1500.0, "median short turn took more than 15x its work")
 	require.Less(t, worst, 4000.0, "a short turn waited for a large part of the long turn")
 
+	require.Zero(t, terminalCount(t, env, behind), "the long session's own turns wait for it")
 	testenv.WaitFor(t, 60*time.Second, "the long turn to finish", func() bool { return readTurn(t, env, long).Status == "succeeded" })
 }
