@@ -23,9 +23,9 @@ func TestWorkerCrash(t *testing.T) {
 		workers         = 3
 	)
 	c := newCluster(t, clusterOptions{
-		Partitions:  6,
-		LeaseTTL:    1500 * time.Millisecond,
-		Heartbeat:   300 * time.Millisecond,
+		Partitions: 6,
+		LeaseTTL:   1500 * time.Millisecond,
+		Heartbeat:  300 * time.Millisecond,
 		// 24 slots for 50 sessions: the workers are busy, so the run lasts long enough for several
 		// kills, and every kill catches turns in flight.
 		MaxInflight: 8,
