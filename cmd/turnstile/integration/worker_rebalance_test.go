@@ -67,7 +67,7 @@ func TestWorkerRebalance(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, clusterOptions{Partitions: 4, MaxInflight: 16})
 	c.startWorker("w1")
-	order, all := c.postSessions("rebalance", 16, 8, 300)
+	order, all := c.postSessions("rebalance", 16, 12, 400)
 	testenv.WaitFor(t, 60*time.Second, "a quarter of the turns to end", func() bool { return terminalCount(t, c.env, all) >= len(all)/4 })
 	w2 := c.startWorker("w2")
 	testenv.WaitFor(t, 120*time.Second, "every turn to end", func() bool { return terminalCount(t, c.env, all) == len(all) })
