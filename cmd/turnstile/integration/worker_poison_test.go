@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -70,6 +71,12 @@ func TestWorkerPoison(t *testing.T) {
 	env2, err := wire.DecodeEnvelope(byKey["poison-error"].Value)
 	require.NoError(t, err, "the dead letter carries the original envelope")
 	require.Equal(t, failing, env2.TurnID.String())
+
+	testenv.WaitFor(t, 30*time.Second, "every dead letter to be recorded as acknowledged", func() bool {
+		var owed int
+		require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM turns WHERE dead_letter_reason IS NOT NULL`).Scan(&owed))
+		return owed == 0
+	})
 
 	// The partition moved on: its commit point passed all four records.
 	testenv.WaitFor(t, 30*time.Second, "the partition's offset to be committed past the poison", func() bool {
@@ -151,4 +158,35 @@ func TestWorkerExpired(t *testing.T) {
 	requireFencedStream(t, readStream(t, env, "expiry-overrun"), overrun, "turn.failed", 1)
 	require.Empty(t, history(t, env, "expiry-late"))
 	require.Len(t, history(t, env, "expiry-queued"), 2, "only the blocker is in the history")
+}
+
+// TestWorkerDeadLetterOwed picks up where a worker died after failing a poison turn but before its
+// dead letter was acknowledged: the redelivered record finds the turn finished and still owed to the
+// dead-letter topic, writes the dead letter and clears the mark.
+func TestWorkerDeadLetterOwed(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Partitions: 1})
+	now := time.Now()
+	e := wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: "owed", Tenant: "default",
+		Input: wire.Input{Text: "x"}, Deadline: now.Add(time.Hour), AcceptedAt: now}
+	_, err := env.Pool.Exec(context.Background(), `INSERT INTO turns (turn_id, session_id, tenant, status, attempt,
+		fencing_token, error, accepted_at, finished_at, dead_letter_reason)
+		VALUES ($1, 'owed', 'default', 'failed', 3, nextval('fencing_token_seq'), 'boom on attempt 3', now(), now(), 'failed')`, e.TurnID)
+	require.NoError(t, err)
+	b, err := e.Encode()
+	require.NoError(t, err)
+	produceRaw(t, env, e.SessionID, b)
+	startStack(t, env, "worker")
+
+	dlq := readDLQ(t, env, 1)
+	require.Equal(t, "failed", dlq[0].Headers["turnstile-dlq-reason"])
+	require.Equal(t, "boom on attempt 3", dlq[0].Headers["turnstile-error"])
+	require.Equal(t, "3", dlq[0].Headers["turnstile-attempts"])
+	testenv.WaitFor(t, 30*time.Second, "the dead letter to be recorded", func() bool {
+		var pending bool
+		require.NoError(t, env.Pool.QueryRow(context.Background(),
+			`SELECT dead_letter_reason IS NOT NULL FROM turns WHERE turn_id = $1`, e.TurnID).Scan(&pending))
+		return !pending
+	})
+	requireFencedStream(t, readStream(t, env, "owed"), e.TurnID.String(), "turn.failed", 3)
 }

@@ -74,7 +74,7 @@ func TestStore(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, renewed)
 		require.ErrorIs(t, s.Complete(ctx, id, c1.Token, wire.Output{Text: "stale"}), ErrFenced)
-		require.ErrorIs(t, s.Finish(ctx, id, c1.Token, wire.StatusFailed, "stale"), ErrFenced)
+		require.ErrorIs(t, s.Finish(ctx, id, c1.Token, wire.StatusFailed, "stale", ""), ErrFenced)
 		require.ErrorIs(t, s.Release(ctx, id, c1.Token, true), ErrFenced)
 
 		require.NoError(t, s.Complete(ctx, id, c2.Token, wire.Output{Text: "fresh"}))
@@ -105,7 +105,7 @@ func TestStore(t *testing.T) {
 		c, err := s.Claim(ctx, req)
 		require.NoError(t, err)
 		require.Equal(t, Exhausted, c.Outcome)
-		token, attempt, err := s.FinishUnleased(ctx, req.Env.TurnID, wire.StatusFailed, "crash loop")
+		token, attempt, err := s.FinishUnleased(ctx, req.Env.TurnID, wire.StatusFailed, "crash loop", "attempts_exhausted")
 		require.NoError(t, err)
 		require.Equal(t, 2, attempt)
 		require.Greater(t, token, c.Token)
