@@ -4,8 +4,8 @@
 // retention, at most one batch (TURNSTILE_RETENTION_BATCH) per statement and batch after batch until
 // a short one, so no statement holds many row locks or runs long; it then waits
 // TURNSTILE_RETENTION_INTERVAL. Rows are picked with FOR UPDATE SKIP LOCKED, so the cleaners of
-// several workers share the work instead of queueing behind each other. Queued and running turns
-// are never deleted, and the session history (session_messages) is kept: it is the conversation, not
+// several workers share the work instead of queueing behind each other. Queued and running turns,
+// and failed turns still owed to the dead-letter topic, are never deleted, and the session history (session_messages) is kept: it is the conversation, not
 // bookkeeping.
 //
 // A turn row is what tells a worker that a redelivered record already ran (the claim answers DONE),
