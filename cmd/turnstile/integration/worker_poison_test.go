@@ -188,5 +188,6 @@ func TestWorkerDeadLetterOwed(t *testing.T) {
 			`SELECT dead_letter_reason IS NOT NULL FROM turns WHERE turn_id = $1`, e.TurnID).Scan(&pending))
 		return !pending
 	})
+	// The terminal event is republished before the dead letter is written, so it is there by now.
 	requireFencedStream(t, readStream(t, env, "owed"), e.TurnID.String(), "turn.failed", 3)
 }

@@ -383,10 +383,7 @@ func (x *Executor) republishTerminal(ctx context.Context, rec *kgo.Record, env w
 		x.log.WarnContext(ctx, "read finished turn failed", "err", err)
 		return
 	}
-	if f.DeadLetter != "" {
-		// The worker that failed the turn died before its dead letter was acknowledged.
-		x.deadLetterTurn(ctx, rec, env, f.DeadLetter, f.Error, f.Attempt)
-	}
+
 	base := wire.EventBase{TurnID: env.TurnID.String(), Attempt: f.Attempt}
 	var ev wire.Event
 	switch f.Status {
@@ -402,6 +399,10 @@ func (x *Executor) republishTerminal(ctx context.Context, rec *kgo.Record, env w
 	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: f.Attempt, token: f.Token}
 	if err := sink.publish(ctx, ev); err != nil && !errors.Is(err, streams.ErrStaleToken) {
 		x.log.WarnContext(ctx, "republish terminal event failed", "err", err)
+	}
+	if f.DeadLetter != "" {
+		// The worker that failed the turn died before its dead letter was acknowledged.
+		x.deadLetterTurn(ctx, rec, env, f.DeadLetter, f.Error, f.Attempt)
 	}
 }
 
