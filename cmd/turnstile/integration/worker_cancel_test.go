@@ -60,6 +60,7 @@ func TestWorkerCancel(t *testing.T) {
 	require.Nil(t, q.StartedAt, "a cancelled queued turn never starts")
 	require.Equal(t, "succeeded", readTurn(t, env, after).Status, "the session moves on")
 
+	waitTerminalEvents(t, env, session, running, queued, after)
 	evs := readStream(t, env, session)
 	requireFencedStream(t, evs, running, "turn.cancelled", 1)
 	requireFencedStream(t, evs, queued, "turn.cancelled", 0)

@@ -127,6 +127,11 @@ func TestWorkerCrash(t *testing.T) {
 		}
 		// The stream: one turn.completed per turn from the winning attempt, nothing stale after a
 		// takeover, and each turn starts only after the previous one completed.
+		ids := make([]string, len(turns))
+		for i, p := range turns {
+			ids[i] = p.id
+		}
+		waitTerminalEvents(t, c.env, session, ids...)
 		evs := readStream(t, c.env, session)
 		for i, p := range turns {
 			r := c.turn(p.id)

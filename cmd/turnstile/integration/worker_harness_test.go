@@ -333,3 +333,24 @@ func committedOffset(t *testing.T, env *testenv.Env) int64 {
 	}
 	return o.At
 }
+
+// waitTerminalEvents waits until the session's stream holds a terminal event for each turn: Postgres
+// records a turn's end a moment before its terminal event is published.
+func waitTerminalEvents(t *testing.T, env *testenv.Env, session string, ids ...string) {
+	t.Helper()
+	testenv.WaitFor(t, 30*time.Second, "terminal events in the stream of "+session, func() bool {
+		seen := map[string]bool{}
+		for _, e := range readStream(t, env, session) {
+			switch e.Type {
+			case "turn.completed", "turn.failed", "turn.cancelled", "turn.expired":
+				seen[e.TurnID] = true
+			}
+		}
+		for _, id := range ids {
+			if !seen[id] {
+				return false
+			}
+		}
+		return true
+	})
+}

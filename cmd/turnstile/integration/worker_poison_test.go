@@ -39,6 +39,7 @@ func TestWorkerPoison(t *testing.T) {
 		{failing, "poison-error", "failure requested for attempt 3"},
 		{panicking, "poison-panic", "agent panicked"},
 	} {
+		waitTerminalEvents(t, env, tc.session, tc.id)
 		r := readTurn(t, env, tc.id)
 		require.Equal(t, "failed", r.Status)
 		require.Equal(t, 3, r.Attempt, "TURNSTILE_MAX_ATTEMPTS defaults to 3")
@@ -104,6 +105,7 @@ func TestWorkerCrashLoop(t *testing.T) {
 	r := c.turn(id)
 	require.Equal(t, 3, r.Attempt, "no fourth attempt")
 	require.Contains(t, r.Error, "no attempts remain")
+	waitTerminalEvents(t, c.env, session, id)
 	requireFencedStream(t, readStream(t, c.env, session), id, "turn.failed", 3)
 	dlq := readDLQ(t, c.env, 1)
 	require.Equal(t, "attempts_exhausted", dlq[0].Headers["turnstile-dlq-reason"])
@@ -145,6 +147,7 @@ func TestWorkerExpired(t *testing.T) {
 		require.Contains(t, r.Error, "minimum useful time")
 		require.Zero(t, r.Attempt, "an expired turn is never attempted")
 		require.Nil(t, r.StartedAt, "an expired turn never starts")
+		waitTerminalEvents(t, env, c.session, c.id)
 		evs := readStream(t, env, c.session)
 		requireFencedStream(t, evs, c.id, "turn.expired", 0)
 		for _, ev := range evs {
@@ -155,6 +158,7 @@ func TestWorkerExpired(t *testing.T) {
 	require.Equal(t, "failed", o.Status)
 	require.Equal(t, "deadline exceeded", o.Error)
 	require.Equal(t, 1, o.Attempt, "a deadline is final: no retry")
+	waitTerminalEvents(t, env, "expiry-overrun", overrun)
 	requireFencedStream(t, readStream(t, env, "expiry-overrun"), overrun, "turn.failed", 1)
 	require.Empty(t, history(t, env, "expiry-late"))
 	require.Len(t, history(t, env, "expiry-queued"), 2, "only the blocker is in the history")

@@ -74,6 +74,7 @@ func TestWorkerRebalance(t *testing.T) {
 
 	c.requireOrdered("rebalance", order)
 	for s, ids := range order {
+		waitTerminalEvents(t, c.env, fmt.Sprintf("rebalance-%d", s), ids...)
 		evs := readStream(t, c.env, fmt.Sprintf("rebalance-%d", s))
 		for _, id := range ids {
 			r := c.turn(id)

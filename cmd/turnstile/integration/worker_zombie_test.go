@@ -41,6 +41,7 @@ func TestWorkerZombie(t *testing.T) {
 	r := c.turn(id)
 	require.Equal(t, 2, r.Attempt, "the second attempt wins")
 	require.Greater(t, time.Since(stoppedAt), 1500*time.Millisecond, "the takeover came after the lease expired")
+	waitTerminalEvents(t, c.env, session, id)
 	before := readStream(t, c.env, session)
 
 	// Wake the zombie: it carries on with its attempt until its writes are refused.
