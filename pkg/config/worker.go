@@ -1,10 +1,68 @@
 package config
 
+import (
+	"errors"
+	"time"
+)
+
+// Worker settings defaults.
+const (
+	WorkerSessionTimeoutDefault   = 45 * time.Second
+	WorkerRebalanceTimeoutDefault = 60 * time.Second
+	RetentionIntervalDefault      = time.Minute
+	RetentionBatchDefault         = 1000
+)
+
 // WorkerSettings are the worker's settings beyond the shared ones.
 // Each field documents its variable and default; applyDefaults fills zero fields and validate
 // reports every bound violated.
-type WorkerSettings struct{}
+type WorkerSettings struct {
+	// SessionTimeout is the consumer-group session timeout (TURNSTILE_WORKER_SESSION_TIMEOUT): how
+	// long a worker that stopped heartbeating (killed, partitioned) keeps its partitions before the
+	// group gives them to another worker. The group heartbeat runs at a tenth of it. It must lie
+	// within the broker's group.min/max.session.timeout.ms. Defaults to 45s.
+	SessionTimeout time.Duration `env:"TURNSTILE_WORKER_SESSION_TIMEOUT"`
+	// RebalanceTimeout bounds how long members may take to rejoin during a rebalance
+	// (TURNSTILE_WORKER_REBALANCE_TIMEOUT). Defaults to 60s.
+	RebalanceTimeout time.Duration `env:"TURNSTILE_WORKER_REBALANCE_TIMEOUT"`
+	// RetentionInterval is how often finished turn rows older than TURNSTILE_RETENTION are deleted
+	// (TURNSTILE_RETENTION_INTERVAL). Defaults to 1m.
+	RetentionInterval time.Duration `env:"TURNSTILE_RETENTION_INTERVAL"`
+	// RetentionBatch is how many rows one delete statement removes at most
+	// (TURNSTILE_RETENTION_BATCH), so retention never holds long locks. Defaults to 1000.
+	RetentionBatch int `env:"TURNSTILE_RETENTION_BATCH"`
+}
 
-func (s *WorkerSettings) applyDefaults() {}
+func (s *WorkerSettings) applyDefaults() {
+	if s.SessionTimeout == 0 {
+		s.SessionTimeout = WorkerSessionTimeoutDefault
+	}
+	if s.RebalanceTimeout == 0 {
+		s.RebalanceTimeout = WorkerRebalanceTimeoutDefault
+	}
+	if s.RetentionInterval == 0 {
+		s.RetentionInterval = RetentionIntervalDefault
+	}
+	if s.RetentionBatch == 0 {
+		s.RetentionBatch = RetentionBatchDefault
+	}
+}
 
-func (s WorkerSettings) validate() []error { return nil }
+func (s WorkerSettings) validate() []error {
+	var errs []error
+	checks := []struct {
+		bad bool
+		msg string
+	}{
+		{s.SessionTimeout < 100*time.Millisecond, "TURNSTILE_WORKER_SESSION_TIMEOUT: must be at least 100ms"},
+		{s.RebalanceTimeout < 100*time.Millisecond, "TURNSTILE_WORKER_REBALANCE_TIMEOUT: must be at least 100ms"},
+		{s.RetentionInterval < 10*time.Millisecond, "TURNSTILE_RETENTION_INTERVAL: must be at least 10ms"},
+		{s.RetentionBatch < 1 || s.RetentionBatch > 100000, "TURNSTILE_RETENTION_BATCH: must be between 1 and 100000"},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			errs = append(errs, errors.New(ch.msg))
+		}
+	}
+	return errs
+}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -20,10 +21,12 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/httpagent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/openai"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
+	"github.com/turnstile-run/turnstile/services/worker/internal/cancelwatch"
 	"github.com/turnstile-run/turnstile/services/worker/internal/consume"
 	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
 	"github.com/turnstile-run/turnstile/services/worker/internal/history"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
+	"github.com/turnstile-run/turnstile/services/worker/internal/retention"
 )
 
 // Role builds the worker from shared deps.
@@ -34,6 +37,8 @@ type Worker struct {
 	deps     *app.Deps
 	consumer *consume.Consumer
 	renewer  *execute.Renewer
+	cleaner  *retention.Cleaner
+	watcher  *cancelwatch.Watcher
 	ready    atomic.Bool
 	metrics  *metrics
 }
@@ -51,7 +56,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	ag, err := buildAgent(ctx, cfg)
+	ag, err := buildAgent(ctx, cfg, d.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -67,15 +72,24 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		m.renewedLeases.Add(float64(n))
 	}
 	pub := streams.NewPublisher(rdb, cfg.KeyPrefix, cfg.StreamMaxLen, cfg.StreamRetention)
-	w := &Worker{deps: d, renewer: renewer, metrics: m}
+	cleaner := retention.New(pool, retention.Config{
+		Retention: cfg.Retention,
+		Interval:  cfg.Worker.RetentionInterval,
+		Batch:     cfg.Worker.RetentionBatch,
+		OnBatch:   func(n int, _ error) { m.retentionDeleted.Add(float64(n)) },
+	}, log)
+	watcher := cancelwatch.New(pool, func(id uuid.UUID) { renewer.CancelRequested(id) }, log)
+	w := &Worker{deps: d, renewer: renewer, cleaner: cleaner, watcher: watcher, metrics: m}
 	var exec *execute.Executor
 	cons, err := consume.New(consume.Config{
-		Brokers:      cfg.BrokerList(),
-		Topic:        cfg.Topic,
-		Group:        cfg.ConsumerGroup,
-		InstanceID:   cfg.InstanceID,
-		MaxInflight:  cfg.MaxInflight,
-		DrainTimeout: cfg.DrainTimeout,
+		Brokers:          cfg.BrokerList(),
+		Topic:            cfg.Topic,
+		Group:            cfg.ConsumerGroup,
+		InstanceID:       cfg.InstanceID,
+		MaxInflight:      cfg.MaxInflight,
+		DrainTimeout:     cfg.DrainTimeout,
+		SessionTimeout:   cfg.Worker.SessionTimeout,
+		RebalanceTimeout: cfg.Worker.RebalanceTimeout,
 	}, func(ctx context.Context, rec *kgo.Record) execute.Result {
 		m.inflight.Inc()
 		defer m.inflight.Dec()
@@ -104,12 +118,16 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 
 // buildAgent returns the agent TURNSTILE_AGENT names, with one upstream guard (adaptive limit,
 // retry budget) shared by every turn that calls the same upstream.
-func buildAgent(ctx context.Context, cfg config.Config) (agent.Agent, error) {
+func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registerer) (agent.Agent, error) {
 	a := cfg.Agents
 	guard := func(name string) *upstream.Guard {
-		return upstream.New(upstream.Config{Name: name, RetryRatio: a.UpstreamRetryRatio, RetryReserve: a.UpstreamRetryReserve,
+		g := upstream.New(upstream.Config{Name: name, RetryRatio: a.UpstreamRetryRatio, RetryReserve: a.UpstreamRetryReserve,
 			Limiter: upstream.LimiterConfig{Initial: float64(a.UpstreamInitialLimit), Max: float64(a.UpstreamMaxLimit),
 				LatencyTarget: a.UpstreamLatencyTarget}})
+		c := newUpstreamCollector()
+		c.add(name, g)
+		reg.MustRegister(c)
+		return g
 	}
 	switch cfg.Agent {
 	case "demo":
@@ -151,7 +169,13 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := w.renewer.Start(ctx); err != nil {
 		return err
 	}
+	if err := w.watcher.Start(ctx); err != nil {
+		return err
+	}
 	if err := w.consumer.Start(ctx); err != nil {
+		return err
+	}
+	if err := w.cleaner.Start(ctx); err != nil {
 		return err
 	}
 	w.ready.Store(true)
@@ -164,7 +188,7 @@ func (w *Worker) Ready() bool { return w.ready.Load() }
 // Stop drains the consumer (see consume.Consumer.Stop), then stops renewing.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.ready.Store(false)
-	return errors.Join(w.consumer.Stop(ctx), w.renewer.Stop(ctx))
+	return errors.Join(w.consumer.Stop(ctx), w.renewer.Stop(ctx), w.cleaner.Stop(ctx), w.watcher.Stop(ctx))
 }
 
 type metrics struct {
@@ -175,6 +199,8 @@ type metrics struct {
 	renewedLeases prometheus.Counter
 	takeovers     prometheus.Counter
 	deadLettered  *prometheus.CounterVec
+	// retentionDeleted counts finished turn rows deleted by retention.
+	retentionDeleted prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -193,7 +219,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Attempts that took a turn over from an earlier attempt."}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_worker_dead_lettered_total",
 			Help: "Records written to the dead-letter topic, by reason."}, []string{"reason"}),
+		retentionDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_worker_retention_deleted_rows_total",
+			Help: "Finished turn rows deleted because they were older than TURNSTILE_RETENTION."}),
 	}
-	reg.MustRegister(m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered)
+	reg.MustRegister(m.retentionDeleted, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered)
 	return m
 }

@@ -28,13 +28,27 @@ type Config struct {
 	InstanceID string
 	// MaxInflight bounds concurrently running turns.
 	MaxInflight int
-	// MaxBuffered bounds fetched records waiting to start; fetching pauses at this bound.
-	// Defaults to MaxInflight.
+	// MaxBuffered bounds fetched records that could start now but wait for a free slot (the head
+	// records of sessions with no running turn); fetching pauses at this bound. Records queued behind
+	// their own session's running turn do not count, or a few busy sessions would fill the buffer
+	// and stall every other session of the partition. Defaults to MaxInflight.
 	MaxBuffered int
+	// MaxHeld bounds every fetched record that has not started, blocked or not, so memory stays
+	// bounded even when many records wait behind their sessions' running turns; fetching pauses at
+	// this bound too. Defaults to 16 × MaxBuffered, at least 1024.
+	MaxHeld int
 	// DrainTimeout is how long Stop lets running turns finish before handing them off.
 	DrainTimeout time.Duration
 	// CommitInterval is how often finished offsets are committed. Defaults to 500ms.
 	CommitInterval time.Duration
+	// SessionTimeout is the group session timeout; the group heartbeat runs at a tenth of it (at
+	// most 3s). Zero keeps the client's default (45s).
+	SessionTimeout time.Duration
+	// RebalanceTimeout is the group rebalance timeout. Zero keeps the client's default (60s).
+	RebalanceTimeout time.Duration
+	// FetchMaxBytes bounds one fetch response, and so the records the client holds beyond
+	// MaxBuffered while fetching is paused. Defaults to 1 MiB (a partition's share: 256 KiB).
+	FetchMaxBytes int32
 	// ExtraOpts are appended to the client options (tests tune session timeouts).
 	ExtraOpts []kgo.Opt
 }
@@ -106,8 +120,15 @@ func New(cfg Config, handle Handler, log *slog.Logger) (*Consumer, error) {
 	if cfg.MaxBuffered == 0 {
 		cfg.MaxBuffered = cfg.MaxInflight
 	}
+	if cfg.MaxHeld == 0 {
+		cfg.MaxHeld = max(16*cfg.MaxBuffered, 1024)
+	}
+	cfg.MaxHeld = max(cfg.MaxHeld, cfg.MaxBuffered)
 	if cfg.CommitInterval == 0 {
 		cfg.CommitInterval = 500 * time.Millisecond
+	}
+	if cfg.FetchMaxBytes == 0 {
+		cfg.FetchMaxBytes = 1 << 20
 	}
 	c := &Consumer{cfg: cfg, handle: handle, log: log, parts: map[partKey]*partState{}, sessions: map[sessionKey]*session{}}
 	c.cond = sync.NewCond(&c.mu)
@@ -122,7 +143,17 @@ func New(cfg Config, handle Handler, log *slog.Logger) (*Consumer, error) {
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
 		kgo.FetchMaxWait(500 * time.Millisecond),
+		// Pausing stops new fetches, but one fetch's records may already sit in the client: keep
+		// that small, since turn records are small and the backlog belongs in Kafka.
+		kgo.FetchMaxBytes(cfg.FetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(max(cfg.FetchMaxBytes/4, 1)),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
+	}
+	if cfg.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(min(cfg.SessionTimeout/10, 3*time.Second)))
+	}
+	if cfg.RebalanceTimeout > 0 {
+		opts = append(opts, kgo.RebalanceTimeout(cfg.RebalanceTimeout))
 	}
 	opts = append(opts, cfg.ExtraOpts...)
 	cl, err := kgo.NewClient(opts...)
@@ -162,10 +193,10 @@ func (c *Consumer) Inflight() int {
 func (c *Consumer) pollLoop(ctx context.Context) {
 	for {
 		c.mu.Lock()
-		for !c.closing && c.buffered >= c.cfg.MaxBuffered {
+		for !c.closing && c.fullLocked() {
 			c.cond.Wait()
 		}
-		room := c.cfg.MaxBuffered - c.buffered
+		room := min(c.cfg.MaxBuffered-len(c.ready), c.cfg.MaxHeld-c.buffered)
 		closing := c.closing
 		c.mu.Unlock()
 		if closing || ctx.Err() != nil {
@@ -266,8 +297,15 @@ func (c *Consumer) run(sk sessionKey, q queued) {
 	}
 }
 
+// fullLocked reports whether fetching must pause: enough records could start as soon as a slot
+// frees (c.ready holds exactly the sessions whose head record could start), or too many records are
+// held in all.
+func (c *Consumer) fullLocked() bool {
+	return len(c.ready) >= c.cfg.MaxBuffered || c.buffered >= c.cfg.MaxHeld
+}
+
 func (c *Consumer) updatePauseLocked() {
-	full := c.buffered >= c.cfg.MaxBuffered
+	full := c.fullLocked()
 	switch {
 	case full && !c.paused:
 		c.client.PauseFetchTopics(c.cfg.Topic)
@@ -327,6 +365,14 @@ func (c *Consumer) forget(parts map[string][]int32) {
 			}
 		}
 	}
+	// Keep c.ready exact: only sessions that still have a record to start.
+	ready := c.ready[:0]
+	for _, sk := range c.ready {
+		if !drop[sk.part] {
+			ready = append(ready, sk)
+		}
+	}
+	c.ready = ready
 	c.updatePauseLocked()
 	c.cond.Broadcast()
 }

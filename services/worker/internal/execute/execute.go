@@ -103,6 +103,10 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 	ctx, span := telemetry.Start(telemetry.ExtractRecord(ctx, rec), "worker.turn", trace.WithSpanKind(trace.SpanKindConsumer), telemetry.TurnAttributes(env.TurnID.String(), env.SessionID, 0))
 	defer span.End()
 	for {
+		// A turn that cannot be useful any more never starts: it is recorded expired without a claim.
+		if time.Until(env.Deadline) < x.cfg.MinUsefulTime && x.expire(ctx, rec, env) {
+			return Finished
+		}
 		acquiredAt := time.Now()
 		cctx, cspan := telemetry.Start(ctx, "worker.claim")
 		claim, err := x.store.Claim(cctx, lease.ClaimRequest{Env: env, Partition: rec.Partition, Offset: rec.Offset})
@@ -120,7 +124,7 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 		}
 		switch claim.Outcome {
 		case lease.Done:
-			x.republishTerminal(ctx, env)
+			x.republishTerminal(ctx, rec, env)
 			return Finished
 		case lease.Leased:
 			// Another live worker runs this turn (a rebalance moved the partition, or our own earlier
@@ -132,12 +136,11 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 			}
 			continue
 		case lease.Cancelled:
-			x.finishUnleased(ctx, env, wire.StatusCancelled, "cancelled before it started")
+			x.finishUnleased(ctx, rec, env, wire.StatusCancelled, "cancelled before it started", "")
 			return Finished
 		case lease.Exhausted:
 			msg := fmt.Sprintf("attempt %d ended without finishing and no attempts remain", claim.Attempt)
-			x.finishUnleased(ctx, env, wire.StatusFailed, msg)
-			x.deadLetter(ctx, rec, "attempts_exhausted", msg, claim.Attempt)
+			x.finishUnleased(ctx, rec, env, wire.StatusFailed, msg, "attempts_exhausted")
 			return Finished
 		case lease.Acquired:
 			switch x.attempt(ctx, rec, env, claim, acquiredAt) {
@@ -167,7 +170,7 @@ const (
 func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelope, claim lease.Claim, acquiredAt time.Time) attemptResult {
 	start := time.Now()
 	turnID := env.TurnID.String()
-	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: turnID, attempt: claim.Attempt, token: claim.Token,
+	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: turnID, attempt: claim.Attempt, token: claim.Token, rec: rec,
 		traceparent: header(rec, "traceparent")}
 	base := wire.EventBase{TurnID: turnID, Attempt: claim.Attempt}
 	ended := func(outcome string) {
@@ -178,7 +181,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 
 	if remaining := time.Until(env.Deadline); remaining < x.cfg.MinUsefulTime {
 		msg := fmt.Sprintf("deadline %s leaves %v, below the minimum useful time %v", env.Deadline.Format(time.RFC3339Nano), remaining.Round(time.Millisecond), x.cfg.MinUsefulTime)
-		if x.finish(ctx, env, claim, sink, wire.StatusExpired, wire.NewEvent(wire.EventExpired, wire.ErrorData{EventBase: base, Error: msg}), msg) {
+		if x.finish(ctx, env, claim, sink, wire.StatusExpired, wire.NewEvent(wire.EventExpired, wire.ErrorData{EventBase: base, Error: msg}), msg, "") {
 			ended("expired")
 			return attemptFinished
 		}
@@ -278,7 +281,7 @@ func (x *Executor) interrupted(ctx, attemptCtx context.Context, env wire.Envelop
 		ended("lease_lost")
 		return attemptLost
 	case errors.Is(cause, ErrCancelRequested):
-		if x.finish(ctx, env, claim, sink, wire.StatusCancelled, wire.NewEvent(wire.EventCancelled, wire.ErrorData{EventBase: base, Error: "cancelled"}), "cancelled") {
+		if x.finish(ctx, env, claim, sink, wire.StatusCancelled, wire.NewEvent(wire.EventCancelled, wire.ErrorData{EventBase: base, Error: "cancelled"}), "cancelled", "") {
 			ended("cancelled")
 			return attemptFinished
 		}
@@ -306,7 +309,7 @@ func (x *Executor) failedAttempt(ctx, attemptCtx context.Context, rec *kgo.Recor
 	msg := err.Error()
 	if errors.Is(err, context.DeadlineExceeded) && time.Now().After(env.Deadline) {
 		msg = "deadline exceeded"
-		if x.finish(ctx, env, claim, sink, wire.StatusFailed, wire.NewEvent(wire.EventFailed, wire.ErrorData{EventBase: base, Error: msg}), msg) {
+		if x.finish(ctx, env, claim, sink, wire.StatusFailed, wire.NewEvent(wire.EventFailed, wire.ErrorData{EventBase: base, Error: msg}), msg, "") {
 			ended("failed")
 			return attemptFinished
 		}
@@ -314,8 +317,7 @@ func (x *Executor) failedAttempt(ctx, attemptCtx context.Context, rec *kgo.Recor
 	}
 	if claim.Attempt >= x.cfg.MaxAttempts || errors.Is(err, agent.ErrPermanent) {
 		x.log.ErrorContext(ctx, "turn failed", "attempt", claim.Attempt, "err", err)
-		if x.finish(ctx, env, claim, sink, wire.StatusFailed, wire.NewEvent(wire.EventFailed, wire.ErrorData{EventBase: base, Error: msg}), msg) {
-			x.deadLetter(ctx, rec, "failed", msg, claim.Attempt)
+		if x.finish(ctx, env, claim, sink, wire.StatusFailed, wire.NewEvent(wire.EventFailed, wire.ErrorData{EventBase: base, Error: msg}), msg, "failed") {
 			ended("failed")
 			return attemptFinished
 		}
@@ -332,8 +334,8 @@ func (x *Executor) failedAttempt(ctx, attemptCtx context.Context, rec *kgo.Recor
 
 // finish ends the turn with a non-success status and publishes its terminal event. It reports false
 // when the attempt was fenced.
-func (x *Executor) finish(ctx context.Context, env wire.Envelope, claim lease.Claim, sink *attemptSink, status wire.Status, ev wire.Event, msg string) bool {
-	if err := x.store.Finish(ctx, env.TurnID, claim.Token, status, msg); err != nil {
+func (x *Executor) finish(ctx context.Context, env wire.Envelope, claim lease.Claim, sink *attemptSink, status wire.Status, ev wire.Event, msg, deadLetter string) bool {
+	if err := x.store.Finish(ctx, env.TurnID, claim.Token, status, msg, deadLetter); err != nil {
 		if !errors.Is(err, lease.ErrFenced) {
 			x.log.ErrorContext(ctx, "finish turn failed", "status", status, "err", err)
 		}
@@ -343,11 +345,14 @@ func (x *Executor) finish(ctx context.Context, env wire.Envelope, claim lease.Cl
 		x.log.ErrorContext(ctx, "publish terminal event failed", "event", ev.Type, "err", err)
 	}
 	x.log.InfoContext(ctx, "turn ended", "status", status, "attempt", claim.Attempt)
+	if deadLetter != "" {
+		x.deadLetterTurn(ctx, sink.rec, env, deadLetter, msg, claim.Attempt)
+	}
 	return true
 }
 
-func (x *Executor) finishUnleased(ctx context.Context, env wire.Envelope, status wire.Status, msg string) {
-	token, attempt, err := x.store.FinishUnleased(ctx, env.TurnID, status, msg)
+func (x *Executor) finishUnleased(ctx context.Context, rec *kgo.Record, env wire.Envelope, status wire.Status, msg, deadLetter string) {
+	token, attempt, err := x.store.FinishUnleased(ctx, env.TurnID, status, msg, deadLetter)
 	if err != nil {
 		if !errors.Is(err, lease.ErrFenced) {
 			x.log.ErrorContext(ctx, "finish unleased turn failed", "status", status, "err", err)
@@ -363,17 +368,47 @@ func (x *Executor) finishUnleased(ctx context.Context, env wire.Envelope, status
 		x.log.ErrorContext(ctx, "publish terminal event failed", "event", et, "err", err)
 	}
 	x.log.InfoContext(ctx, "turn ended", "status", status)
+	if deadLetter != "" {
+		x.deadLetterTurn(ctx, rec, env, deadLetter, msg, attempt)
+	}
+}
+
+// expire ends a turn whose deadline leaves less than the minimum useful time, before any claim. It
+// reports false when the turn was not expired here (held by a live worker, finished, cancelled, or
+// the statement failed): the claim that follows sorts those out.
+func (x *Executor) expire(ctx context.Context, rec *kgo.Record, env wire.Envelope) bool {
+	remaining := time.Until(env.Deadline)
+	msg := fmt.Sprintf("deadline %s leaves %v, below the minimum useful time %v", env.Deadline.Format(time.RFC3339Nano), remaining.Round(time.Millisecond), x.cfg.MinUsefulTime)
+	token, attempt, err := x.store.Expire(ctx, lease.ClaimRequest{Env: env, Partition: rec.Partition, Offset: rec.Offset}, msg)
+	if err != nil {
+		if !errors.Is(err, lease.ErrFenced) {
+			x.log.WarnContext(ctx, "expire turn failed", "err", err)
+		}
+		return false
+	}
+	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token,
+		traceparent: header(rec, "traceparent")}
+	ev := wire.NewEvent(wire.EventExpired, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})
+	if err := sink.publish(ctx, ev); err != nil {
+		x.log.ErrorContext(ctx, "publish terminal event failed", "event", ev.Type, "err", err)
+	}
+	x.log.InfoContext(ctx, "turn expired before it started", "remaining", remaining.Round(time.Millisecond))
+	if x.hooks.AttemptEnded != nil {
+		x.hooks.AttemptEnded("expired", attempt, 0)
+	}
+	return true
 }
 
 // republishTerminal makes sure a finished turn's terminal event is in its stream: the process that
 // finished it may have died between the Postgres commit and the publish. The publish script keeps
 // at most one terminal event per turn, so this is a no-op in the usual case.
-func (x *Executor) republishTerminal(ctx context.Context, env wire.Envelope) {
+func (x *Executor) republishTerminal(ctx context.Context, rec *kgo.Record, env wire.Envelope) {
 	f, err := x.store.Final(ctx, env.TurnID)
 	if err != nil {
 		x.log.WarnContext(ctx, "read finished turn failed", "err", err)
 		return
 	}
+
 	base := wire.EventBase{TurnID: env.TurnID.String(), Attempt: f.Attempt}
 	var ev wire.Event
 	switch f.Status {
@@ -390,11 +425,29 @@ func (x *Executor) republishTerminal(ctx context.Context, env wire.Envelope) {
 	if err := sink.publish(ctx, ev); err != nil && !errors.Is(err, streams.ErrStaleToken) {
 		x.log.WarnContext(ctx, "republish terminal event failed", "err", err)
 	}
+	if f.DeadLetter != "" {
+		// The worker that failed the turn died before its dead letter was acknowledged.
+		x.deadLetterTurn(ctx, rec, env, f.DeadLetter, f.Error, f.Attempt)
+	}
 }
 
-func (x *Executor) deadLetter(ctx context.Context, rec *kgo.Record, reason, msg string, attempts int) {
-	if x.dlq == nil {
+// deadLetterTurn copies a failed turn's record to the dead-letter topic and then clears the turn's
+// pending dead-letter mark; a crash in between leaves the mark, and the redelivered record writes the
+// dead letter again (at least once).
+func (x *Executor) deadLetterTurn(ctx context.Context, rec *kgo.Record, env wire.Envelope, reason, msg string, attempts int) {
+	if !x.deadLetter(ctx, rec, reason, msg, attempts) {
 		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := x.store.DeadLettered(cctx, env.TurnID); err != nil {
+		x.log.WarnContext(ctx, "recording the dead letter failed; it may be written again", "err", err)
+	}
+}
+
+func (x *Executor) deadLetter(ctx context.Context, rec *kgo.Record, reason, msg string, attempts int) bool {
+	if x.dlq == nil {
+		return false
 	}
 	headers := append([]kgo.RecordHeader{}, rec.Headers...)
 	headers = append(headers,
@@ -409,11 +462,12 @@ func (x *Executor) deadLetter(ctx context.Context, rec *kgo.Record, reason, msg 
 	defer cancel()
 	if err := x.dlq.ProduceSync(pctx, out).FirstErr(); err != nil {
 		x.log.ErrorContext(ctx, "dead-letter produce failed", "reason", reason, "err", err)
-		return
+		return false
 	}
 	if x.hooks.DeadLettered != nil {
 		x.hooks.DeadLettered(reason)
 	}
+	return true
 }
 
 func header(rec *kgo.Record, key string) string {

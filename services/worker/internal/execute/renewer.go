@@ -156,3 +156,16 @@ func (r *Renewer) renewOnce(ctx context.Context) {
 		}
 	}
 }
+
+// CancelRequested cancels the attempt holding turnID, if this worker holds it, as a renewal that
+// reported the turn's cancel flag would. It is how a cancel notification reaches a running turn
+// before the next heartbeat.
+func (r *Renewer) CancelRequested(turnID uuid.UUID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.held[turnID]
+	if ok {
+		h.cancel(ErrCancelRequested)
+	}
+	return ok
+}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/wire"
@@ -21,8 +23,10 @@ type attemptSink struct {
 	attempt     int
 	token       int64
 	traceparent string
-	deltas      int
-	steps       int
+	// rec is the attempt's record, for its dead letter.
+	rec    *kgo.Record
+	deltas int
+	steps  int
 }
 
 var _ agent.Sink = (*attemptSink)(nil)

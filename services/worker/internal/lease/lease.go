@@ -257,12 +257,13 @@ func (s *Store) Complete(ctx context.Context, turnID uuid.UUID, token int64, out
 	return nil
 }
 
-// Finish ends a turn this worker holds with a terminal status other than succeeded.
-func (s *Store) Finish(ctx context.Context, turnID uuid.UUID, token int64, status wire.Status, msg string) error {
+// Finish ends a turn this worker holds with a terminal status other than succeeded. A non-empty
+// deadLetter marks the turn as owed to the dead-letter topic for that reason (see DeadLettered).
+func (s *Store) Finish(ctx context.Context, turnID uuid.UUID, token int64, status wire.Status, msg, deadLetter string) error {
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE turns SET status = $3, error = nullif($4, ''), finished_at = now(),
-			lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-		WHERE turn_id = $1 AND fencing_token = $2 AND status = 'running'`, turnID, token, string(status), msg)
+			dead_letter_reason = nullif($5, ''), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+		WHERE turn_id = $1 AND fencing_token = $2 AND status = 'running'`, turnID, token, string(status), msg, deadLetter)
 	if err != nil {
 		return fmt.Errorf("finish turn as %s: %w", status, err)
 	}
@@ -274,12 +275,12 @@ func (s *Store) Finish(ctx context.Context, turnID uuid.UUID, token int64, statu
 
 // FinishUnleased ends a turn that nobody holds (queued, or running with an expired lease) — a
 // cancelled or exhausted turn — and returns the fresh token its final events are published with.
-func (s *Store) FinishUnleased(ctx context.Context, turnID uuid.UUID, status wire.Status, msg string) (token int64, attempt int, err error) {
+func (s *Store) FinishUnleased(ctx context.Context, turnID uuid.UUID, status wire.Status, msg, deadLetter string) (token int64, attempt int, err error) {
 	err = s.pool.QueryRow(ctx, `
-		UPDATE turns SET status = $2, error = nullif($3, ''), finished_at = now(),
+		UPDATE turns SET status = $2, error = nullif($3, ''), finished_at = now(), dead_letter_reason = nullif($4, ''),
 			fencing_token = nextval('fencing_token_seq'), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 		WHERE turn_id = $1 AND (status = 'queued' OR (status = 'running' AND lease_expires_at < now()))
-		RETURNING fencing_token, attempt`, turnID, string(status), msg).Scan(&token, &attempt)
+		RETURNING fencing_token, attempt`, turnID, string(status), msg, deadLetter).Scan(&token, &attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ErrFenced
 	}
@@ -296,6 +297,8 @@ type Final struct {
 	Token   int64
 	Output  wire.Output
 	Error   string
+	// DeadLetter is the reason the turn is still owed to the dead-letter topic, or empty.
+	DeadLetter string
 }
 
 // Final reads a finished turn's outcome.
@@ -303,8 +306,9 @@ func (s *Store) Final(ctx context.Context, turnID uuid.UUID) (Final, error) {
 	var f Final
 	var status string
 	var out []byte
-	err := s.pool.QueryRow(ctx, `SELECT status, attempt, fencing_token, output, coalesce(error, '')
-		FROM turns WHERE turn_id = $1`, turnID).Scan(&status, &f.Attempt, &f.Token, &out, &f.Error)
+	err := s.pool.QueryRow(ctx, `SELECT status, attempt, fencing_token, output, coalesce(error, ''),
+		coalesce(dead_letter_reason, '') FROM turns WHERE turn_id = $1`, turnID).
+		Scan(&status, &f.Attempt, &f.Token, &out, &f.Error, &f.DeadLetter)
 	if err != nil {
 		return Final{}, fmt.Errorf("read finished turn: %w", err)
 	}
@@ -313,6 +317,14 @@ func (s *Store) Final(ctx context.Context, turnID uuid.UUID) (Final, error) {
 		_ = json.Unmarshal(out, &f.Output)
 	}
 	return f, nil
+}
+
+// DeadLettered records that the turn's dead letter was acknowledged by Kafka.
+func (s *Store) DeadLettered(ctx context.Context, turnID uuid.UUID) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE turns SET dead_letter_reason = NULL WHERE turn_id = $1`, turnID); err != nil {
+		return fmt.Errorf("record dead letter: %w", err)
+	}
+	return nil
 }
 
 // History returns a session's messages, oldest first.
@@ -335,4 +347,46 @@ type HistoryMessage struct {
 	TurnID  uuid.UUID
 	Role    string
 	Content string
+}
+
+// expireSQL ends a turn that must not start because its deadline is too near: it is recorded
+// expired without ever being claimed (no attempt, no start time). A turn leased by a live worker,
+// already finished, or cancelled is left alone; the caller's claim then reports which.
+const expireSQL = `
+INSERT INTO turns AS t (turn_id, session_id, tenant, status, fencing_token, input, metadata, accepted_at,
+    deadline, finished_at, error, kafka_partition, kafka_offset)
+VALUES ($1, $2, $3, 'expired', nextval('fencing_token_seq'), $4, $5, $6, $7, now(), $8, $9, $10)
+ON CONFLICT (turn_id) DO UPDATE SET status = 'expired', error = EXCLUDED.error, finished_at = now(),
+    fencing_token = nextval('fencing_token_seq'), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE NOT t.cancel_requested
+  AND (t.status = 'queued' OR (t.status = 'running' AND t.lease_expires_at < now()))
+RETURNING t.fencing_token, t.attempt`
+
+// Expire records the turn as expired unless someone holds it or it ended, and returns the fresh token
+// its turn.expired event is published with. ErrFenced means it was left alone.
+func (s *Store) Expire(ctx context.Context, req ClaimRequest, msg string) (token int64, attempt int, err error) {
+	e := req.Env
+	input, err := json.Marshal(e.Input)
+	if err != nil {
+		return 0, 0, fmt.Errorf("encode turn input: %w", err)
+	}
+	var md []byte
+	if e.Metadata != nil {
+		if md, err = json.Marshal(e.Metadata); err != nil {
+			return 0, 0, fmt.Errorf("encode turn metadata: %w", err)
+		}
+	}
+	tenant := e.Tenant
+	if tenant == "" {
+		tenant = "default"
+	}
+	err = s.pool.QueryRow(ctx, expireSQL, e.TurnID, e.SessionID, tenant, input, md, e.AcceptedAt, e.Deadline,
+		msg, req.Partition, req.Offset).Scan(&token, &attempt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, ErrFenced
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("expire turn: %w", err)
+	}
+	return token, attempt, nil
 }

@@ -1,0 +1,235 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
+)
+
+// gatedHandler runs records until released and checks the scheduling invariants as it goes.
+type gatedHandler struct {
+	t           *testing.T
+	maxInflight int
+
+	mu       sync.Mutex
+	gates    map[int64]chan struct{}
+	running  map[string]bool
+	lastDone map[string]int64
+	inflight int
+	peak     int
+	started  chan int64
+	finished chan int64
+}
+
+func newGatedHandler(t *testing.T, n, maxInflight int) *gatedHandler {
+	h := &gatedHandler{t: t, maxInflight: maxInflight, gates: map[int64]chan struct{}{}, running: map[string]bool{},
+		lastDone: map[string]int64{}, started: make(chan int64, n), finished: make(chan int64, n)}
+	for o := range n {
+		h.gates[int64(o)] = make(chan struct{})
+	}
+	return h
+}
+
+func (h *gatedHandler) handle(ctx context.Context, rec *kgo.Record) execute.Result {
+	key := string(rec.Key)
+	h.mu.Lock()
+	if h.running[key] {
+		h.t.Errorf("two records of session %s run at once", key)
+	}
+	if last, ok := h.lastDone[key]; ok && last > rec.Offset {
+		h.t.Errorf("session %s: offset %d ran after %d", key, rec.Offset, last)
+	}
+	h.running[key] = true
+	h.inflight++
+	h.peak = max(h.peak, h.inflight)
+	if h.inflight > h.maxInflight {
+		h.t.Errorf("%d records in flight, limit %d", h.inflight, h.maxInflight)
+	}
+	gate := h.gates[rec.Offset]
+	h.mu.Unlock()
+	h.started <- rec.Offset
+	select {
+	case <-gate:
+	case <-ctx.Done():
+		return execute.HandedOff
+	}
+	h.mu.Lock()
+	h.running[key] = false
+	h.lastDone[key] = rec.Offset
+	h.inflight--
+	h.mu.Unlock()
+	h.finished <- rec.Offset
+	return execute.Finished
+}
+
+func (h *gatedHandler) release(o int64) { close(h.gates[o]) }
+
+type bundle struct {
+	env      *testenv.Env
+	producer *kgo.Client
+}
+
+func setup(t *testing.T, cfg Config, handle Handler) (*Consumer, *bundle) {
+	t.Helper()
+	env := testenv.New(t, testenv.Options{Partitions: 1})
+	cfg.Brokers = env.Config.BrokerList()
+	cfg.Topic = env.Config.Topic
+	cfg.Group = "g-" + env.ID
+	cfg.CommitInterval = 20 * time.Millisecond
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = 5 * time.Second
+	}
+	c, err := New(cfg, handle, env.Log)
+	require.NoError(t, err)
+	// Small batches, as many intake replicas producing a few turns each would write.
+	producer, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.DefaultProduceTopic(cfg.Topic),
+		kgo.ProducerBatchMaxBytes(4<<10))
+	require.NoError(t, err)
+	t.Cleanup(producer.Close)
+	return c, &bundle{env: env, producer: producer}
+}
+
+func (b *bundle) produce(t *testing.T, keys ...string) {
+	t.Helper()
+	recs := make([]*kgo.Record, len(keys))
+	for i, k := range keys {
+		recs[i] = &kgo.Record{Key: []byte(k), Value: []byte(fmt.Sprintf("%s-%d", k, i))}
+	}
+	require.NoError(t, b.producer.ProduceSync(context.Background(), recs...).FirstErr())
+}
+
+func (c *Consumer) commitPoint() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ps := range c.parts {
+		return ps.tracker.CommitPoint()
+	}
+	return -1
+}
+
+func TestConsumer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("KeyOrderedConcurrencyAndCommitBelowUnfinished", func(t *testing.T) {
+		t.Parallel()
+		const n = 40
+		h := newGatedHandler(t, n, 3)
+		c, b := setup(t, Config{MaxInflight: 3}, h.handle)
+		// Four sessions, interleaved, ten records each; offset o belongs to session o%4.
+		keys := make([]string, n)
+		for o := range keys {
+			keys[o] = fmt.Sprintf("s%d", o%4)
+		}
+		b.produce(t, keys...)
+		require.NoError(t, c.Start(ctx))
+		defer func() { require.NoError(t, c.Stop(ctx)) }()
+
+		// The first three sessions start; the fourth waits for a slot, not for them.
+		first := map[int64]bool{<-h.started: true, <-h.started: true, <-h.started: true}
+		require.Equal(t, map[int64]bool{0: true, 1: true, 2: true}, first)
+		// Offset 0 stays unfinished while everything of the other sessions finishes.
+		h.release(1)
+		h.release(2)
+		done := 0
+		for done < n-n/4 {
+			select {
+			case o := <-h.started:
+				require.NotZero(t, o%4, "session s0 must wait for offset 0")
+				h.release(o)
+			case <-h.finished:
+				done++
+			}
+		}
+		testenv.WaitFor(t, 10*time.Second, "the tracker to settle", func() bool { return c.Inflight() == 1 })
+		require.Zero(t, c.commitPoint(), "nothing is committed past the unfinished offset 0")
+
+		// Release session s0 in a random order of gates; it still runs in offset order.
+		order := rand.Perm(n / 4)
+		for _, i := range order {
+			if i > 0 {
+				h.release(int64(4 * i))
+			}
+		}
+		h.release(0)
+		for range n / 4 {
+			<-h.finished
+		}
+		testenv.WaitFor(t, 10*time.Second, "the commit point to reach the end", func() bool { return c.commitPoint() == n })
+		require.Equal(t, 3, h.peak, "sessions run concurrently up to the limit")
+	})
+
+	t.Run("PausesAtCapacity", func(t *testing.T) {
+		t.Parallel()
+		const n = 3000
+		h := newGatedHandler(t, n, 4)
+		c, b := setup(t, Config{MaxInflight: 4, FetchMaxBytes: 16 << 10}, h.handle)
+		keys := make([]string, n)
+		for o := range keys {
+			keys[o] = fmt.Sprintf("s%d", o)
+		}
+		b.produce(t, keys...)
+		require.NoError(t, c.Start(ctx))
+		for range 4 {
+			<-h.started
+		}
+		testenv.WaitFor(t, 10*time.Second, "the consumer to fill its buffer and pause", func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.paused && c.buffered == 4
+		})
+		held := int(c.client.BufferedFetchRecords()) + 4 + 4
+		t.Logf("holding %d of %d records while at capacity", held, n)
+		require.Less(t, held, n/5, "the backlog stays in Kafka")
+		// Release everything; the consumer resumes and drains the backlog.
+		for o := range n {
+			h.release(int64(o))
+		}
+		testenv.WaitFor(t, 60*time.Second, "the backlog to drain", func() bool { return c.commitPoint() == n })
+		require.NoError(t, c.Stop(ctx))
+		require.NoError(t, c.Stop(ctx), "stop twice")
+	})
+
+	t.Run("DrainHandsOffAfterTimeout", func(t *testing.T) {
+		t.Parallel()
+		h := newGatedHandler(t, 2, 2)
+		c, b := setup(t, Config{MaxInflight: 2, DrainTimeout: 100 * time.Millisecond}, h.handle)
+		b.produce(t, "a", "b")
+		require.NoError(t, c.Start(ctx))
+		<-h.started
+		<-h.started
+		h.release(1)
+		<-h.finished
+		testenv.WaitFor(t, 10*time.Second, "offset 1 to be tracked as done", func() bool { return c.Inflight() == 1 })
+		// Offset 0 never finishes: Stop hands it off after the drain timeout and commits below it, so
+		// the next member of the group starts there.
+		require.NoError(t, c.Stop(ctx))
+		next := make(chan int64, 2)
+		c2, err := New(c.cfg, func(_ context.Context, rec *kgo.Record) execute.Result {
+			next <- rec.Offset
+			return execute.Finished
+		}, b.env.Log)
+		require.NoError(t, err)
+		require.NoError(t, c2.Start(ctx))
+		// The two records belong to different sessions and run concurrently: compare as a set.
+		got := map[int64]bool{<-next: true, <-next: true}
+		require.Equal(t, map[int64]bool{0: true, 1: true}, got, "the handed-off record is delivered again, from the commit point 0")
+		require.NoError(t, c2.Stop(ctx))
+	})
+
+	t.Run("StopBeforeStart", func(t *testing.T) {
+		t.Parallel()
+		c, _ := setup(t, Config{MaxInflight: 1}, func(context.Context, *kgo.Record) execute.Result { return execute.Finished })
+		require.NoError(t, c.Stop(ctx))
+		require.NoError(t, c.Stop(ctx))
+	})
+}

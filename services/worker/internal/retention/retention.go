@@ -1,0 +1,128 @@
+package retention
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Config tunes a Cleaner.
+type Config struct {
+	// Retention is how long a finished turn row is kept. Required.
+	Retention time.Duration
+	// Interval is the pause between rounds. Defaults to 1m.
+	Interval time.Duration
+	// Batch is the most rows one statement deletes. Defaults to 1000.
+	Batch int
+	// OnBatch, if set, is called after every delete statement with the rows it removed (metrics,
+	// tests). It must be fast.
+	OnBatch func(deleted int, err error)
+}
+
+// Cleaner deletes old finished turn rows in the background.
+type Cleaner struct {
+	cfg  Config
+	pool *pgxpool.Pool
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	stopped chan struct{}
+}
+
+// New returns a cleaner over pool.
+func New(pool *pgxpool.Pool, cfg Config, log *slog.Logger) *Cleaner {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Minute
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 1000
+	}
+	return &Cleaner{cfg: cfg, pool: pool, log: log}
+}
+
+// Start begins cleaning at once and then every Interval. It returns at once.
+func (c *Cleaner) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil {
+		return nil
+	}
+	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	c.stopped = make(chan struct{})
+	go c.loop(ctx, c.stopped)
+	return nil
+}
+
+// Stop ends cleaning and waits for the running statement. Safe twice or before Start.
+func (c *Cleaner) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	cancel, stopped := c.cancel, c.stopped
+	c.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-stopped:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (c *Cleaner) loop(ctx context.Context, stopped chan struct{}) {
+	defer close(stopped)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.RunOnce(ctx)
+		t.Reset(c.cfg.Interval)
+	}
+}
+
+// deleteSQL removes one batch of the oldest expired finished rows.
+const deleteSQL = `
+DELETE FROM turns WHERE turn_id IN (
+    SELECT turn_id FROM turns
+    WHERE finished_at < now() - $1 * interval '1 millisecond' AND dead_letter_reason IS NULL
+    ORDER BY finished_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)`
+
+// RunOnce deletes batches until one comes back short and returns the rows deleted.
+func (c *Cleaner) RunOnce(ctx context.Context) int {
+	total := 0
+	for ctx.Err() == nil {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		tag, err := c.pool.Exec(sctx, deleteSQL, c.cfg.Retention.Milliseconds(), c.cfg.Batch)
+		cancel()
+		n := int(tag.RowsAffected())
+		if c.cfg.OnBatch != nil {
+			c.cfg.OnBatch(n, err)
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("deleting expired turn rows failed; retrying next round", "err", err)
+			}
+			return total
+		}
+		total += n
+		if n < c.cfg.Batch {
+			break
+		}
+	}
+	if total > 0 {
+		c.log.Info("deleted expired turn rows", "rows", total, "retention", c.cfg.Retention)
+	}
+	return total
+}
