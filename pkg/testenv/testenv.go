@@ -66,6 +66,8 @@ func New(t testing.TB, opts Options) *Env {
 	if a := os.Getenv("TURNSTILE_REDIS_CLUSTER_ADDRS"); a != "" {
 		cfg.RedisClusterAddrs = a
 	}
+	// Tenant quotas are for the tests that test them; everything else posts as fast as it likes.
+	cfg.Intake.TenantRate, cfg.Intake.TenantBurst, cfg.Intake.MaxQueuedTurns = 1_000_000, 1_000_000, 100_000_000
 	cfg.DemoDelay = 2 * time.Millisecond
 	cfg.LeaseTTL = 2 * time.Second
 	cfg.Heartbeat = 250 * time.Millisecond
@@ -162,6 +164,9 @@ func (e *Env) Environ(roles, httpAddr, instance string) []string {
 		"TURNSTILE_MAX_ATTEMPTS":        itoa(c.MaxAttempts),
 		"TURNSTILE_WORKER_MAX_INFLIGHT": itoa(c.MaxInflight),
 		"TURNSTILE_LOG_FORMAT":          "json",
+		"TURNSTILE_TENANT_RATE":         itoa(c.Intake.TenantRate),
+		"TURNSTILE_TENANT_BURST":        itoa(c.Intake.TenantBurst),
+		"TURNSTILE_MAX_QUEUED_TURNS":    itoa(c.Intake.MaxQueuedTurns),
 	}
 	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	for k, v := range kv {

@@ -91,6 +91,14 @@ func baseConfig() (config.Config, error) {
 		return cfg, err
 	}
 	cfg.LogLevel = "warn"
+	// The load generator measures the platform's capacity, not one tenant's quota: unless the
+	// environment sets them, tenant quotas are lifted for the stack it starts.
+	if os.Getenv("TURNSTILE_TENANT_RATE") == "" {
+		cfg.Intake.TenantRate, cfg.Intake.TenantBurst = 1_000_000, 1_000_000
+	}
+	if os.Getenv("TURNSTILE_MAX_QUEUED_TURNS") == "" {
+		cfg.Intake.MaxQueuedTurns = 100_000_000
+	}
 	return cfg, cfg.Validate()
 }
 
