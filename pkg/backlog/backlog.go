@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 )
 
 // oldestSQL returns the age in seconds of the oldest turn that could start now, or NULL when there
@@ -65,9 +67,7 @@ type Monitor struct {
 	gauge    prometheus.GaugeFunc
 	failures prometheus.Counter
 
-	cancel  context.CancelFunc
-	stopped bool
-	done    chan struct{}
+	loop lifecycle.Loop
 }
 
 // New returns a monitor over pool; it registers turnstile_backlog_age_seconds and
@@ -79,7 +79,7 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Regist
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = max(cfg.Interval, time.Second)
 	}
-	m := &Monitor{cfg: cfg, pool: pool, log: log, measured: make(chan struct{}), done: make(chan struct{})}
+	m := &Monitor{cfg: cfg, pool: pool, log: log, measured: make(chan struct{})}
 	m.gauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_backlog_age_seconds",
 		Help: "Age of the oldest accepted turn that could start now but has not (queued, or its lease expired, and not behind its own session's running turn)."},
 		func() float64 { return m.Age().Seconds() })
@@ -93,36 +93,14 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Regist
 
 // Start begins polling and returns at once. Safe twice.
 func (m *Monitor) Start(ctx context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cancel != nil || m.stopped {
-		return nil
-	}
-	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	go m.loop(ctx)
+	m.loop.Start(ctx, m.run)
 	return nil
 }
 
 // Stop ends polling and waits for it. Safe twice and before Start.
-func (m *Monitor) Stop(ctx context.Context) error {
-	m.mu.Lock()
-	m.stopped = true
-	cancel := m.cancel
-	m.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-m.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("stop backlog monitor: %w", context.Cause(ctx))
-	}
-}
+func (m *Monitor) Stop(ctx context.Context) error { return m.loop.Stop(ctx, "backlog monitor") }
 
-func (m *Monitor) loop(ctx context.Context) {
-	defer close(m.done)
+func (m *Monitor) run(ctx context.Context) {
 	t := time.NewTicker(m.cfg.Interval)
 	defer t.Stop()
 	for {

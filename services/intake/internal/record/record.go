@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 )
 
 // Row is one accepted turn.
@@ -38,10 +39,7 @@ type Recorder struct {
 	dropped  *prometheus.CounterVec
 	written  prometheus.Counter
 
-	mu      sync.Mutex
-	started bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	loop lifecycle.Loop
 }
 
 // New returns a recorder; pool may be nil (every row is then dropped and counted).
@@ -69,9 +67,7 @@ func (r *Recorder) Add(row Row) {
 // Flush writes every row added before it and returns when they are written (or dropped), or when ctx
 // ends. Before Start or after Stop it returns at once.
 func (r *Recorder) Flush(ctx context.Context) {
-	r.mu.Lock()
-	done := r.done
-	r.mu.Unlock()
+	done := r.loop.Done()
 	if done == nil {
 		return
 	}
@@ -90,40 +86,16 @@ func (r *Recorder) Flush(ctx context.Context) {
 }
 
 // Start runs the flush loop and returns at once.
-func (r *Recorder) Start(context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started {
-		return nil
-	}
-	r.started = true
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	r.done = make(chan struct{})
-	go r.loop(ctx, r.done)
+func (r *Recorder) Start(ctx context.Context) error {
+	r.loop.Start(ctx, r.run)
 	return nil
 }
 
 // Stop flushes what is buffered and waits for the loop to end, or for ctx. Safe twice and before
 // Start.
-func (r *Recorder) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("stop queued-row recorder: %w", context.Cause(ctx))
-	}
-}
+func (r *Recorder) Stop(ctx context.Context) error { return r.loop.Stop(ctx, "queued-row recorder") }
 
-func (r *Recorder) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (r *Recorder) run(ctx context.Context) {
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
 	batch := make([]Row, 0, maxBatch)

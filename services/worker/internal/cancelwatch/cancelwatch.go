@@ -3,12 +3,13 @@ package cancelwatch
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 )
 
 // Watcher listens for cancel notifications.
@@ -19,9 +20,7 @@ type Watcher struct {
 	// Listening, if set, is called each time the watcher (re)starts listening (tests wait on it).
 	Listening func()
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	stopped chan struct{}
+	loop lifecycle.Loop
 }
 
 // New returns a watcher that calls onCancel with the ID of every running turn whose cancellation was
@@ -32,36 +31,14 @@ func New(pool *pgxpool.Pool, onCancel func(uuid.UUID), log *slog.Logger) *Watche
 
 // Start begins listening in the background and returns at once.
 func (w *Watcher) Start(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cancel != nil {
-		return nil
-	}
-	ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	w.stopped = make(chan struct{})
-	go w.loop(ctx, w.stopped)
+	w.loop.Start(ctx, w.run)
 	return nil
 }
 
 // Stop ends listening and waits. Safe twice or before Start.
-func (w *Watcher) Stop(ctx context.Context) error {
-	w.mu.Lock()
-	cancel, stopped := w.cancel, w.stopped
-	w.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-stopped:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
+func (w *Watcher) Stop(ctx context.Context) error { return w.loop.Stop(ctx, "cancel watcher") }
 
-func (w *Watcher) loop(ctx context.Context, stopped chan struct{}) {
-	defer close(stopped)
+func (w *Watcher) run(ctx context.Context) {
 	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := w.listen(ctx)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
 )
 
@@ -33,8 +34,7 @@ type Renewer struct {
 	mu   sync.Mutex
 	held map[uuid.UUID]*heldLease
 
-	stop    context.CancelFunc
-	stopped chan struct{}
+	loop lifecycle.Loop
 }
 
 type heldLease struct {
@@ -72,10 +72,7 @@ func (r *Renewer) Held() int {
 
 // Start begins renewing.
 func (r *Renewer) Start(ctx context.Context) error {
-	ctx, r.stop = context.WithCancel(context.WithoutCancel(ctx))
-	r.stopped = make(chan struct{})
-	go func() {
-		defer close(r.stopped)
+	r.loop.Start(ctx, func(ctx context.Context) {
 		t := time.NewTicker(r.interval)
 		defer t.Stop()
 		for {
@@ -86,23 +83,12 @@ func (r *Renewer) Start(ctx context.Context) error {
 				r.renewOnce(ctx)
 			}
 		}
-	}()
+	})
 	return nil
 }
 
 // Stop ends renewing and waits for the loop. Safe twice or before Start.
-func (r *Renewer) Stop(ctx context.Context) error {
-	if r.stop == nil {
-		return nil
-	}
-	r.stop()
-	select {
-	case <-r.stopped:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
+func (r *Renewer) Stop(ctx context.Context) error { return r.loop.Stop(ctx, "lease renewer") }
 
 func (r *Renewer) renewOnce(ctx context.Context) {
 	r.mu.Lock()

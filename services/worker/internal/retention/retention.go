@@ -3,10 +3,11 @@ package retention
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 )
 
 // Config tunes a Cleaner.
@@ -28,9 +29,7 @@ type Cleaner struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	stopped chan struct{}
+	loop lifecycle.Loop
 }
 
 // New returns a cleaner over pool.
@@ -46,36 +45,14 @@ func New(pool *pgxpool.Pool, cfg Config, log *slog.Logger) *Cleaner {
 
 // Start begins cleaning at once and then every Interval. It returns at once.
 func (c *Cleaner) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cancel != nil {
-		return nil
-	}
-	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	c.stopped = make(chan struct{})
-	go c.loop(ctx, c.stopped)
+	c.loop.Start(ctx, c.run)
 	return nil
 }
 
 // Stop ends cleaning and waits for the running statement. Safe twice or before Start.
-func (c *Cleaner) Stop(ctx context.Context) error {
-	c.mu.Lock()
-	cancel, stopped := c.cancel, c.stopped
-	c.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-stopped:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
+func (c *Cleaner) Stop(ctx context.Context) error { return c.loop.Stop(ctx, "retention cleaner") }
 
-func (c *Cleaner) loop(ctx context.Context, stopped chan struct{}) {
-	defer close(stopped)
+func (c *Cleaner) run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
