@@ -49,7 +49,7 @@ type Process struct {
 	Name string
 	Addr string
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *SyncBuffer
 	done chan error
 }
 
@@ -59,7 +59,7 @@ func StartProcess(t testing.TB, name string, env []string, httpAddr string) *Pro
 	t.Helper()
 	cmd := exec.Command(Binary(t))
 	cmd.Env = env
-	logs := &syncBuffer{}
+	logs := &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -136,18 +136,19 @@ func FreeAddr(t testing.TB) string {
 	return addr
 }
 
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writers (a child process's output, a logger).
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

@@ -1,12 +1,10 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +27,7 @@ func TestOneTurnOneTrace(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	cfg := env.Config
 	cfg.Roles = "intake,worker,gateway"
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	deps := app.NewDeps(cfg, logging.New(logs, "json", "info"))
 	deps.Tracing = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -108,21 +106,4 @@ func TestOneTurnOneTrace(t *testing.T) {
 	require.Equal(t, traceID, started["trace_id"])
 	require.Equal(t, "traced", started["session_id"])
 	require.NotEmpty(t, started["turn_id"])
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
