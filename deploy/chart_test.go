@@ -127,8 +127,10 @@ func TestChartDefaults(t *testing.T) {
 	for _, o := range r.objects {
 		kinds[o.kind()]++
 	}
-	require.Equal(t, map[string]int{"Deployment": 3, "Service": 3, "PodDisruptionBudget": 3, "ConfigMap": 1,
-		"Secret": 2, "Job": 1, "Ingress": 1, "ScaledObject": 1, "HorizontalPodAutoscaler": 2, "PrometheusRule": 1}, kinds)
+	require.Equal(t, map[string]int{
+		"Deployment": 3, "Service": 3, "PodDisruptionBudget": 3, "ConfigMap": 1,
+		"Secret": 2, "Job": 1, "Ingress": 1, "ScaledObject": 1, "HorizontalPodAutoscaler": 2, "PrometheusRule": 1,
+	}, kinds)
 
 	so := r.find("ScaledObject", "ts-turnstile-worker")
 	require.NotNil(t, so)
@@ -213,9 +215,11 @@ func TestChartCustomValues(t *testing.T) {
 		"kafka": map[string]any{"partitions": 4},
 		"worker": map[string]any{
 			"longestTurnSeconds": 1800, "drainSeconds": 60, "preStopSleepSeconds": 10,
-			"autoscaling": map[string]any{"minReplicas": 0, "maxReplicas": 4, "source": "prometheus",
+			"autoscaling": map[string]any{
+				"minReplicas": 0, "maxReplicas": 4, "source": "prometheus",
 				"targetBacklogAgeSeconds": 2, "scaleDownStabilizationSeconds": 900,
-				"prometheus": map[string]any{"serverAddress": "http://prom:9090", "query": `max(turnstile_backlog_age_seconds{env="prod"})`}},
+				"prometheus": map[string]any{"serverAddress": "http://prom:9090", "query": `max(turnstile_backlog_age_seconds{env="prod"})`},
+			},
 		},
 		"secrets":        map[string]any{"existingSecret": "turnstile-prod"},
 		"prometheusRule": map[string]any{"enabled": false},
@@ -242,12 +246,18 @@ func TestChartRefusesUnsafeValues(t *testing.T) {
 		values map[string]any
 		want   string
 	}{
-		"ceiling above partitions": {map[string]any{"kafka": map[string]any{"partitions": 4},
-			"worker": map[string]any{"autoscaling": map[string]any{"maxReplicas": 5}}}, "must not exceed kafka.partitions"},
-		"grace shorter than a turn": {map[string]any{"worker": map[string]any{"terminationGracePeriodSeconds": 60}},
-			"must be at least preStopSleepSeconds + longestTurnSeconds + drainSeconds"},
-		"unknown scaler source": {map[string]any{"worker": map[string]any{"autoscaling": map[string]any{"source": "kafka-lag"}}},
-			"must be metrics-api or prometheus"},
+		"ceiling above partitions": {map[string]any{
+			"kafka":  map[string]any{"partitions": 4},
+			"worker": map[string]any{"autoscaling": map[string]any{"maxReplicas": 5}},
+		}, "must not exceed kafka.partitions"},
+		"grace shorter than a turn": {
+			map[string]any{"worker": map[string]any{"terminationGracePeriodSeconds": 60}},
+			"must be at least preStopSleepSeconds + longestTurnSeconds + drainSeconds",
+		},
+		"unknown scaler source": {
+			map[string]any{"worker": map[string]any{"autoscaling": map[string]any{"source": "kafka-lag"}}},
+			"must be metrics-api or prometheus",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

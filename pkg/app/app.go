@@ -51,12 +51,10 @@ func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
 		}
 		c, err := role.New(ctx, deps)
 		if err != nil {
-			s.stopComponents(context.Background())
-			return nil, fmt.Errorf("build role %s: %w", role.Name, err)
+			return nil, s.abort(fmt.Errorf("build role %s: %w", role.Name, err))
 		}
 		if err := c.Start(ctx); err != nil {
-			s.stopComponents(context.Background())
-			return nil, fmt.Errorf("start role %s: %w", role.Name, err)
+			return nil, s.abort(fmt.Errorf("start role %s: %w", role.Name, err))
 		}
 		deps.Log.Info("role started", "role", role.Name)
 		s.components = append(s.components, named{role.Name, c})
@@ -72,8 +70,7 @@ func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
 
 	ln, err := net.Listen("tcp", deps.Config.HTTPAddr)
 	if err != nil {
-		s.stopComponents(context.Background())
-		return nil, fmt.Errorf("listen on TURNSTILE_HTTP_ADDR %s: %w", deps.Config.HTTPAddr, err)
+		return nil, s.abort(fmt.Errorf("listen on TURNSTILE_HTTP_ADDR %s: %w", deps.Config.HTTPAddr, err))
 	}
 	s.listener = ln
 	s.server = httpx.NewServer(deps.Config.HTTPAddr, r)
@@ -141,8 +138,15 @@ func (s *Stack) Stop(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("serve http: %w", err))
 	}
 	errs = append(errs, s.stopComponents(ctx))
-	s.deps.Close()
+	s.deps.Close() //nolint:contextcheck // Close bounds its own work (a 5 s trace flush), so it runs even after ctx ended
 	return errors.Join(errs...)
+}
+
+// abort undoes a failed Start: the roles started so far stop, and the deps it was given close.
+func (s *Stack) abort(err error) error {
+	err = errors.Join(err, s.stopComponents(context.Background()))
+	s.deps.Close()
+	return err
 }
 
 func (s *Stack) stopComponents(ctx context.Context) error {
@@ -161,7 +165,10 @@ func (s *Stack) stopComponents(ctx context.Context) error {
 // Main is the whole of a turnstile binary's main: it reads the configuration, runs a subcommand
 // (`migrate`) or the roles, and exits non-zero on failure. defaultRoles applies when
 // TURNSTILE_ROLES is unset.
-func Main(defaultRoles string, available []Role) {
+func Main(defaultRoles string, available []Role) { os.Exit(run(defaultRoles, available)) }
+
+// run is Main's body; it returns the exit code so that its deferred calls run before the exit.
+func run(defaultRoles string, available []Role) int {
 	if os.Getenv("TURNSTILE_ROLES") == "" {
 		_ = os.Setenv("TURNSTILE_ROLES", defaultRoles)
 	}
@@ -172,7 +179,7 @@ func Main(defaultRoles string, available []Role) {
 	log := logging.New(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		log.Error("invalid configuration", "err", err)
-		os.Exit(2)
+		return 2
 	}
 	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -180,16 +187,14 @@ func Main(defaultRoles string, available []Role) {
 	if len(os.Args) > 1 {
 		if err := runCommand(ctx, cfg, log, os.Args[1:]); err != nil {
 			log.Error("command failed", "command", os.Args[1], "err", err)
-			os.Exit(1)
+			return 1
 		}
-		return
+		return 0
 	}
-	deps := NewDeps(cfg, log)
-	stack, err := Start(ctx, deps, available)
+	stack, err := Start(ctx, NewDeps(cfg, log), available)
 	if err != nil {
 		log.Error("start failed", "err", err)
-		deps.Close()
-		os.Exit(1)
+		return 1
 	}
 	select {
 	case <-ctx.Done():
@@ -203,9 +208,10 @@ func Main(defaultRoles string, available []Role) {
 	defer cancel()
 	if err := stack.Stop(shutdownCtx); err != nil {
 		log.Error("shutdown incomplete", "err", err)
-		os.Exit(1)
+		return 1
 	}
 	log.Info("stopped cleanly")
+	return 0
 }
 
 func runCommand(ctx context.Context, cfg config.Config, log *slog.Logger, args []string) error {

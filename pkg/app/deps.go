@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
@@ -37,7 +38,7 @@ type Deps struct {
 // collectors.
 func NewDeps(cfg config.Config, log *slog.Logger) *Deps {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	tp, err := telemetry.NewProvider(cfg.Ops, telemetry.ServiceName(cfg.RoleList()), cfg.InstanceID)
 	if err != nil {
 		log.Error("tracing disabled", "err", err)

@@ -80,11 +80,15 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Regist
 		cfg.Timeout = max(cfg.Interval, time.Second)
 	}
 	m := &Monitor{cfg: cfg, pool: pool, log: log, measured: make(chan struct{})}
-	m.gauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_backlog_age_seconds",
-		Help: "Age of the oldest accepted turn that could start now but has not (queued, or its lease expired, and not behind its own session's running turn)."},
+	m.gauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "turnstile_backlog_age_seconds",
+		Help: "Age of the oldest accepted turn that could start now but has not (queued, or its lease expired, and not behind its own session's running turn).",
+	},
 		func() float64 { return m.Age().Seconds() })
-	m.failures = prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_backlog_query_failures_total",
-		Help: "Backlog-age queries that failed (the gauge then holds its last value)."})
+	m.failures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "turnstile_backlog_query_failures_total",
+		Help: "Backlog-age queries that failed (the gauge then holds its last value).",
+	})
 	if reg != nil {
 		reg.MustRegister(m.gauge, m.failures)
 	}

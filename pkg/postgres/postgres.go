@@ -66,7 +66,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	res, err := p.Up(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("apply migrations: %w", err)
@@ -80,7 +80,7 @@ func Status(ctx context.Context, pool *pgxpool.Pool) ([]*goose.MigrationStatus, 
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	return p.Status(ctx)
 }
 

@@ -62,8 +62,10 @@ func BenchmarkPublishBaselineXADD(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		k := KeysFor(prefix, "s"+strconv.Itoa(i%64))
-		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.Events, MaxLen: 10000, Approx: true,
-			Values: []any{"type", string(ev.Type), "turn", "t", "data", string(ev.Data), "tp", ""}}).Err(); err != nil {
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{
+			Stream: k.Events, MaxLen: 10000, Approx: true,
+			Values: []any{"type", string(ev.Type), "turn", "t", "data", string(ev.Data), "tp", ""},
+		}).Err(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -31,7 +31,7 @@ func Binary(t testing.TB) string {
 			return
 		}
 		buildPath = filepath.Join(dir, "turnstile")
-		cmd := exec.Command("go", "build", "-o", buildPath, "github.com/turnstile-run/turnstile/cmd/turnstile")
+		cmd := exec.Command("go", "build", "-o", buildPath, "github.com/turnstile-run/turnstile/cmd/turnstile") //nolint:gosec // builds this repository's own binary into a temporary directory
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
@@ -57,7 +57,7 @@ type Process struct {
 // cleanup if still running.
 func StartProcess(t testing.TB, name string, env []string, httpAddr string) *Process {
 	t.Helper()
-	cmd := exec.Command(Binary(t))
+	cmd := exec.Command(Binary(t)) //nolint:gosec // runs the binary Binary just built
 	cmd.Env = env
 	logs := &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -68,7 +68,7 @@ func StartProcess(t testing.TB, name string, env []string, httpAddr string) *Pro
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-p.doneOnce()
+		<-p.doneOnce() //nolint:errcheck // killed on purpose: its exit error says nothing
 		if t.Failed() {
 			t.Logf("logs of %s:\n%s", name, logs.String())
 		}
@@ -83,7 +83,7 @@ func StartProcess(t testing.TB, name string, env []string, httpAddr string) *Pro
 		}
 		resp, err := http.Get("http://" + httpAddr + "/healthz")
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return p
 			}

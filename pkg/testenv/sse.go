@@ -39,7 +39,7 @@ func OpenSSE(t testing.TB, url, lastEventID string) *SSEStream {
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // the body belongs to the stream; Close (at cleanup) closes it
 	if err != nil {
 		cancel()
 		t.Fatalf("open %s: %v", url, err)

@@ -11,8 +11,10 @@ import (
 
 func TestEnvelopeRoundTrip(t *testing.T) {
 	t.Parallel()
-	in := Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: "s1", Tenant: "acme", Input: Input{Text: "hi"},
-		Metadata: map[string]any{"k": "v"}, Deadline: time.UnixMilli(1_800_000_000_000).UTC(), AcceptedAt: time.UnixMilli(1_700_000_000_000).UTC()}
+	in := Envelope{
+		TurnID: uuid.Must(uuid.NewV7()), SessionID: "s1", Tenant: "acme", Input: Input{Text: "hi"},
+		Metadata: map[string]any{"k": "v"}, Deadline: time.UnixMilli(1_800_000_000_000).UTC(), AcceptedAt: time.UnixMilli(1_700_000_000_000).UTC(),
+	}
 	b, err := in.Encode()
 	require.NoError(t, err)
 	out, err := DecodeEnvelope(b)

@@ -64,11 +64,15 @@ func New(d *app.Deps) (*Gateway, error) {
 		CORSOrigins: gs.CORSOriginList(), Tokens: tokens,
 	}, h, reader, log, d.Registry)
 	d.Registry.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_gateway_redis_pool_connections",
-			Help: "Connections in the process's Redis command pool (the gateway's Pub/Sub connection is one more)."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "turnstile_gateway_redis_pool_connections",
+			Help: "Connections in the process's Redis command pool (the gateway's Pub/Sub connection is one more).",
+		},
 			func() float64 { return float64(rdb.PoolStats().TotalConns) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_gateway_sessions",
-			Help: "Sessions with local streams, each read by one shared feed."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "turnstile_gateway_sessions",
+			Help: "Sessions with local streams, each read by one shared feed.",
+		},
 			func() float64 { return float64(h.Sessions()) }),
 	)
 	return &Gateway{hub: h, handler: handler}, nil

@@ -102,9 +102,11 @@ func BenchmarkThroughput(b *testing.B) {
 
 func benchEnvelope(i int, kind string) wire.Envelope {
 	now := time.Now()
-	return wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: fmt.Sprintf("%s-%d", kind, i%benchSessions),
+	return wire.Envelope{
+		TurnID: uuid.Must(uuid.NewV7()), SessionID: fmt.Sprintf("%s-%d", kind, i%benchSessions),
 		Tenant: "default", Input: wire.Input{Text: "hi"}, Metadata: map[string]any{"demo": map[string]any{"tokens": 1}},
-		Deadline: now.Add(time.Hour), AcceptedAt: now}
+		Deadline: now.Add(time.Hour), AcceptedAt: now,
+	}
 }
 
 func produceEnvelope(b *testing.B, cl *kgo.Client, e wire.Envelope) {

@@ -121,9 +121,13 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registerer) (agent.Agent, error) {
 	a := cfg.Agents
 	guard := func(name string) *upstream.Guard {
-		g := upstream.New(upstream.Config{Name: name, RetryRatio: a.UpstreamRetryRatio, RetryReserve: a.UpstreamRetryReserve,
-			Limiter: upstream.LimiterConfig{Initial: float64(a.UpstreamInitialLimit), Max: float64(a.UpstreamMaxLimit),
-				LatencyTarget: a.UpstreamLatencyTarget}})
+		g := upstream.New(upstream.Config{
+			Name: name, RetryRatio: a.UpstreamRetryRatio, RetryReserve: a.UpstreamRetryReserve,
+			Limiter: upstream.LimiterConfig{
+				Initial: float64(a.UpstreamInitialLimit), Max: float64(a.UpstreamMaxLimit),
+				LatencyTarget: a.UpstreamLatencyTarget,
+			},
+		})
 		c := newUpstreamCollector()
 		c.add(name, g)
 		reg.MustRegister(c)
@@ -136,14 +140,18 @@ func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registere
 		if a.OpenAIBaseURL == "" || a.OpenAIModel == "" {
 			return nil, errors.New("TURNSTILE_AGENT=openai needs TURNSTILE_OPENAI_BASE_URL and TURNSTILE_OPENAI_MODEL")
 		}
-		return openai.New(openai.Config{BaseURL: a.OpenAIBaseURL, APIKey: a.OpenAIAPIKey, Model: a.OpenAIModel,
-			System: a.OpenAISystem, HeaderTimeout: a.HeaderTimeout, Guard: guard(a.OpenAIBaseURL)})
+		return openai.New(openai.Config{
+			BaseURL: a.OpenAIBaseURL, APIKey: a.OpenAIAPIKey, Model: a.OpenAIModel,
+			System: a.OpenAISystem, HeaderTimeout: a.HeaderTimeout, Guard: guard(a.OpenAIBaseURL),
+		})
 	case "http":
 		if a.HTTPAgentURL == "" {
 			return nil, errors.New("TURNSTILE_AGENT=http needs TURNSTILE_HTTP_AGENT_URL")
 		}
-		hc := httpagent.Config{URL: a.HTTPAgentURL, HeaderTimeout: a.HeaderTimeout, IdleTimeout: a.HTTPAgentIdleTimeout,
-			MaxResponseBytes: a.HTTPAgentMaxBytes, Guard: guard(a.HTTPAgentURL)}
+		hc := httpagent.Config{
+			URL: a.HTTPAgentURL, HeaderTimeout: a.HeaderTimeout, IdleTimeout: a.HTTPAgentIdleTimeout,
+			MaxResponseBytes: a.HTTPAgentMaxBytes, Guard: guard(a.HTTPAgentURL),
+		}
 		if a.HTTPAgentAuthorization != "" {
 			hc.Headers = map[string]string{"Authorization": a.HTTPAgentAuthorization}
 		}
@@ -205,22 +213,38 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "turnstile_worker_inflight_turns",
-			Help: "Turn records being handled by this worker (running, or waiting for another worker's lease)."}),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_worker_attempts_total",
-			Help: "Turn attempts by outcome."}, []string{"outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "turnstile_worker_attempt_duration_seconds",
-			Help: "Duration of turn attempts by outcome.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}, []string{"outcome"}),
-		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_worker_lease_renewal_rounds_total",
-			Help: "Batched lease renewal statements by result."}, []string{"result"}),
-		renewedLeases: prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_worker_lease_renewals_total",
-			Help: "Leases sent for renewal, summed over renewal rounds."}),
-		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_worker_takeovers_total",
-			Help: "Attempts that took a turn over from an earlier attempt."}),
-		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_worker_dead_lettered_total",
-			Help: "Records written to the dead-letter topic, by reason."}, []string{"reason"}),
-		retentionDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_worker_retention_deleted_rows_total",
-			Help: "Finished turn rows deleted because they were older than TURNSTILE_RETENTION."}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "turnstile_worker_inflight_turns",
+			Help: "Turn records being handled by this worker (running, or waiting for another worker's lease).",
+		}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnstile_worker_attempts_total",
+			Help: "Turn attempts by outcome.",
+		}, []string{"outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "turnstile_worker_attempt_duration_seconds",
+			Help: "Duration of turn attempts by outcome.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}, []string{"outcome"}),
+		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnstile_worker_lease_renewal_rounds_total",
+			Help: "Batched lease renewal statements by result.",
+		}, []string{"result"}),
+		renewedLeases: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnstile_worker_lease_renewals_total",
+			Help: "Leases sent for renewal, summed over renewal rounds.",
+		}),
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnstile_worker_takeovers_total",
+			Help: "Attempts that took a turn over from an earlier attempt.",
+		}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnstile_worker_dead_lettered_total",
+			Help: "Records written to the dead-letter topic, by reason.",
+		}, []string{"reason"}),
+		retentionDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnstile_worker_retention_deleted_rows_total",
+			Help: "Finished turn rows deleted because they were older than TURNSTILE_RETENTION.",
+		}),
 	}
 	reg.MustRegister(m.retentionDeleted, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered)
 	return m

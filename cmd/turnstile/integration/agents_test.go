@@ -86,8 +86,10 @@ func TestTakeoverReusesPriorToolResult(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Partitions: 2})
 	stack := startStack(t, env, "intake,worker")
 	session := "prior-" + env.ID
-	body, _ := json.Marshal(map[string]any{"input": map[string]string{"text": "time?"},
-		"metadata": map[string]any{"demo": map[string]any{"tool": true, "tokens": 2, "fail_after_tool_attempts": 1}}})
+	body, _ := json.Marshal(map[string]any{
+		"input":    map[string]string{"text": "time?"},
+		"metadata": map[string]any{"demo": map[string]any{"tool": true, "tokens": 2, "fail_after_tool_attempts": 1}},
+	})
 	resp, err := http.Post("http://"+stack.Addr()+"/v1/sessions/"+session+"/turns", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	var a accepted

@@ -56,8 +56,10 @@ func (v validating) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	vreq := req.Clone(context.Background())
 	vreq.Body = io.NopCloser(bytes.NewReader(body))
-	in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route,
-		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	in := &openapi3filter.RequestValidationInput{
+		Request: vreq, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
+	}
 	if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
 		return nil, fmt.Errorf("request does not match the OpenAPI document: %w", err)
 	}
@@ -71,8 +73,10 @@ func (v validating) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(rb))
-	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode,
-		Header: resp.Header, Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: resp.StatusCode,
+		Header: resp.Header, Options: &openapi3filter.Options{IncludeResponseStatus: true},
+	}
 	out.SetBodyBytes(rb)
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
 		return nil, fmt.Errorf("response %d %s does not match the OpenAPI document: %w", resp.StatusCode, rb, err)

@@ -48,8 +48,10 @@ func TestMetricsDocumented(t *testing.T) {
 	for name := range exposed {
 		require.True(t, documented[name], "%s is exposed but not listed in docs/METRICS.md", name)
 	}
-	for _, name := range []string{"turnstile_backlog_age_seconds", "turnstile_intake_requests_total",
-		"turnstile_worker_attempts_total", "turnstile_gateway_events_sent_total", "turnstile_gateway_delivery_lag_seconds"} {
+	for _, name := range []string{
+		"turnstile_backlog_age_seconds", "turnstile_intake_requests_total",
+		"turnstile_worker_attempts_total", "turnstile_gateway_events_sent_total", "turnstile_gateway_delivery_lag_seconds",
+	} {
 		require.True(t, exposed[name], "%s is not exposed after a turn", name)
 	}
 }

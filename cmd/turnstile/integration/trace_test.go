@@ -55,9 +55,11 @@ func TestOneTurnOneTrace(t *testing.T) {
 	stream.Until(t, 30*time.Second, countCompleted(1))
 	stream.Close()
 
-	want := []string{"intake POST /v1/sessions/{session_id}/turns", "worker.turn", "worker.claim", "worker.agent",
+	want := []string{
+		"intake POST /v1/sessions/{session_id}/turns", "worker.turn", "worker.claim", "worker.agent",
 		"worker.publish turn.started", "worker.publish turn.delta", "worker.publish turn.completed",
-		"gateway.deliver turn.started", "gateway.deliver turn.delta", "gateway.deliver turn.completed"}
+		"gateway.deliver turn.started", "gateway.deliver turn.delta", "gateway.deliver turn.completed",
+	}
 	names := func() map[string]bool {
 		out := map[string]bool{}
 		for _, s := range exp.GetSpans() {

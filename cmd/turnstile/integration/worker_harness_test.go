@@ -78,8 +78,10 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	frontEnv := append(env.Environ("broker,intake,gateway", frontAddr, "front"), "TURNSTILE_BROKER_ADDR="+brokerAddr)
 	front := testenv.StartProcess(t, "front", frontEnv, frontAddr)
 	allowShortSessions(t, brokerAddr)
-	c := &cluster{t: t, env: env, front: front, base: "http://" + frontAddr, brokerAddr: brokerAddr,
-		workers: map[string]*testenv.Process{}, gen: map[string]int{}}
+	c := &cluster{
+		t: t, env: env, front: front, base: "http://" + frontAddr, brokerAddr: brokerAddr,
+		workers: map[string]*testenv.Process{}, gen: map[string]int{},
+	}
 	c.workerEnv = append([]string{
 		"TURNSTILE_WORKER_SESSION_TIMEOUT=" + o.SessionTimeout.String(),
 		"TURNSTILE_WORKER_REBALANCE_TIMEOUT=" + (2 * o.SessionTimeout).String(),

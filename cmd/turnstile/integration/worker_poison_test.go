@@ -23,10 +23,14 @@ func TestWorkerPoison(t *testing.T) {
 	stack := startStack(t, env, "intake,worker,gateway")
 	base := "http://" + stack.Addr()
 
-	failing := postTurnWith(t, base, "poison-error", map[string]any{"input": map[string]string{"text": "x"},
-		"metadata": map[string]any{"demo": map[string]any{"fail_attempts": 99}}})
-	panicking := postTurnWith(t, base, "poison-panic", map[string]any{"input": map[string]string{"text": "x"},
-		"metadata": map[string]any{"demo": map[string]any{"panic_attempts": 99}}})
+	failing := postTurnWith(t, base, "poison-error", map[string]any{
+		"input":    map[string]string{"text": "x"},
+		"metadata": map[string]any{"demo": map[string]any{"fail_attempts": 99}},
+	})
+	panicking := postTurnWith(t, base, "poison-panic", map[string]any{
+		"input":    map[string]string{"text": "x"},
+		"metadata": map[string]any{"demo": map[string]any{"panic_attempts": 99}},
+	})
 	produceRaw(t, env, "poison-junk", []byte("{not an envelope"))
 	good := postTurnWith(t, base, "poison-good", map[string]any{"input": map[string]string{"text": "fine"}})
 
@@ -125,8 +129,10 @@ func TestWorkerExpired(t *testing.T) {
 	startStack(t, env, "worker")
 	produce := func(session string, deadline time.Duration, md map[string]any) string {
 		now := time.Now()
-		e := wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: session, Tenant: "default",
-			Input: wire.Input{Text: "hello"}, Metadata: md, Deadline: now.Add(deadline), AcceptedAt: now}
+		e := wire.Envelope{
+			TurnID: uuid.Must(uuid.NewV7()), SessionID: session, Tenant: "default",
+			Input: wire.Input{Text: "hello"}, Metadata: md, Deadline: now.Add(deadline), AcceptedAt: now,
+		}
 		b, err := e.Encode()
 		require.NoError(t, err)
 		produceRaw(t, env, e.SessionID, b)
@@ -171,8 +177,10 @@ func TestWorkerDeadLetterOwed(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{Partitions: 1})
 	now := time.Now()
-	e := wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: "owed", Tenant: "default",
-		Input: wire.Input{Text: "x"}, Deadline: now.Add(time.Hour), AcceptedAt: now}
+	e := wire.Envelope{
+		TurnID: uuid.Must(uuid.NewV7()), SessionID: "owed", Tenant: "default",
+		Input: wire.Input{Text: "x"}, Deadline: now.Add(time.Hour), AcceptedAt: now,
+	}
 	_, err := env.Pool.Exec(context.Background(), `INSERT INTO turns (turn_id, session_id, tenant, status, attempt,
 		fencing_token, error, accepted_at, finished_at, dead_letter_reason)
 		VALUES ($1, 'owed', 'default', 'failed', 3, nextval('fencing_token_seq'), 'boom on attempt 3', now(), now(), 'failed')`, e.TurnID)

@@ -122,8 +122,10 @@ func run(ctx context.Context, o options) error {
 	}
 
 	var pool *pgxpool.Pool
-	gc := gen.Config{IntakeURL: o.url, GatewayURL: o.gatewayURL, Window: o.window, TurnsPerSession: o.perSession,
-		Knobs: demo.Knobs{Tokens: o.tokens, DurationMs: o.durationMs}}
+	gc := gen.Config{
+		IntakeURL: o.url, GatewayURL: o.gatewayURL, Window: o.window, TurnsPerSession: o.perSession,
+		Knobs: demo.Knobs{Tokens: o.tokens, DurationMs: o.durationMs},
+	}
 	if o.url == "" {
 		cfg, err := baseConfig()
 		if err != nil {

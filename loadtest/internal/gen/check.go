@@ -83,9 +83,11 @@ func (c Correctness) OK() bool {
 
 func (g *Generator) correctnessLocked() Correctness {
 	is := &g.issues
-	c := Correctness{LostEvents: is.lostEvents, Repeated: is.repeated, Reordered: is.reordered,
+	c := Correctness{
+		LostEvents: is.lostEvents, Repeated: is.repeated, Reordered: is.reordered,
 		WrongContent: is.wrong, NotSucceeded: is.failed, UnknownTurns: is.unknown, BadEvents: is.badEvents,
-		StreamResets: is.resets, StreamErrors: is.streamErrors, Reconnects: is.reconnects, Retries: is.retries}
+		StreamResets: is.resets, StreamErrors: is.streamErrors, Reconnects: is.reconnects, Retries: is.retries,
+	}
 	for _, t := range g.turns {
 		if t.accepted && t.terminals == 0 {
 			c.LostTurns++

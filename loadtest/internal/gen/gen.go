@@ -281,8 +281,10 @@ func (g *Generator) arrive() {
 			g.follow(ctx, s)
 		}()
 	}
-	t := &turn{id: uuid.Must(uuid.NewV7()).String(), sess: s, sentAt: now,
-		text: "load test turn " + strconv.Itoa(i)}
+	t := &turn{
+		id: uuid.Must(uuid.NewV7()).String(), sess: s, sentAt: now,
+		text: "load test turn " + strconv.Itoa(i),
+	}
 	s.turns = append(s.turns, t)
 	s.posted++
 	if s.posted >= k {

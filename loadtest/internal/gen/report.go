@@ -56,9 +56,11 @@ func (g *Generator) Finish(ctx context.Context, scenario string, pool *pgxpool.P
 	c = g.correctnessLocked()
 	c.Postgres = pgc
 	c.Examples = g.issues.examples
-	r := Report{Scenario: scenario, RunID: g.cfg.RunID, StartedAt: g.start, Seconds: time.Since(g.start).Seconds(),
+	r := Report{
+		Scenario: scenario, RunID: g.cfg.RunID, StartedAt: g.start, Seconds: time.Since(g.start).Seconds(),
 		Refused: g.refused, Correctness: c, Timeline: g.timeline,
-		IntakeLatency: quantiles(g.issues.intake)}
+		IntakeLatency: quantiles(g.issues.intake),
+	}
 	var first, whole []time.Duration
 	for _, t := range g.turns {
 		r.Sent++

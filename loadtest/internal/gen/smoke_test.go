@@ -28,8 +28,10 @@ func TestSmoke(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, st.Stop(context.Background(), true)) })
 
-	g := gen.New(gen.Config{IntakeURL: st.URL, Window: 8, TurnsPerSession: 3, Knobs: demo.Knobs{Tokens: 4},
-		MetricsURLs: []string{st.URL + "/metrics"}})
+	g := gen.New(gen.Config{
+		IntakeURL: st.URL, Window: 8, TurnsPerSession: 3, Knobs: demo.Knobs{Tokens: 4},
+		MetricsURLs: []string{st.URL + "/metrics"},
+	})
 	g.Start(ctx)
 	g.Arrive(ctx, "smoke", 25, 3*time.Second)
 	g.CloseSessions()

@@ -128,9 +128,11 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 	}
 	for i := range o.Jobs {
 		sid := "peer-" + strconv.Itoa(i%o.Sessions)
-		env := wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: sid, Tenant: "default",
+		env := wire.Envelope{
+			TurnID: uuid.Must(uuid.NewV7()), SessionID: sid, Tenant: "default",
 			Input: wire.Input{Text: "noop"}, Metadata: map[string]any{"demo": map[string]any{"tokens": 1}},
-			Deadline: now.Add(time.Hour), AcceptedAt: now}
+			Deadline: now.Add(time.Hour), AcceptedAt: now,
+		}
 		v, err := env.Encode()
 		if err != nil {
 			cl.Close()
@@ -161,9 +163,11 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{System: "turnstile", Jobs: o.Jobs, Seconds: secs, PerSec: 0.8 * float64(o.Jobs) / secs, Total: total,
+	return Result{
+		System: "turnstile", Jobs: o.Jobs, Seconds: secs, PerSec: 0.8 * float64(o.Jobs) / secs, Total: total,
 		Notes: fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; per turn: claim, 3 fenced publishes (started, delta, completed), history read, completion transaction",
-			cfg.MaxInflight, cfg.Partitions, o.Sessions)}, nil
+			cfg.MaxInflight, cfg.Partitions, o.Sessions),
+	}, nil
 }
 
 type noopArgs struct{}
@@ -244,7 +248,9 @@ func River(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{System: "river", Jobs: o.Jobs, Seconds: secs, PerSec: 0.8 * float64(o.Jobs) / secs, Total: total,
+	return Result{
+		System: "river", Jobs: o.Jobs, Seconds: secs, PerSec: 0.8 * float64(o.Jobs) / secs, Total: total,
 		Notes: fmt.Sprintf("river %s, riverpgxv5, MaxWorkers=%d, FetchCooldown=2ms, FetchPollInterval=20ms, own schema on the same Postgres; no per-session order, no event stream",
-			"v0.51.2", o.RiverWorkers)}, nil
+			"v0.51.2", o.RiverWorkers),
+	}, nil
 }

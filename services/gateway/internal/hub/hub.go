@@ -160,9 +160,11 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string) (*Subscriber, err
 	created := f == nil
 	if created {
 		k := h.reader.Keys(sessionID)
-		f = &feed{hub: h, session: sessionID, channel: k.Notify, ready: make(chan struct{}),
+		f = &feed{
+			hub: h, session: sessionID, channel: k.Notify, ready: make(chan struct{}),
 			ring: make([]*Delivery, h.cfg.Buffer),
-			subs: map[*Subscriber]struct{}{}, poke: make(chan struct{}, 1), stop: make(chan struct{})}
+			subs: map[*Subscriber]struct{}{}, poke: make(chan struct{}, 1), stop: make(chan struct{}),
+		}
 		h.feeds[sessionID] = f
 		h.byChan[k.Notify] = f
 		h.wg.Add(1)

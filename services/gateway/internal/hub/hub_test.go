@@ -47,8 +47,10 @@ func setup(t *testing.T) (*hub.Hub, *bundle) {
 		testenv.DeletePrefix(context.Background(), rdb, prefix)
 		_ = rdb.Close()
 	})
-	b := &bundle{rdb: rdb, prefix: prefix, reader: streams.NewReader(rdb, prefix),
-		pub: streams.NewPublisher(rdb, prefix, 10000, time.Hour)}
+	b := &bundle{
+		rdb: rdb, prefix: prefix, reader: streams.NewReader(rdb, prefix),
+		pub: streams.NewPublisher(rdb, prefix, 10000, time.Hour),
+	}
 	h := hub.New(hub.Config{Buffer: 8, Poll: 100 * time.Millisecond}, rdb, b.reader, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return h, b
 }

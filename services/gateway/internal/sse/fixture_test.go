@@ -59,9 +59,11 @@ func setup(t *testing.T, maxLen int64) *fixture {
 	if maxLen == 0 {
 		maxLen = 10000
 	}
-	return &fixture{t: t, rdb: rdb, prefix: prefix,
+	return &fixture{
+		t: t, rdb: rdb, prefix: prefix,
 		pub:    streams.NewPublisher(rdb, prefix, maxLen, time.Hour),
-		reader: streams.NewReader(rdb, prefix)}
+		reader: streams.NewReader(rdb, prefix),
+	}
 }
 
 // replica starts a gateway replica on the fixture's Redis; it is stopped at cleanup.

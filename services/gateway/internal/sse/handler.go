@@ -140,16 +140,25 @@ func (c *conn) close() { c.once.Do(func() { close(c.closeWithRetry) }) }
 // New returns a handler.
 func New(cfg Config, h *hub.Hub, reader *streams.Reader, log *slog.Logger, reg prometheus.Registerer) *Handler {
 	cfg.applyDefaults()
-	hd := &Handler{cfg: cfg, hub: h, reader: reader, log: log, conns: map[*conn]struct{}{},
+	hd := &Handler{
+		cfg: cfg, hub: h, reader: reader, log: log, conns: map[*conn]struct{}{},
 		perSession: map[string]int{}, cors: map[string]bool{},
-		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "turnstile_gateway_connections",
-			Help: "Open SSE connections."}),
-		sent: prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_gateway_events_sent_total",
-			Help: "Events written to SSE clients."}),
-		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_gateway_resumes_total",
-			Help: "Stream opens by cursor result: fresh, live, resumed, reset."}, []string{"result"}),
-		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_gateway_streams_closed_total",
-			Help: "Streams the gateway ended with a retry hint, by reason."}, []string{"reason"}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "turnstile_gateway_connections",
+			Help: "Open SSE connections.",
+		}),
+		sent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnstile_gateway_events_sent_total",
+			Help: "Events written to SSE clients.",
+		}),
+		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnstile_gateway_resumes_total",
+			Help: "Stream opens by cursor result: fresh, live, resumed, reset.",
+		}, []string{"result"}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnstile_gateway_streams_closed_total",
+			Help: "Streams the gateway ended with a retry hint, by reason.",
+		}, []string{"reason"}),
 	}
 	for _, o := range cfg.CORSOrigins {
 		if o == "*" {
@@ -157,9 +166,11 @@ func New(cfg Config, h *hub.Hub, reader *streams.Reader, log *slog.Logger, reg p
 		}
 		hd.cors[strings.TrimRight(o, "/")] = true
 	}
-	hd.lag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "turnstile_gateway_delivery_lag_seconds",
+	hd.lag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "turnstile_gateway_delivery_lag_seconds",
 		Help:    "Time from an event's append to Redis (its entry ID) to its write to a live SSE client.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	})
 	reg.MustRegister(hd.connections, hd.sent, hd.resumes, hd.closed, hd.lag)
 	return hd
 }
@@ -291,8 +302,10 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, sessionID st
 	}
 	if token == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile"`)
-		httpx.WriteProblem(w, httpx.Problem{Type: ProblemUnauthenticated, Status: http.StatusUnauthorized,
-			Detail: "a stream token is required: Authorization: Bearer <stream_token> or ?access_token="})
+		httpx.WriteProblem(w, httpx.Problem{
+			Type: ProblemUnauthenticated, Status: http.StatusUnauthorized,
+			Detail: "a stream token is required: Authorization: Bearer <stream_token> or ?access_token=",
+		})
 		return false
 	}
 	_, err := h.cfg.Tokens.Verify(token, sessionID)
@@ -300,16 +313,22 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, sessionID st
 	case err == nil:
 		return true
 	case errors.Is(err, streamtoken.ErrScope):
-		httpx.WriteProblem(w, httpx.Problem{Type: ProblemSessionNotFound, Status: http.StatusNotFound,
-			Detail: "no such session"})
+		httpx.WriteProblem(w, httpx.Problem{
+			Type: ProblemSessionNotFound, Status: http.StatusNotFound,
+			Detail: "no such session",
+		})
 	case errors.Is(err, streamtoken.ErrExpired):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
-		httpx.WriteProblem(w, httpx.Problem{Type: ProblemTokenExpired, Status: http.StatusUnauthorized,
-			Detail: "the stream token expired; get a new one from the turn's status"})
+		httpx.WriteProblem(w, httpx.Problem{
+			Type: ProblemTokenExpired, Status: http.StatusUnauthorized,
+			Detail: "the stream token expired; get a new one from the turn's status",
+		})
 	default:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
-		httpx.WriteProblem(w, httpx.Problem{Type: ProblemUnauthenticated, Status: http.StatusUnauthorized,
-			Detail: "the stream token is not valid"})
+		httpx.WriteProblem(w, httpx.Problem{
+			Type: ProblemUnauthenticated, Status: http.StatusUnauthorized,
+			Detail: "the stream token is not valid",
+		})
 	}
 	return false
 }
@@ -318,8 +337,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	h.setCORS(w, r)
 	sessionID := chi.URLParam(r, "session_id")
 	if !wire.SessionIDValid(sessionID) {
-		httpx.WriteProblem(w, httpx.Problem{Type: ProblemInvalidSession, Status: http.StatusBadRequest,
-			Detail: "session_id must be 1-128 characters of [A-Za-z0-9._:-]"})
+		httpx.WriteProblem(w, httpx.Problem{
+			Type: ProblemInvalidSession, Status: http.StatusBadRequest,
+			Detail: "session_id must be 1-128 characters of [A-Za-z0-9._:-]",
+		})
 		return
 	}
 	if !h.authorize(w, r, sessionID) {
@@ -349,8 +370,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		c, err := streams.ParseCursor(raw)
 		if err != nil {
-			httpx.WriteProblem(w, httpx.Problem{Type: ProblemInvalidCursor, Status: http.StatusBadRequest,
-				Detail: `Last-Event-ID must be "<epoch>:<ms>-<seq>" as sent in an event id, or "$" for live events only`})
+			httpx.WriteProblem(w, httpx.Problem{
+				Type: ProblemInvalidCursor, Status: http.StatusBadRequest,
+				Detail: `Last-Event-ID must be "<epoch>:<ms>-<seq>" as sent in an event id, or "$" for live events only`,
+			})
 			return
 		}
 		cursor = &c

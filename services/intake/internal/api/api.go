@@ -103,17 +103,24 @@ var idempotencyNamespace = uuid.MustParse("6f0c6c1e-2a8e-5b8e-9d38-6b7c1d0a7f41"
 
 // New returns a handler.
 func New(cfg Config, d Deps) *Handler {
-	h := &Handler{cfg: cfg, d: d, now: time.Now,
+	h := &Handler{
+		cfg: cfg, d: d, now: time.Now,
 		keys:   &keyCache{pool: d.Pool, m: map[[32]byte]keyEntry{}, now: time.Now},
 		owners: &owners{pool: d.Pool, m: map[string]string{}},
 		queued: queuedCounts{m: map[string]*queuedCount{}},
 		leases: rateLeases{m: map[string]*rateLease{}},
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_intake_requests_total",
-			Help: "Intake requests by route and result (accepted, or the refusal's problem type)."}, []string{"route", "result"}),
-		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_intake_fail_open_total",
-			Help: "Checks intake skipped because their store did not answer (it admits rather than refuses), by check."}, []string{"check"}),
-		produce: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "turnstile_intake_produce_duration_seconds",
-			Help: "Time from produce to Kafka acknowledgement.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnstile_intake_requests_total",
+			Help: "Intake requests by route and result (accepted, or the refusal's problem type).",
+		}, []string{"route", "result"}),
+		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnstile_intake_fail_open_total",
+			Help: "Checks intake skipped because their store did not answer (it admits rather than refuses), by check.",
+		}, []string{"check"}),
+		produce: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "turnstile_intake_produce_duration_seconds",
+			Help: "Time from produce to Kafka acknowledgement.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
 	}
 	if d.Pool != nil {
 		h.store = turnstore.New(d.Pool)
@@ -288,8 +295,10 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	env := wire.Envelope{TurnID: turnID, SessionID: sessionID, Tenant: tenant, Input: *req.Input,
-		Metadata: req.Metadata, Multitask: req.Multitask, Deadline: deadline, AcceptedAt: now}
+	env := wire.Envelope{
+		TurnID: turnID, SessionID: sessionID, Tenant: tenant, Input: *req.Input,
+		Metadata: req.Metadata, Multitask: req.Multitask, Deadline: deadline, AcceptedAt: now,
+	}
 	value, err := env.Encode()
 	if err != nil {
 		h.refuse(w, route, http.StatusUnprocessableEntity, ProblemValidation, "metadata cannot be encoded: "+err.Error())
@@ -345,8 +354,10 @@ func (h *Handler) recordQueued(env wire.Envelope) {
 	if h.d.Recorder == nil {
 		return
 	}
-	h.d.Recorder.Add(record.Row{TurnID: env.TurnID, SessionID: env.SessionID, Tenant: env.Tenant,
-		AcceptedAt: env.AcceptedAt, Deadline: env.Deadline})
+	h.d.Recorder.Add(record.Row{
+		TurnID: env.TurnID, SessionID: env.SessionID, Tenant: env.Tenant,
+		AcceptedAt: env.AcceptedAt, Deadline: env.Deadline,
+	})
 }
 
 func (h *Handler) backlogAge() (time.Duration, bool) {
@@ -748,8 +759,10 @@ func (h *Handler) cancelTurn(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.requests.WithLabelValues(route, "accepted").Inc()
-	httpx.WriteJSON(w, http.StatusAccepted, CancelAccepted{TurnID: t.TurnID.String(), Status: string(t.Status),
-		CancelRequested: live || t.CancelReq})
+	httpx.WriteJSON(w, http.StatusAccepted, CancelAccepted{
+		TurnID: t.TurnID.String(), Status: string(t.Status),
+		CancelRequested: live || t.CancelReq,
+	})
 }
 
 // TurnPage is a page of a session's turns, newest first.

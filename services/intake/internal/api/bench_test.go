@@ -75,8 +75,10 @@ func BenchmarkPostTurn(b *testing.B) {
 	rec := record.New(env.Pool, 5*time.Millisecond, env.Log, reg) // TURNSTILE_QUEUE_FLUSH_INTERVAL's default
 	_ = rec.Start(context.Background())
 	b.Cleanup(func() { _ = rec.Stop(context.Background()) })
-	h := New(cfg, Deps{Producer: producer, Pool: env.Pool, Redis: env.Redis, Signer: streamtoken.New(nil, time.Hour),
-		Recorder: rec, Log: env.Log, Registry: reg})
+	h := New(cfg, Deps{
+		Producer: producer, Pool: env.Pool, Redis: env.Redis, Signer: streamtoken.New(nil, time.Hour),
+		Recorder: rec, Log: env.Log, Registry: reg,
+	})
 	b.Cleanup(func() { _ = h.Close() })
 	router := chi.NewRouter()
 	h.Routes(router)

@@ -84,8 +84,10 @@ func setup(t *testing.T, opts options) *bundle {
 	b.recorder = record.New(pool, 2*time.Millisecond, env.Log, b.registry)
 	require.NoError(t, b.recorder.Start(context.Background()))
 	b.signer = streamtoken.New(nil, time.Hour)
-	b.h = New(cfg, Deps{Producer: producer, Pool: pool, Redis: rdb, Signer: b.signer, Recorder: b.recorder,
-		Log: env.Log, Registry: b.registry})
+	b.h = New(cfg, Deps{
+		Producer: producer, Pool: pool, Redis: rdb, Signer: b.signer, Recorder: b.recorder,
+		Log: env.Log, Registry: b.registry,
+	})
 	r := chi.NewRouter()
 	b.h.Routes(r)
 	b.srv = httptest.NewServer(r)
@@ -178,8 +180,10 @@ func do(t testing.TB, base string, req request) response {
 	router := apiRouter(t)
 	route, params, err := router.FindRoute(hr)
 	require.NoError(t, err, "%s %s is not in the OpenAPI document", req.Method, req.Path)
-	in := &openapi3filter.RequestValidationInput{Request: hr, PathParams: params, Route: route,
-		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	in := &openapi3filter.RequestValidationInput{
+		Request: hr, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
+	}
 	if !req.Unvalidated {
 		vreq := hr.Clone(context.Background())
 		vreq.Body = io.NopCloser(strings.NewReader(req.Body))
@@ -192,8 +196,10 @@ func do(t testing.TB, base string, req request) response {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode,
-		Header: resp.Header, Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: resp.StatusCode,
+		Header: resp.Header, Options: &openapi3filter.Options{IncludeResponseStatus: true},
+	}
 	out.SetBodyBytes(body)
 	require.NoError(t, openapi3filter.ValidateResponse(context.Background(), out),
 		"response %d %s does not match the OpenAPI document", resp.StatusCode, body)

@@ -36,14 +36,18 @@ func problem(w http.ResponseWriter, status int, typ, detail string) {
 }
 
 func unavailable(w http.ResponseWriter, typ, detail string, retryAfter time.Duration) {
-	httpx.WriteProblem(w, httpx.Problem{Type: typ, Status: http.StatusServiceUnavailable, Detail: detail,
-		RetryAfter: httpx.Jitter(retryAfter)})
+	httpx.WriteProblem(w, httpx.Problem{
+		Type: typ, Status: http.StatusServiceUnavailable, Detail: detail,
+		RetryAfter: httpx.Jitter(retryAfter),
+	})
 }
 
 func tooMany(w http.ResponseWriter, typ, detail string, retryAfter time.Duration) {
 	if retryAfter < time.Second {
 		retryAfter = time.Second
 	}
-	httpx.WriteProblem(w, httpx.Problem{Type: typ, Status: http.StatusTooManyRequests, Detail: detail,
-		RetryAfter: retryAfter})
+	httpx.WriteProblem(w, httpx.Problem{
+		Type: typ, Status: http.StatusTooManyRequests, Detail: detail,
+		RetryAfter: retryAfter,
+	})
 }

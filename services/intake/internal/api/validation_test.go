@@ -51,8 +51,10 @@ func TestValidation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := do(t, base, request{Method: http.MethodPost, Path: "/v1/sessions/" + tc.session + "/turns",
-				Body: tc.body, Header: tc.header, Unvalidated: true})
+			resp := do(t, base, request{
+				Method: http.MethodPost, Path: "/v1/sessions/" + tc.session + "/turns",
+				Body: tc.body, Header: tc.header, Unvalidated: true,
+			})
 			require.Equal(t, tc.status, resp.Status, string(resp.Body))
 			require.Equal(t, tc.problem, resp.ProblemType(t))
 		})

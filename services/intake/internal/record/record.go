@@ -44,12 +44,17 @@ type Recorder struct {
 
 // New returns a recorder; pool may be nil (every row is then dropped and counted).
 func New(pool *pgxpool.Pool, interval time.Duration, log *slog.Logger, reg prometheus.Registerer) *Recorder {
-	r := &Recorder{pool: pool, interval: interval, log: log,
+	r := &Recorder{
+		pool: pool, interval: interval, log: log,
 		in: make(chan Row, bufferSize), flushReq: make(chan chan struct{}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turnstile_intake_queued_rows_dropped_total",
-			Help: "Queued rows of accepted turns not written to Postgres (the turn is still in Kafka), by reason."}, []string{"reason"}),
-		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "turnstile_intake_queued_rows_written_total",
-			Help: "Queued rows of accepted turns written to Postgres (a turn whose row existed already is not counted)."}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnstile_intake_queued_rows_dropped_total",
+			Help: "Queued rows of accepted turns not written to Postgres (the turn is still in Kafka), by reason.",
+		}, []string{"reason"}),
+		written: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnstile_intake_queued_rows_written_total",
+			Help: "Queued rows of accepted turns written to Postgres (a turn whose row existed already is not counted).",
+		}),
 	}
 	reg.MustRegister(r.dropped, r.written)
 	return r

@@ -31,8 +31,10 @@ type gatedHandler struct {
 }
 
 func newGatedHandler(t *testing.T, n, maxInflight int) *gatedHandler {
-	h := &gatedHandler{t: t, maxInflight: maxInflight, gates: map[int64]chan struct{}{}, running: map[string]bool{},
-		lastDone: map[string]int64{}, started: make(chan int64, n), finished: make(chan int64, n)}
+	h := &gatedHandler{
+		t: t, maxInflight: maxInflight, gates: map[int64]chan struct{}{}, running: map[string]bool{},
+		lastDone: map[string]int64{}, started: make(chan int64, n), finished: make(chan int64, n),
+	}
 	for o := range n {
 		h.gates[int64(o)] = make(chan struct{})
 	}

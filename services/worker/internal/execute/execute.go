@@ -170,8 +170,10 @@ const (
 func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelope, claim lease.Claim, acquiredAt time.Time) attemptResult {
 	start := time.Now()
 	turnID := env.TurnID.String()
-	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: turnID, attempt: claim.Attempt, token: claim.Token, rec: rec,
-		traceparent: header(rec, "traceparent")}
+	sink := &attemptSink{
+		pub: x.pub, sessionID: env.SessionID, turnID: turnID, attempt: claim.Attempt, token: claim.Token, rec: rec,
+		traceparent: header(rec, "traceparent"),
+	}
 	base := wire.EventBase{TurnID: turnID, Attempt: claim.Attempt}
 	ended := func(outcome string) {
 		if x.hooks.AttemptEnded != nil {
@@ -386,8 +388,10 @@ func (x *Executor) expire(ctx context.Context, rec *kgo.Record, env wire.Envelop
 		}
 		return false
 	}
-	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token,
-		traceparent: header(rec, "traceparent")}
+	sink := &attemptSink{
+		pub: x.pub, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token,
+		traceparent: header(rec, "traceparent"),
+	}
 	ev := wire.NewEvent(wire.EventExpired, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})
 	if err := sink.publish(ctx, ev); err != nil {
 		x.log.ErrorContext(ctx, "publish terminal event failed", "event", ev.Type, "err", err)

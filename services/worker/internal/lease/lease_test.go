@@ -28,8 +28,10 @@ func setup(t *testing.T) *testenv.Env {
 
 func request(session string) ClaimRequest {
 	now := time.Now()
-	return ClaimRequest{Env: wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: session, Tenant: "default",
-		Input: wire.Input{Text: "hi"}, Deadline: now.Add(time.Hour), AcceptedAt: now}}
+	return ClaimRequest{Env: wire.Envelope{
+		TurnID: uuid.Must(uuid.NewV7()), SessionID: session, Tenant: "default",
+		Input: wire.Input{Text: "hi"}, Deadline: now.Add(time.Hour), AcceptedAt: now,
+	}}
 }
 
 // waitExpired waits until the turn's lease has expired by the database's clock.

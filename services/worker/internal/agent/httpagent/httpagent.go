@@ -114,8 +114,10 @@ type Event struct {
 
 // Run answers the turn.
 func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Message, sink agent.Sink) (agent.Result, error) {
-	body := Request{TurnID: turn.TurnID, SessionID: turn.SessionID, Tenant: turn.Tenant, Attempt: turn.Attempt, Text: turn.Text,
-		Metadata: turn.Metadata, Deadline: turn.Deadline, History: make([]Message, len(history))}
+	body := Request{
+		TurnID: turn.TurnID, SessionID: turn.SessionID, Tenant: turn.Tenant, Attempt: turn.Attempt, Text: turn.Text,
+		Metadata: turn.Metadata, Deadline: turn.Deadline, History: make([]Message, len(history)),
+	}
 	for i, m := range history {
 		body.History[i] = Message{Seq: m.Seq, TurnID: m.TurnID, Role: m.Role, Content: m.Content}
 	}

@@ -36,8 +36,10 @@ func NewBudget(ratio float64, reserve int, perSecond float64) *Budget {
 		perSecond = 1
 	}
 	now := time.Now()
-	return &Budget{ratio: ratio, cap: float64(reserve), rate: perSecond, tokens: float64(reserve), last: now, start: now,
-		changed: make(chan struct{})}
+	return &Budget{
+		ratio: ratio, cap: float64(reserve), rate: perSecond, tokens: float64(reserve), last: now, start: now,
+		changed: make(chan struct{}),
+	}
 }
 
 // refill adds the steady rate since the last refill. Callers hold mu.

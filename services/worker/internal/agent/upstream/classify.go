@@ -77,8 +77,10 @@ func (e *StreamError) Error() string {
 // NewStatusError reads an error answer: its status, Retry-After and the start of its body.
 func NewStatusError(name string, resp *http.Response, now time.Time) *StatusError {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	return &StatusError{Upstream: name, Status: resp.StatusCode, RetryAfter: ParseRetryAfter(resp.Header.Get("Retry-After"), now),
-		Body: strings.TrimSpace(string(body))}
+	return &StatusError{
+		Upstream: name, Status: resp.StatusCode, RetryAfter: ParseRetryAfter(resp.Header.Get("Retry-After"), now),
+		Body: strings.TrimSpace(string(body)),
+	}
 }
 
 // ParseRetryAfter reads a Retry-After value, in seconds or as an HTTP date; zero when absent or bad.

@@ -181,8 +181,10 @@ func TestConvergence(t *testing.T) {
 		_, _ = fmt.Fprintln(w, `{"type":"done"}`)
 	}))
 	defer srv.Close()
-	g := upstream.New(upstream.Config{Name: "t", Limiter: upstream.LimiterConfig{Initial: 16, LatencyTarget: 2 * time.Second},
-		RetryRatio: 0.2, RetryReserve: 10, MaxRetries: 5, Backoff: 5 * time.Millisecond})
+	g := upstream.New(upstream.Config{
+		Name: "t", Limiter: upstream.LimiterConfig{Initial: 16, LatencyTarget: 2 * time.Second},
+		RetryRatio: 0.2, RetryReserve: 10, MaxRetries: 5, Backoff: 5 * time.Millisecond,
+	})
 	ag, err := httpagent.New(httpagent.Config{URL: srv.URL, Guard: g})
 	require.NoError(t, err)
 
