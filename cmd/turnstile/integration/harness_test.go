@@ -2,17 +2,14 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/turnstile-run/turnstile/cmd/turnstile/roles"
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/demo"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
@@ -23,16 +20,7 @@ func startStack(t *testing.T, env *testenv.Env, rolesCSV string) *app.Stack {
 	t.Helper()
 	cfg := env.Config
 	cfg.Roles = rolesCSV
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	stack, err := app.Start(ctx, app.NewDeps(cfg, env.Log), roles.All)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, stack.Stop(ctx))
-	})
-	return stack
+	return startStackCfg(t, env, cfg)
 }
 
 type accepted struct {
