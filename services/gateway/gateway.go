@@ -27,11 +27,12 @@ type Gateway struct {
 	ready   atomic.Bool
 }
 
-// OpenInfo and Hooks re-export the stream handler's hooks for tests of the composed process.
-type (
-	OpenInfo = sse.OpenInfo
-	Hooks    = sse.Hooks
-)
+// OpenInfo re-exports what the stream handler reports when a stream opens, for tests of the
+// composed process.
+type OpenInfo = sse.OpenInfo
+
+// Hooks re-exports the stream handler's hooks for tests of the composed process.
+type Hooks = sse.Hooks
 
 // New builds the gateway.
 func New(d *app.Deps) (*Gateway, error) {

@@ -59,8 +59,10 @@ func New(cfg Config, rdb redis.UniversalClient, reader *streams.Reader, log *slo
 
 // Start opens the Pub/Sub connection and its dispatcher.
 func (h *Hub) Start(ctx context.Context) error {
+	// The hub outlives Start's context (it serves every stream until Stop), so its connection is
+	// bound to a context of its own that Stop cancels.
 	h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	h.ps = h.rdb.Subscribe(h.ctx)
+	h.ps = h.rdb.Subscribe(h.ctx) //nolint:contextcheck // deliberately detached: ends with Stop, not with Start's caller
 	ch := h.ps.Channel(redis.WithChannelSize(1024))
 	h.wg.Add(1)
 	go func() {
@@ -219,7 +221,7 @@ func (h *Hub) release(f *feed) {
 	delete(h.byChan, f.channel)
 	close(f.stop)
 	if h.ps != nil && f.err == nil {
-		_ = h.ps.Unsubscribe(context.Background(), f.channel)
+		_ = h.ps.Unsubscribe(h.ctx, f.channel)
 	}
 }
 

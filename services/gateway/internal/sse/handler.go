@@ -34,7 +34,7 @@ const (
 	ProblemInvalidCursor   = "invalid-cursor"
 	ProblemInvalidTurnID   = "invalid-turn-id"
 	ProblemUnauthenticated = "unauthenticated"
-	ProblemTokenExpired    = "stream-token-expired"
+	ProblemTokenExpired    = "stream-token-expired" //nolint:gosec // a problem type name, not a credential
 	ProblemSessionNotFound = "session-not-found"
 )
 
@@ -203,7 +203,7 @@ func (h *Handler) Drain(ctx context.Context) {
 		conns = append(conns, c)
 	}
 	h.mu.Unlock()
-	rand.Shuffle(len(conns), func(i, j int) { conns[i], conns[j] = conns[j], conns[i] })
+	rand.Shuffle(len(conns), func(i, j int) { conns[i], conns[j] = conns[j], conns[i] }) //nolint:gosec // spreads reconnects; nothing secret depends on the order
 	for i := 0; i < len(conns); i += h.cfg.DrainBatch {
 		if i > 0 && h.cfg.DrainInterval > 0 {
 			t := time.NewTimer(httpx.Jitter(h.cfg.DrainInterval))
@@ -473,7 +473,7 @@ func (hj *hijacked) Flush() error { return nil }
 
 func (hj *hijacked) close() {
 	hj.cancel()
-	_ = hj.Conn.Close()
+	_ = hj.Close()
 }
 
 // hijack takes an HTTP/1.x connection over and writes the response head; the connection is

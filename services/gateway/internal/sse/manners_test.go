@@ -170,7 +170,8 @@ func TestSlowClient(t *testing.T) {
 	slow, err := net.Dial("tcp", u)
 	require.NoError(t, err)
 	defer slow.Close()
-	fmt.Fprintf(slow, "GET /v1/sessions/%s/events HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", session, u)
+	_, err = fmt.Fprintf(slow, "GET /v1/sessions/%s/events HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", session, u)
+	require.NoError(t, err)
 	fast := testenv.OpenSSE(t, gw.url(session), "")
 	testenv.WaitFor(t, wait, "both subscribed", func() bool { return gw.hub.Subscribers() == 2 })
 

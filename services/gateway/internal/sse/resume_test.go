@@ -298,7 +298,7 @@ func TestIndependentClient(t *testing.T) {
 		return len(got) >= total
 	})
 	cancel()
-	<-connDone
+	require.ErrorIs(t, <-connDone, context.Canceled, "the client stops because the test cancelled it")
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, seq(0, total), got, "every event exactly once, in order, across %d cuts", cuts)

@@ -29,40 +29,40 @@ func (e *eventWriter) write() {
 }
 
 func (e *eventWriter) event(id, name, data string) {
-	b := e.buf[:0]
+	e.buf = e.buf[:0]
 	if id != "" {
-		b = append(b, "id: "...)
-		b = append(b, id...)
-		b = append(b, '\n')
+		e.buf = append(e.buf, "id: "...)
+		e.buf = append(e.buf, id...)
+		e.buf = append(e.buf, '\n')
 	}
-	b = append(b, "event: "...)
-	b = append(b, name...)
-	b = append(b, '\n')
+	e.buf = append(e.buf, "event: "...)
+	e.buf = append(e.buf, name...)
+	e.buf = append(e.buf, '\n')
 	for {
 		line, rest, more := strings.Cut(data, "\n")
-		b = append(b, "data: "...)
-		b = append(b, line...)
-		b = append(b, '\n')
+		e.buf = append(e.buf, "data: "...)
+		e.buf = append(e.buf, line...)
+		e.buf = append(e.buf, '\n')
 		if !more {
 			break
 		}
 		data = rest
 	}
-	e.buf = append(b, '\n')
+	e.buf = append(e.buf, '\n')
 	e.write()
 }
 
 func (e *eventWriter) retry(ms int64) {
-	b := append(e.buf[:0], "retry: "...)
-	b = strconv.AppendInt(b, ms, 10)
-	e.buf = append(b, "\n\n"...)
+	e.buf = append(e.buf[:0], "retry: "...)
+	e.buf = strconv.AppendInt(e.buf, ms, 10)
+	e.buf = append(e.buf, "\n\n"...)
 	e.write()
 }
 
 func (e *eventWriter) comment(text string) {
-	b := append(e.buf[:0], ": "...)
-	b = append(b, text...)
-	e.buf = append(b, "\n\n"...)
+	e.buf = append(e.buf[:0], ": "...)
+	e.buf = append(e.buf, text...)
+	e.buf = append(e.buf, "\n\n"...)
 	e.write()
 }
 
