@@ -51,10 +51,10 @@ func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
 		}
 		c, err := role.New(ctx, deps)
 		if err != nil {
-			return nil, s.abort(fmt.Errorf("build role %s: %w", role.Name, err))
+			return nil, s.abort(ctx, fmt.Errorf("build role %s: %w", role.Name, err))
 		}
 		if err := c.Start(ctx); err != nil {
-			return nil, s.abort(fmt.Errorf("start role %s: %w", role.Name, err))
+			return nil, s.abort(ctx, fmt.Errorf("start role %s: %w", role.Name, err))
 		}
 		deps.Log.Info("role started", "role", role.Name)
 		s.components = append(s.components, named{role.Name, c})
@@ -70,7 +70,7 @@ func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
 
 	ln, err := net.Listen("tcp", deps.Config.HTTPAddr)
 	if err != nil {
-		return nil, s.abort(fmt.Errorf("listen on TURNSTILE_HTTP_ADDR %s: %w", deps.Config.HTTPAddr, err))
+		return nil, s.abort(ctx, fmt.Errorf("listen on TURNSTILE_HTTP_ADDR %s: %w", deps.Config.HTTPAddr, err))
 	}
 	s.listener = ln
 	s.server = httpx.NewServer(deps.Config.HTTPAddr, r)
@@ -143,9 +143,10 @@ func (s *Stack) Stop(ctx context.Context) error {
 }
 
 // abort undoes a failed Start: the roles started so far stop, and the deps it was given close.
-func (s *Stack) abort(err error) error {
-	err = errors.Join(err, s.stopComponents(context.Background()))
-	s.deps.Close()
+func (s *Stack) abort(ctx context.Context, err error) error {
+	// What started must stop even when Start's context has ended.
+	err = errors.Join(err, s.stopComponents(context.WithoutCancel(ctx)))
+	s.deps.Close() //nolint:contextcheck // Close bounds its own work (a 5 s trace flush), so it runs even after ctx ended
 	return err
 }
 

@@ -111,7 +111,7 @@ func startFanout(b *testing.B, env *testenv.Env, ids []string, clients int, extr
 	}
 	open := func(session string) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+f.addr+"/v1/sessions/"+session+"/events", nil)
-		resp, err := httpc.Do(req)
+		resp, err := httpc.Do(req) //nolint:bodyclose // the reader goroutine below closes it
 		if err != nil {
 			return
 		}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +37,7 @@ func startRedisCluster(t *testing.T) []string {
 	defer cancel()
 	t.Cleanup(func() { _ = exec.Command("bash", script, "stop", dir).Run() })
 	out, err := exec.CommandContext(ctx, "bash", args...).Output()
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		t.Fatalf("start redis cluster: %v\n%s", err, ee.Stderr)
 	}
 	require.NoError(t, err)

@@ -54,7 +54,7 @@ func TestWorkerCrash(t *testing.T) {
 			defer wg.Done()
 			session := fmt.Sprintf("crash-%d", s)
 			for i := range turnsPerSession {
-				ms := 50 + rand.IntN(451) //nolint:gosec // test data
+				ms := 50 + rand.IntN(451)
 				text := fmt.Sprintf("turn %d of %s", i, session)
 				id := c.post(session, text, demoMeta(ms))
 				mu.Lock()
@@ -88,7 +88,7 @@ func TestWorkerCrash(t *testing.T) {
 	deadline := time.Now().Add(100 * time.Second)
 	for !ended() {
 		require.True(t, time.Now().Before(deadline), "turns still not terminal after %d kills", kills)
-		tick := time.NewTimer(1500*time.Millisecond + time.Duration(rand.IntN(1000))*time.Millisecond) //nolint:gosec // jitter
+		tick := time.NewTimer(1500*time.Millisecond + time.Duration(rand.IntN(1000))*time.Millisecond)
 		<-tick.C
 		if ended() {
 			break

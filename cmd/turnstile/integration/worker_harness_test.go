@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -185,7 +185,7 @@ func readTurn(t *testing.T, env *testenv.Env, id string) turnRow {
 	err := env.Pool.QueryRow(context.Background(), `SELECT turn_id::text, session_id, status, attempt, handoffs,
 		coalesce(error, ''), started_at, finished_at FROM turns WHERE turn_id = $1`, id).
 		Scan(&r.ID, &r.Session, &r.Status, &r.Attempt, &r.Handoffs, &r.Error, &r.StartedAt, &r.FinishedAt)
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return turnRow{ID: id}
 	}
 	require.NoError(t, err)
@@ -233,7 +233,7 @@ type streamEvent struct {
 func readStream(t *testing.T, env *testenv.Env, session string) []streamEvent {
 	t.Helper()
 	msgs, err := env.Redis.XRange(context.Background(), streams.KeysFor(env.Config.KeyPrefix, session).Events, "-", "+").Result()
-	if err == redis.Nil {
+	if errors.Is(err, redis.Nil) {
 		return nil
 	}
 	require.NoError(t, err)
@@ -274,8 +274,6 @@ func requireFencedStream(t *testing.T, evs []streamEvent, turnID, terminal strin
 	require.Equal(t, 1, terminals, "turn %s: exactly one terminal event", turnID)
 	require.LessOrEqual(t, maxAttempt, winning, "turn %s", turnID)
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
 
 // dlqRecord is a record of the dead-letter topic.
 type dlqRecord struct {
