@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,4 +191,53 @@ func TestStaticStability(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, got.Status)
 		require.Equal(t, ProblemStoreUnavail, got.ProblemType(t))
 	})
+}
+
+// scriptsInFlight records the most Lua scripts (GCRA limiter calls) a Redis client had in flight
+// at once.
+type scriptsInFlight struct{ now, max, total atomic.Int64 }
+
+func (c *scriptsInFlight) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *scriptsInFlight) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name != "evalsha" && name != "eval" {
+			return next(ctx, cmd)
+		}
+		c.total.Add(1)
+		n := c.now.Add(1)
+		defer c.now.Add(-1)
+		for {
+			if m := c.max.Load(); n <= m || c.max.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *scriptsInFlight) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAdmissionRateLeaseSingleFlight sends a burst of concurrent turns for one tenant: one request
+// at a time asks Redis for the tenant's next lease of tokens and the others wait for it, instead of
+// every request that found the lease empty asking at once.
+func TestAdmissionRateLeaseSingleFlight(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{cfg: func(c *Config) { c.TenantRate, c.TenantBurst = 6400, 6400 }}) // leases of 64
+	hook := &scriptsInFlight{}
+	b.env.Redis.AddHook(hook)
+	const n = 48
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			resp := postTurn(t, b.srv.URL, "lease-"+strconv.Itoa(i), turnBody, nil)
+			require.Equal(t, http.StatusAccepted, resp.Status, string(resp.Body))
+		})
+	}
+	wg.Wait()
+	require.Positive(t, hook.total.Load())
+	require.EqualValues(t, 1, hook.max.Load(), "rate-limit calls in flight at once")
+	require.Zero(t, b.failOpen("rate"))
 }

@@ -8,9 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,6 +127,7 @@ func BenchmarkPostTurn(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			start := time.Now()
+			cpu0 := cpuNow()
 			if paced == nil {
 				b.SetParallelism(8)
 				b.RunParallel(func(pb *testing.PB) {
@@ -153,12 +158,20 @@ func BenchmarkPostTurn(b *testing.B) {
 			}
 			elapsed := time.Since(start)
 			b.StopTimer()
+			cpu1 := cpuNow()
 			slices.Sort(lat)
 			r := benchResult{rate: float64(len(lat)) / elapsed.Seconds(), p50: pct(lat, 0.50), p99: pct(lat, 0.99)}
 			results[name] = r
 			b.ReportMetric(r.rate, "turns/s")
 			b.ReportMetric(float64(r.p50.Microseconds()), "p50-µs")
 			b.ReportMetric(float64(r.p99.Microseconds()), "p99-µs")
+			// CPU per request, less sensitive than the rate to other load on a shared machine: this
+			// process (clients, server, broker), and the local Postgres and Redis servers (which
+			// includes whatever else they serve meanwhile, so it is an upper bound).
+			if n := float64(len(lat)); n > 0 {
+				b.ReportMetric(float64((cpu1.self-cpu0.self).Microseconds())/n, "cpu-µs/op")
+				b.ReportMetric(float64((cpu1.stores-cpu0.stores).Microseconds())/n, "store-cpu-µs/op")
+			}
 		})
 	}
 	run("Bare", muxFor(bare), nil)
@@ -178,4 +191,41 @@ func pct(sorted []time.Duration, q float64) time.Duration {
 		return 0
 	}
 	return sorted[min(len(sorted)-1, int(float64(len(sorted))*q))]
+}
+
+// cpuTimes is CPU time used so far by this process and by the local Postgres and Redis servers.
+type cpuTimes struct{ self, stores time.Duration }
+
+// cpuNow reads this process's CPU time (getrusage) and the stores' (every process named postgres
+// or redis-server in /proc; zero where /proc is not there or they run elsewhere).
+func cpuNow() cpuTimes {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	c := cpuTimes{self: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		if d.Name()[0] < '0' || d.Name()[0] > '9' {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... utime(14) stime(15), in clock ticks (100 Hz on Linux).
+		open, closeIdx := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+		if open < 0 || closeIdx < open {
+			continue
+		}
+		if comm := string(stat[open+1 : closeIdx]); comm != "postgres" && comm != "redis-server" {
+			continue
+		}
+		f := strings.Fields(string(stat[closeIdx+2:]))
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		c.stores += time.Duration(ut+st) * 10 * time.Millisecond
+	}
+	return c
 }

@@ -21,7 +21,9 @@
 //     another's session exists.
 //  5. Quotas: 429 + Retry-After when the tenant is over its rate (GCRA via go-redis/redis_rate, so
 //     every replica shares one budget) or has TURNSTILE_MAX_QUEUED_TURNS queued turns (a count in
-//     Postgres, cached per tenant for a second). Redis or Postgres down: admit and count.
+//     Postgres, cached per tenant for a second). Redis or Postgres down: admit and count. A
+//     replica leases a tenant's tokens from Redis in small chunks and spends them locally; one
+//     request at a time fetches the next chunk while the others wait for it.
 //  6. Double-texting: multitask=reject answers 409 while the session has a queued or running turn
 //     other than this one (a retry of itself does not count).
 //  7. Idempotency: Idempotency-Key (or a client-minted turn_id) gives the turn ID deterministically
@@ -33,6 +35,16 @@
 //     the queued row because the row is written asynchronously after Kafka's ack and concurrent
 //     retries would race it. When Redis is down the check fails open: retries still map to one
 //     turn (the worker's claim runs it once), only the 422 and the identical token are lost.
+//     Keeping the record in Postgres instead was built and measured (docs/BENCHMARKS.md, Intake): an
+//     unlogged table of (turn_id, body hash, accepted_at, deadline) written before the produce by
+//     a group-committing loop, with the queued rows riding along, and the 202 rebuilt from the
+//     stored accepted_at. It was slower than the autopipelined Redis SET in every interleaved run
+//     on the benchmark machine (Intake/Minimal median 0.36 against 0.58, p50 about 5 ms against
+//     3 ms): a Postgres backend sharing the cores answers a synchronous round trip later than
+//     Redis does, and each row costs it more CPU. Recording the request in the queued row itself,
+//     before the produce, would save that row but leave a `queued` row behind for a turn Kafka
+//     never took whenever a produce fails and the client does not retry, which would hold up
+//     the backlog age and double-texting for good.
 //  8. Produce, waiting at most TURNSTILE_PRODUCE_TIMEOUT for the acknowledgement; then 503. A
 //     record still in flight then may land later: the client's retry with the same key is the same
 //     turn, and the claim dedups it.
