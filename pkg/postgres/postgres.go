@@ -102,7 +102,7 @@ func provider(pool *pgxpool.Pool) (*goose.Provider, closer, error) {
 
 // NewLazyPool returns a pool that connects on first use, for roles that must start while Postgres
 // is down.
-func NewLazyPool(url, schema string) (*pgxpool.Pool, error) {
+func NewLazyPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse TURNSTILE_DATABASE_URL: %w", err)
@@ -111,7 +111,7 @@ func NewLazyPool(url, schema string) (*pgxpool.Pool, error) {
 	if schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create postgres pool: %w", err)
 	}

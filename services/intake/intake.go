@@ -64,7 +64,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		pool = p
 	} else {
 		log.Warn("postgres unavailable at start; status reads answer 503 and quotas fail open until it is", "err", err)
-		if p, lerr := postgres.NewLazyPool(cfg.DatabaseURL, cfg.DatabaseSchema); lerr == nil {
+		if p, lerr := postgres.NewLazyPool(ctx, cfg.DatabaseURL, cfg.DatabaseSchema); lerr == nil {
 			pool = p
 		}
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -246,10 +245,4 @@ func (b *bundle) turnRecords(t testing.TB, want int64) []*kgo.Record {
 
 func (b *bundle) failOpen(check string) float64 {
 	return testutil.ToFloat64(b.h.failOpen.WithLabelValues(check))
-}
-
-func jsonBody(v any) string {
-	var buf bytes.Buffer
-	_ = json.NewEncoder(&buf).Encode(v)
-	return buf.String()
 }

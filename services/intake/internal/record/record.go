@@ -113,7 +113,7 @@ func (r *Recorder) run(ctx context.Context) {
 		}
 	}
 	write := func() {
-		r.write(batch)
+		r.write(ctx, batch)
 		batch = batch[:0]
 		if armed {
 			timer.Stop()
@@ -170,7 +170,7 @@ SELECT DISTINCT ON (turn_id) turn_id, session_id, tenant, 'queued', accepted_at,
 FROM rows ORDER BY turn_id, accepted_at
 ON CONFLICT (turn_id) DO NOTHING`
 
-func (r *Recorder) write(batch []Row) {
+func (r *Recorder) write(ctx context.Context, batch []Row) {
 	if r.pool == nil {
 		r.dropped.WithLabelValues("no_database").Add(float64(len(batch)))
 		return
@@ -186,7 +186,8 @@ func (r *Recorder) write(batch []Row) {
 		sessions[i], tenants[i] = row.SessionID, row.Tenant
 		accepted[i], deadlines[i] = row.AcceptedAt, row.Deadline
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	// Detached from the loop's cancellation: the last flush on shutdown runs after it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	tag, err := r.insert(ctx, ids, sessions, tenants, accepted, deadlines)
 	if err != nil {

@@ -35,7 +35,7 @@ func TestRecorder(t *testing.T) {
 	t.Run("WritesBatchesAndKeepsProgress", func(t *testing.T) {
 		r := New(env.Pool, time.Millisecond, env.Log, prometheus.NewRegistry())
 		require.NoError(t, r.Start(ctx))
-		defer r.Stop(ctx)
+		defer func() { require.NoError(t, r.Stop(ctx)) }()
 		running := row("s-a")
 		_, err := env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, attempt, accepted_at)
 			VALUES ($1, 's-a', 'acme', 'running', 1, now())`, running.TurnID)
@@ -60,12 +60,12 @@ func TestRecorder(t *testing.T) {
 	})
 
 	t.Run("PostgresDownDropsAndCounts", func(t *testing.T) {
-		dead, err := postgres.NewLazyPool("postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1", "")
+		dead, err := postgres.NewLazyPool(ctx, "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1", "")
 		require.NoError(t, err)
 		defer dead.Close()
 		r := New(dead, time.Millisecond, env.Log, prometheus.NewRegistry())
 		require.NoError(t, r.Start(ctx))
-		defer r.Stop(ctx)
+		defer func() { require.NoError(t, r.Stop(ctx)) }()
 		r.Add(row("s-b"))
 		r.Add(row("s-b"))
 		r.Flush(ctx)
