@@ -37,6 +37,13 @@ type Config struct {
 	// Prior, when set, reads what earlier attempts of a turn published; attempts after the first
 	// receive it as agent.Turn.Prior.
 	Prior func(ctx context.Context, sessionID, turnID string, acceptedAt time.Time, attempt int) ([]agent.PriorEvent, error)
+	// Claim, Complete and Publish, when set, replace the lease store's Claim and Complete and the
+	// publisher's Publish: the worker passes its group-commit batchers (package batch), which send
+	// the turns' requests together. Each must behave exactly like the call it replaces. Defaults to
+	// one round trip per call.
+	Claim    func(ctx context.Context, req lease.ClaimRequest) (lease.Claim, error)
+	Complete func(ctx context.Context, c lease.Completion) error
+	Publish  func(ctx context.Context, m streams.Message) (streams.Published, error)
 }
 
 // Producer is the part of a Kafka client the executor needs to dead-letter records.
@@ -60,7 +67,6 @@ type Hooks struct {
 type Executor struct {
 	cfg     Config
 	store   *lease.Store
-	pub     *streams.Publisher
 	agent   agent.Agent
 	renewer *Renewer
 	dlq     Producer
@@ -76,7 +82,20 @@ func New(cfg Config, store *lease.Store, pub *streams.Publisher, ag agent.Agent,
 	if cfg.LeasedPoll == 0 {
 		cfg.LeasedPoll = 250 * time.Millisecond
 	}
-	return &Executor{cfg: cfg, store: store, pub: pub, agent: ag, renewer: renewer, dlq: dlq, log: log, hooks: hooks}
+	if cfg.Claim == nil {
+		cfg.Claim = store.Claim
+	}
+	if cfg.Complete == nil {
+		cfg.Complete = func(ctx context.Context, c lease.Completion) error {
+			return store.Complete(ctx, c.TurnID, c.Token, c.Output)
+		}
+	}
+	if cfg.Publish == nil {
+		cfg.Publish = func(ctx context.Context, m streams.Message) (streams.Published, error) {
+			return pub.Publish(ctx, m.SessionID, m.TurnID, m.Token, m.Event, m.Traceparent)
+		}
+	}
+	return &Executor{cfg: cfg, store: store, agent: ag, renewer: renewer, dlq: dlq, log: log, hooks: hooks}
 }
 
 // Result says whether the record may be committed.
@@ -109,7 +128,7 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 		}
 		acquiredAt := time.Now()
 		cctx, cspan := telemetry.Start(ctx, "worker.claim")
-		claim, err := x.store.Claim(cctx, lease.ClaimRequest{Env: env, Partition: rec.Partition, Offset: rec.Offset})
+		claim, err := x.cfg.Claim(cctx, lease.ClaimRequest{Env: env, Partition: rec.Partition, Offset: rec.Offset})
 		cspan.SetAttributes(attribute.String("turnstile.claim", string(claim.Outcome)), attribute.Int("turnstile.attempt", claim.Attempt))
 		telemetry.End(cspan, err)
 		if err != nil {
@@ -171,7 +190,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	start := time.Now()
 	turnID := env.TurnID.String()
 	sink := &attemptSink{
-		pub: x.pub, sessionID: env.SessionID, turnID: turnID, attempt: claim.Attempt, token: claim.Token, rec: rec,
+		pub: x.cfg.Publish, sessionID: env.SessionID, turnID: turnID, attempt: claim.Attempt, token: claim.Token, rec: rec,
 		traceparent: header(rec, "traceparent"),
 	}
 	base := wire.EventBase{TurnID: turnID, Attempt: claim.Attempt}
@@ -231,7 +250,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	}
 
 	output := wire.Output{Text: res.Text}
-	if err := x.store.Complete(ctx, env.TurnID, claim.Token, output); err != nil {
+	if err := x.cfg.Complete(ctx, lease.Completion{TurnID: env.TurnID, Token: claim.Token, Output: output}); err != nil {
 		if errors.Is(err, lease.ErrFenced) {
 			x.log.WarnContext(ctx, "completion fenced: another attempt took over", "attempt", claim.Attempt)
 			ended("lease_lost")
@@ -365,7 +384,7 @@ func (x *Executor) finishUnleased(ctx context.Context, rec *kgo.Record, env wire
 	if status == wire.StatusCancelled {
 		et = wire.EventCancelled
 	}
-	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token}
+	sink := &attemptSink{pub: x.cfg.Publish, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token}
 	if err := sink.publish(ctx, wire.NewEvent(et, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})); err != nil {
 		x.log.ErrorContext(ctx, "publish terminal event failed", "event", et, "err", err)
 	}
@@ -389,7 +408,7 @@ func (x *Executor) expire(ctx context.Context, rec *kgo.Record, env wire.Envelop
 		return false
 	}
 	sink := &attemptSink{
-		pub: x.pub, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token,
+		pub: x.cfg.Publish, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token,
 		traceparent: header(rec, "traceparent"),
 	}
 	ev := wire.NewEvent(wire.EventExpired, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})
@@ -425,7 +444,7 @@ func (x *Executor) republishTerminal(ctx context.Context, rec *kgo.Record, env w
 	default:
 		ev = wire.NewEvent(wire.EventFailed, wire.ErrorData{EventBase: base, Error: f.Error})
 	}
-	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: f.Attempt, token: f.Token}
+	sink := &attemptSink{pub: x.cfg.Publish, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: f.Attempt, token: f.Token}
 	if err := sink.publish(ctx, ev); err != nil && !errors.Is(err, streams.ErrStaleToken) {
 		x.log.WarnContext(ctx, "republish terminal event failed", "err", err)
 	}
