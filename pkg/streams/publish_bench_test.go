@@ -14,7 +14,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
-func benchRedis(b *testing.B) (redis.UniversalClient, string) {
+func benchRedis(b testing.TB) (redis.UniversalClient, string) {
 	b.Helper()
 	u := os.Getenv("TURNSTILE_REDIS_URL")
 	if u == "" {

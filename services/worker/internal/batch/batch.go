@@ -104,7 +104,7 @@ func New[Req, Res any](cfg Config[Req, Res], fn Func[Req, Res]) *Batcher[Req, Re
 	if cfg.Name == "" {
 		cfg.Name = "batcher"
 	}
-	return &Batcher[Req, Res]{cfg: cfg, fn: fn, queue: make(chan *call[Req, Res], cfg.MaxBatch*cfg.Flushers)}
+	return &Batcher[Req, Res]{cfg: cfg, fn: fn, queue: make(chan *call[Req, Res], 2*cfg.MaxBatch*cfg.Flushers)}
 }
 
 // Do queues req and waits for its result. When ctx ends first it returns ctx's cause; the request is
@@ -176,6 +176,9 @@ func (b *Batcher[Req, Res]) flush(ctx context.Context) {
 	reqs := make([]Req, 0, b.cfg.MaxBatch)
 	for {
 		calls, reqs = calls[:0], reqs[:0]
+		if ctx.Err() != nil {
+			return // stopping: what is still queued is failed by Stop, not sent
+		}
 		select {
 		case <-ctx.Done():
 			return
