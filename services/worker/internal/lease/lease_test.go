@@ -330,8 +330,10 @@ func TestStoreBatches(t *testing.T) {
 			role    string
 			content string
 		}{
-			{1, reqs[0].Env.TurnID, "user", "hi"}, {2, reqs[0].Env.TurnID, "assistant", "one"},
-			{3, reqs[2].Env.TurnID, "user", "hi"}, {4, reqs[2].Env.TurnID, "assistant", "three"},
+			{1, reqs[0].Env.TurnID, "user", "hi"},
+			{2, reqs[0].Env.TurnID, "assistant", "one"},
+			{3, reqs[2].Env.TurnID, "user", "hi"},
+			{4, reqs[2].Env.TurnID, "assistant", "three"},
 		} {
 			require.Equal(t, want.seq, h[i].Seq)
 			require.Equal(t, want.turn, h[i].TurnID)
