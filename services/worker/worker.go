@@ -82,7 +82,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		OnBatch:   func(n int, _ error) { m.retentionDeleted.Add(float64(n)) },
 	}, log)
 	watcher := cancelwatch.New(pool, func(id uuid.UUID) { renewer.CancelRequested(id) }, log)
-	claims, completions, publishes := newBatchers(store, pub, log)
+	claims, completions, publishes := newBatchers(store, pub, log, m)
 	w := &Worker{
 		deps: d, renewer: renewer, cleaner: cleaner, watcher: watcher, metrics: m,
 		batchers: []batcher{claims, completions, publishes},
@@ -231,13 +231,21 @@ type batcher interface {
 
 // newBatchers returns the group-commit batchers of the hot path: claims and completions (one
 // set-based statement per batch) and publishes (one Redis pipeline per batch). See package batch.
-func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger) (
+func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m *metrics) (
 	*batch.Batcher[lease.ClaimRequest, lease.Claim],
 	*batch.Batcher[lease.Completion, struct{}],
 	*batch.Batcher[streams.Message, streams.Published],
 ) {
+	observe := func(kind string) func(n int, took time.Duration) {
+		size, duration := m.batchSize.WithLabelValues(kind), m.batchDuration.WithLabelValues(kind)
+		return func(n int, took time.Duration) {
+			size.Observe(float64(n))
+			duration.Observe(took.Seconds())
+		}
+	}
 	claims := batch.New(batch.Config[lease.ClaimRequest, lease.Claim]{
-		Name: "claim batcher",
+		Name:    "claim batcher",
+		OnBatch: observe("claim"),
 		// A lease acquired for a caller that gave up (its turn context ended while the claim was in
 		// flight) is released, so the turn is taken over at once instead of after the lease's TTL.
 		Abandoned: func(req lease.ClaimRequest, res batch.Result[lease.Claim]) {
@@ -251,8 +259,9 @@ func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger) (
 			}
 		},
 	}, store.ClaimMany)
-	completions := batch.New(batch.Config[lease.Completion, struct{}]{Name: "completion batcher"}, store.CompleteMany)
-	publishes := batch.New(batch.Config[streams.Message, streams.Published]{Name: "publish batcher"},
+	completions := batch.New(batch.Config[lease.Completion, struct{}]{Name: "completion batcher", OnBatch: observe("complete")},
+		store.CompleteMany)
+	publishes := batch.New(batch.Config[streams.Message, streams.Published]{Name: "publish batcher", OnBatch: observe("publish")},
 		func(ctx context.Context, ms []streams.Message) []batch.Result[streams.Published] {
 			res := pub.PublishMany(ctx, ms)
 			out := make([]batch.Result[streams.Published], len(res))
@@ -274,6 +283,10 @@ type metrics struct {
 	deadLettered  *prometheus.CounterVec
 	// retentionDeleted counts finished turn rows deleted by retention.
 	retentionDeleted prometheus.Counter
+	// batchSize and batchDuration describe the group-commit batches by kind (claim, complete,
+	// publish).
+	batchSize     *prometheus.HistogramVec
+	batchDuration *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -310,7 +323,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "turnstile_worker_retention_deleted_rows_total",
 			Help: "Finished turn rows deleted because they were older than TURNSTILE_RETENTION.",
 		}),
+		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "turnstile_worker_batch_size",
+			Help:    "Requests per group-commit batch, by kind (claim, complete, publish).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+		}, []string{"kind"}),
+		batchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "turnstile_worker_batch_duration_seconds",
+			Help:    "Round-trip time of group-commit batches, by kind (claim, complete, publish).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.retentionDeleted, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered)
+	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered)
 	return m
 }
