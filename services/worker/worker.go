@@ -105,18 +105,17 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	hist := history.New(pool, cfg.Agents.HistoryCacheSessions)
 	exec = execute.New(execute.Config{
-		MaxAttempts:   cfg.MaxAttempts,
-		MinUsefulTime: cfg.MinUsefulTime,
-		DLQTopic:      cfg.DLQTopic,
-		History:       history.New(pool, cfg.Agents.HistoryCacheSessions).Get,
-		Prior:         history.NewPriorReader(streams.NewReader(rdb, cfg.KeyPrefix)).Prior,
-		Claim:         claims.Do,
-		Complete: func(ctx context.Context, c lease.Completion) error {
-			_, err := completions.Do(ctx, c)
-			return err
-		},
-		Publish: publishes.Do,
+		MaxAttempts:     cfg.MaxAttempts,
+		MinUsefulTime:   cfg.MinUsefulTime,
+		DLQTopic:        cfg.DLQTopic,
+		History:         hist.GetAt,
+		HistoryAppended: hist.Appended,
+		Prior:           history.NewPriorReader(streams.NewReader(rdb, cfg.KeyPrefix)).Prior,
+		Claim:           claims.Do,
+		Complete:        completions.Do,
+		Publish:         publishes.Do,
 	}, store, pub, ag, renewer, cons.Client(), log, execute.Hooks{
 		AttemptEnded: func(outcome string, _ int, took time.Duration) {
 			m.attempts.WithLabelValues(outcome).Inc()
@@ -233,7 +232,7 @@ type batcher interface {
 // set-based statement per batch) and publishes (one Redis pipeline per batch). See package batch.
 func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m *metrics) (
 	*batch.Batcher[lease.ClaimRequest, lease.Claim],
-	*batch.Batcher[lease.Completion, struct{}],
+	*batch.Batcher[lease.Completion, int64],
 	*batch.Batcher[streams.Message, streams.Published],
 ) {
 	observe := func(kind string) func(n int, took time.Duration) {
@@ -244,8 +243,9 @@ func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m
 		}
 	}
 	claims := batch.New(batch.Config[lease.ClaimRequest, lease.Claim]{
-		Name:    "claim batcher",
-		OnBatch: observe("claim"),
+		Name:     "claim batcher",
+		Flushers: 2,
+		OnBatch:  observe("claim"),
 		// A lease acquired for a caller that gave up (its turn context ended while the claim was in
 		// flight) is released, so the turn is taken over at once instead of after the lease's TTL.
 		Abandoned: func(req lease.ClaimRequest, res batch.Result[lease.Claim]) {
@@ -259,9 +259,9 @@ func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m
 			}
 		},
 	}, store.ClaimMany)
-	completions := batch.New(batch.Config[lease.Completion, struct{}]{Name: "completion batcher", OnBatch: observe("complete")},
+	completions := batch.New(batch.Config[lease.Completion, int64]{Name: "completion batcher", Flushers: 2, OnBatch: observe("complete")},
 		store.CompleteMany)
-	publishes := batch.New(batch.Config[streams.Message, streams.Published]{Name: "publish batcher", OnBatch: observe("publish")},
+	publishes := batch.New(batch.Config[streams.Message, streams.Published]{Name: "publish batcher", Flushers: 2, OnBatch: observe("publish")},
 		func(ctx context.Context, ms []streams.Message) []batch.Result[streams.Published] {
 			res := pub.PublishMany(ctx, ms)
 			out := make([]batch.Result[streams.Published], len(res))

@@ -32,8 +32,9 @@ type Config struct {
 	// LeasedPoll is how often a turn held by another live worker is re-checked. Defaults to 250ms.
 	LeasedPoll time.Duration
 	// History, when set, reads a session's history (the worker passes its cache); otherwise the
-	// lease store is queried on every attempt.
-	History func(ctx context.Context, sessionID string) ([]agent.Message, error)
+	// lease store is queried on every attempt. lastSeq is the history's last sequence number as the
+	// claim read it (lease.Claim.SessionSeq), so a cache can answer without a round trip.
+	History func(ctx context.Context, sessionID string, lastSeq int64) ([]agent.Message, error)
 	// Prior, when set, reads what earlier attempts of a turn published; attempts after the first
 	// receive it as agent.Turn.Prior.
 	Prior func(ctx context.Context, sessionID, turnID string, acceptedAt time.Time, attempt int) ([]agent.PriorEvent, error)
@@ -41,9 +42,15 @@ type Config struct {
 	// publisher's Publish: the worker passes its group-commit batchers (package batch), which send
 	// the turns' requests together. Each must behave exactly like the call it replaces. Defaults to
 	// one round trip per call.
+	// Complete returns the session history's sequence number after the turn's messages, or 0 when
+	// it does not know it.
 	Claim    func(ctx context.Context, req lease.ClaimRequest) (lease.Claim, error)
-	Complete func(ctx context.Context, c lease.Completion) error
+	Complete func(ctx context.Context, c lease.Completion) (int64, error)
 	Publish  func(ctx context.Context, m streams.Message) (streams.Published, error)
+	// HistoryAppended, when set, learns of the two messages a completion appended to the session
+	// history (the worker extends its history cache with them, so the session's next turn reads no
+	// history from Postgres). lastSeq is the assistant message's sequence number.
+	HistoryAppended func(sessionID string, lastSeq int64, msgs ...agent.Message)
 }
 
 // Producer is the part of a Kafka client the executor needs to dead-letter records.
@@ -86,8 +93,8 @@ func New(cfg Config, store *lease.Store, pub *streams.Publisher, ag agent.Agent,
 		cfg.Claim = store.Claim
 	}
 	if cfg.Complete == nil {
-		cfg.Complete = func(ctx context.Context, c lease.Completion) error {
-			return store.Complete(ctx, c.TurnID, c.Token, c.Output)
+		cfg.Complete = func(ctx context.Context, c lease.Completion) (int64, error) {
+			return 0, store.Complete(ctx, c.TurnID, c.Token, c.Output)
 		}
 	}
 	if cfg.Publish == nil {
@@ -227,7 +234,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	}
 	x.log.InfoContext(ctx, "turn started", "attempt", claim.Attempt)
 
-	history, err := x.history(attemptCtx, env.SessionID)
+	history, err := x.history(attemptCtx, env.SessionID, claim.SessionSeq)
 	if err != nil {
 		return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)
 	}
@@ -250,13 +257,19 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	}
 
 	output := wire.Output{Text: res.Text}
-	if err := x.cfg.Complete(ctx, lease.Completion{TurnID: env.TurnID, Token: claim.Token, Output: output}); err != nil {
+	seq, err := x.cfg.Complete(ctx, lease.Completion{TurnID: env.TurnID, Token: claim.Token, Output: output})
+	if err != nil {
 		if errors.Is(err, lease.ErrFenced) {
 			x.log.WarnContext(ctx, "completion fenced: another attempt took over", "attempt", claim.Attempt)
 			ended("lease_lost")
 			return attemptLost
 		}
 		return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)
+	}
+	if seq > 0 && x.cfg.HistoryAppended != nil {
+		x.cfg.HistoryAppended(env.SessionID, seq,
+			agent.Message{Seq: seq - 1, TurnID: turnID, Role: "user", Content: env.Input.Text},
+			agent.Message{Seq: seq, TurnID: turnID, Role: "assistant", Content: output.Text})
 	}
 	// The row is terminal now; the completed event follows. Should this process die in between, the
 	// redelivered record finds DONE and republishes the terminal event (at most once per turn).
@@ -277,9 +290,9 @@ func (x *Executor) runAgent(ctx context.Context, turn agent.Turn, history []agen
 	return x.agent.Run(ctx, turn, history, sink)
 }
 
-func (x *Executor) history(ctx context.Context, sessionID string) ([]agent.Message, error) {
+func (x *Executor) history(ctx context.Context, sessionID string, lastSeq int64) ([]agent.Message, error) {
 	if x.cfg.History != nil {
-		return x.cfg.History(ctx, sessionID)
+		return x.cfg.History(ctx, sessionID, lastSeq)
 	}
 	rows, err := x.store.History(ctx, sessionID)
 	if err != nil {

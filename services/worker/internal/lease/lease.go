@@ -47,6 +47,11 @@ type Claim struct {
 	Status wire.Status
 	// LeaseExpiresAt is when the current holder's lease ends (Leased) or this worker's (Acquired).
 	LeaseExpiresAt time.Time
+	// SessionSeq is the session history's last sequence number (sessions.last_seq, 0 for a session
+	// without history) as the claim read it. A session's turns run one at a time, so the history
+	// cannot grow between an acquiring claim and the attempt: a history cache holding this sequence
+	// number is current without asking Postgres again.
+	SessionSeq int64
 }
 
 // Store runs the lease statements.
@@ -101,7 +106,8 @@ WITH prev AS (
       AND (t.status = 'queued' OR (t.status = 'running' AND t.lease_expires_at < now()))
     RETURNING t.attempt, t.fencing_token, t.lease_expires_at
 )
-SELECT 'ACQUIRED', c.attempt, c.fencing_token, 'running', c.lease_expires_at FROM claimed c
+SELECT 'ACQUIRED', c.attempt, c.fencing_token, 'running', c.lease_expires_at,
+    coalesce((SELECT last_seq FROM sessions WHERE session_id = $2), 0) FROM claimed c
 UNION ALL
 SELECT CASE
         WHEN p.status NOT IN ('queued', 'running') THEN 'DONE'
@@ -109,7 +115,8 @@ SELECT CASE
         WHEN p.cancel_requested THEN 'CANCELLED'
         ELSE 'EXHAUSTED'
     END,
-    p.attempt, p.fencing_token, p.status, coalesce(p.lease_expires_at, now())
+    p.attempt, p.fencing_token, p.status, coalesce(p.lease_expires_at, now()),
+    coalesce((SELECT last_seq FROM sessions WHERE session_id = $2), 0)
 FROM prev p WHERE NOT EXISTS (SELECT 1 FROM claimed)`
 
 // Claim takes the turn's lease if it can.
@@ -136,7 +143,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 		var outcome, status string
 		err := s.pool.QueryRow(ctx, claimSQL, e.TurnID, e.SessionID, tenant, s.owner, s.ttl.Milliseconds(),
 			input, md, e.AcceptedAt, e.Deadline, req.Partition, req.Offset, s.maxAttempts).
-			Scan(&outcome, &c.Attempt, &c.Token, &status, &c.LeaseExpiresAt)
+			Scan(&outcome, &c.Attempt, &c.Token, &status, &c.LeaseExpiresAt, &c.SessionSeq)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -152,7 +159,8 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 // claimManySQL is claimSQL for many turns at once: the requests arrive as arrays, are inserted (or
 // taken over, under exactly claimSQL's conditions) in turn_id order — so two batches that share turns
 // lock them in the same order and cannot deadlock — and every request gets one row back: the claim,
-// or the row as it was when nothing was taken. ord is the request's 1-based position. A request
+// or the row as it was when nothing was taken, with the session's history sequence number. ord is
+// the request's 1-based position. A request
 // with neither (its row was inserted by another worker after this statement's snapshot, or changed
 // under it) comes back with a NULL outcome and is sent again.
 const claimManySQL = `
@@ -199,10 +207,12 @@ SELECT r.ord,
     END,
     coalesce(c.attempt, p.attempt, 0), coalesce(c.fencing_token, p.fencing_token, 0),
     CASE WHEN c.turn_id IS NOT NULL THEN 'running' ELSE coalesce(p.status, '') END,
-    coalesce(c.lease_expires_at, p.lease_expires_at, now())
+    coalesce(c.lease_expires_at, p.lease_expires_at, now()),
+    coalesce(s.last_seq, 0)
 FROM req r
 LEFT JOIN claimed c ON c.turn_id = r.turn_id
-LEFT JOIN prev p ON p.turn_id = r.turn_id`
+LEFT JOIN prev p ON p.turn_id = r.turn_id
+LEFT JOIN sessions s ON s.session_id = r.session_id`
 
 // ClaimMany claims every request in one statement, each under Claim's rules, and returns one
 // result per request in order. Requests for the same turn are claimed one after the other, as
@@ -238,7 +248,7 @@ func (s *Store) claimRound(ctx context.Context, a claimArgs, pos []int, out []ba
 				var outcome *string
 				var c Claim
 				var status string
-				if err = rows.Scan(&ord, &outcome, &c.Attempt, &c.Token, &status, &c.LeaseExpiresAt); err != nil {
+				if err = rows.Scan(&ord, &outcome, &c.Attempt, &c.Token, &status, &c.LeaseExpiresAt, &c.SessionSeq); err != nil {
 					break
 				}
 				if outcome == nil {
@@ -528,7 +538,8 @@ type Completion struct {
 // completeManySQL is completeSQL for many turns at once, each row still conditional on its own
 // token. Sessions are bumped in session_id order (no deadlock between batches); should one batch
 // complete several turns of one session, their messages are numbered in request order. The result
-// names the 1-based positions of the requests that completed; the others were fenced.
+// names the 1-based positions of the requests that completed, with the sequence number of their
+// assistant message; the others were fenced.
 const completeManySQL = `
 WITH req AS (
     SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[], $4::text[]) WITH ORDINALITY
@@ -537,7 +548,7 @@ WITH req AS (
     UPDATE turns t SET status = 'succeeded', output = r.output, error = NULL, finished_at = now(),
         lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
     FROM req r
-    WHERE t.turn_id = r.turn_id AND t.fencing_token = r.token AND t.status = 'running'
+    WHERE t.turn_id = ANY($1::uuid[]) AND t.turn_id = r.turn_id AND t.fencing_token = r.token AND t.status = 'running'
     RETURNING t.turn_id, t.session_id, t.tenant, t.input->>'text' AS text, r.text AS answer, r.ord
 ), per AS (
     SELECT session_id, min(tenant) AS tenant, count(*) AS n FROM done GROUP BY session_id
@@ -556,13 +567,14 @@ WITH req AS (
     UNION ALL
     SELECT session_id, top, turn_id, 'assistant', answer FROM numbered
 )
-SELECT ord FROM done`
+SELECT ord, top FROM numbered`
 
 // CompleteMany completes every given turn in one statement, each exactly as Complete would, and
-// returns one result per completion in order: nil, ErrFenced, or the statement's error, which fails
+// returns one result per completion in order: the session history's sequence number after the
+// turn's two messages (its assistant message's), ErrFenced, or the statement's error, which fails
 // every completion of the batch (none of them happened).
-func (s *Store) CompleteMany(ctx context.Context, cs []Completion) []batch.Result[struct{}] {
-	out := make([]batch.Result[struct{}], len(cs))
+func (s *Store) CompleteMany(ctx context.Context, cs []Completion) []batch.Result[int64] {
+	out := make([]batch.Result[int64], len(cs))
 	idx := make([]int, 0, len(cs))
 	for i := range cs {
 		idx = append(idx, i)
@@ -573,7 +585,7 @@ func (s *Store) CompleteMany(ctx context.Context, cs []Completion) []batch.Resul
 	return out
 }
 
-func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, out []batch.Result[struct{}]) {
+func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, out []batch.Result[int64]) {
 	ids := make([]uuid.UUID, 0, len(pos))
 	tokens := make([]int64, 0, len(pos))
 	outputs := make([][]byte, 0, len(pos))
@@ -593,12 +605,14 @@ func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, o
 		return
 	}
 	for try := 0; ; try++ {
-		completed, err := s.completeRows(ctx, ids, tokens, outputs, texts)
+		seqs, err := s.completeRows(ctx, ids, tokens, outputs, texts)
 		switch {
 		case err == nil:
 			for k, p := range rows {
-				if !completed[k] {
+				if seqs[k] == 0 {
 					out[p].Err = ErrFenced
+				} else {
+					out[p].Val = seqs[k]
 				}
 			}
 			return
@@ -614,22 +628,24 @@ func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, o
 	}
 }
 
-// completeRows runs completeManySQL and reports, per row, whether it completed.
-func (s *Store) completeRows(ctx context.Context, ids []uuid.UUID, tokens []int64, outputs [][]byte, texts []string) ([]bool, error) {
+// completeRows runs completeManySQL and returns, per row, its assistant message's sequence number,
+// or 0 if it was fenced.
+func (s *Store) completeRows(ctx context.Context, ids []uuid.UUID, tokens []int64, outputs [][]byte, texts []string) ([]int64, error) {
 	rs, err := s.pool.Query(ctx, completeManySQL, ids, tokens, outputs, texts)
 	if err != nil {
 		return nil, err
 	}
 	defer rs.Close()
-	completed := make([]bool, len(ids))
+	seqs := make([]int64, len(ids))
 	for rs.Next() {
 		var ord int
-		if err := rs.Scan(&ord); err != nil {
+		var seq int64
+		if err := rs.Scan(&ord, &seq); err != nil {
 			return nil, err
 		}
-		completed[ord-1] = true
+		seqs[ord-1] = seq
 	}
-	return completed, rs.Err()
+	return seqs, rs.Err()
 }
 
 // Finish ends a turn this worker holds with a terminal status other than succeeded. A non-empty

@@ -319,6 +319,8 @@ func TestStoreBatches(t *testing.T) {
 		require.ErrorIs(t, res[1].Err, ErrFenced, "the stale token is refused, and only it")
 		require.NoError(t, res[2].Err)
 		require.NoError(t, res[3].Err)
+		require.Equal(t, []int64{2, 0, 4, 2}, []int64{res[0].Val, res[1].Val, res[2].Val, res[3].Val},
+			"each completion learns its assistant message's sequence number")
 
 		// The turns of one session are appended in request order, two messages each.
 		h, err := s.History(ctx, "cm")
@@ -350,6 +352,7 @@ func TestStoreBatches(t *testing.T) {
 			{reqs[0].Env.TurnID, claims[0].Token, wire.Output{Text: "again"}},
 		})
 		require.NoError(t, res[0].Err)
+		require.Equal(t, int64(6), res[0].Val)
 		require.ErrorIs(t, res[1].Err, ErrFenced, "completion happens once")
 		h, err = s.History(ctx, "cm")
 		require.NoError(t, err)
