@@ -18,6 +18,11 @@
 // Config.Abandoned when its batch returns if it was (so a lease claimed for nobody can be released).
 // A batch that fails as a whole fails every request in it with the same error.
 //
+// With more than one flusher (the worker uses two per kind, so one batch gathers while another is
+// in flight on a second connection), batches may overlap and requests of different batches may
+// complete in any order. Callers that need order wait for each result before sending their next
+// request; a turn does exactly that for its events, so its events stay in order.
+//
 // A Batcher follows pkg/lifecycle: Start returns at once with the flushers running, Stop refuses new
 // requests, cancels the batch in flight and fails whatever is still queued, so no caller is left
 // waiting.
