@@ -3,12 +3,15 @@ package batch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -97,13 +100,7 @@ func start(t *testing.T, b *Batcher[int, int]) {
 // queued waits until n requests sit in b's queue.
 func queued(t *testing.T, b *Batcher[int, int], n int) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for len(b.queue) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d requests queued", len(b.queue), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.WaitFor(t, waitTimeout, fmt.Sprintf("%d requests queued", n), func() bool { return len(b.queue) >= n })
 }
 
 func TestBatcher(t *testing.T) {
