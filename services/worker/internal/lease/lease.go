@@ -432,7 +432,7 @@ type Held struct {
 // Renew extends every given lease in one statement and returns those still held, with their cancel
 // flags. A lease missing from the result is lost: fenced by a newer attempt, the turn ended, or the
 // lease was released (a renewal round that raced a release must not extend the released lease, or
-// the turn it handed off would wait a full TTL for its next owner).
+// the turn it handed off would wait a full TTL for its next owner; Release clears lease_owner).
 func (s *Store) Renew(ctx context.Context, held []Held) ([]Renewal, error) {
 	if len(held) == 0 {
 		return nil, nil
@@ -446,8 +446,8 @@ func (s *Store) Renew(ctx context.Context, held []Held) ([]Renewal, error) {
 		UPDATE turns t SET lease_expires_at = now() + $3 * interval '1 millisecond', updated_at = now()
 		FROM unnest($1::uuid[], $2::bigint[]) AS l(turn_id, token)
 		WHERE t.turn_id = l.turn_id AND t.fencing_token = l.token AND t.status = 'running'
-		  AND t.lease_owner = $4
-		RETURNING t.turn_id, t.cancel_requested`, ids, tokens, s.ttl.Milliseconds(), s.owner)
+		  AND t.lease_owner IS NOT NULL
+		RETURNING t.turn_id, t.cancel_requested`, ids, tokens, s.ttl.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)
 	}
