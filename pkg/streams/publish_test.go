@@ -20,7 +20,7 @@ func TestPublishMany(t *testing.T) {
 
 	t.Run("EachMessageFencedOnItsOwn", func(t *testing.T) {
 		t.Parallel()
-		rdb, prefix := benchRedis(t)
+		rdb, prefix := benchRedis(ctx, t)
 		p := NewPublisher(rdb, prefix, 10000, time.Hour)
 		// Turn "b" already has a newer attempt (token 5), so its token-3 message is a zombie's.
 		_, err := p.Publish(ctx, "s2", "b", 5, delta("b", 0), "")
@@ -65,7 +65,7 @@ func TestPublishMany(t *testing.T) {
 
 	t.Run("ScriptCacheLost", func(t *testing.T) {
 		t.Parallel()
-		rdb, prefix := benchRedis(t)
+		rdb, prefix := benchRedis(ctx, t)
 		p := NewPublisher(rdb, prefix, 10000, time.Hour)
 		require.NoError(t, rdb.ScriptFlush(ctx).Err())
 		ms := make([]Message, 5)
@@ -85,7 +85,7 @@ func TestPublishMany(t *testing.T) {
 
 	t.Run("ConnectionErrorFailsEveryMessage", func(t *testing.T) {
 		t.Parallel()
-		rdb, prefix := benchRedis(t)
+		rdb, prefix := benchRedis(ctx, t)
 		p := NewPublisher(rdb, prefix, 10000, time.Hour)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()

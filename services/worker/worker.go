@@ -248,11 +248,11 @@ func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m
 		OnBatch:  observe("claim"),
 		// A lease acquired for a caller that gave up (its turn context ended while the claim was in
 		// flight) is released, so the turn is taken over at once instead of after the lease's TTL.
-		Abandoned: func(req lease.ClaimRequest, res batch.Result[lease.Claim]) {
+		Abandoned: func(ctx context.Context, req lease.ClaimRequest, res batch.Result[lease.Claim]) {
 			if res.Err != nil || res.Val.Outcome != lease.Acquired {
 				return
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			if err := store.Release(ctx, req.Env.TurnID, res.Val.Token, true); err != nil && !errors.Is(err, lease.ErrFenced) {
 				log.Warn("release of an abandoned claim failed; the lease will expire instead", "turn_id", req.Env.TurnID, "err", err)

@@ -53,8 +53,9 @@ type Config[Req, Res any] struct {
 	Timeout time.Duration
 	// Abandoned, if set, receives the requests whose callers gave up (their context ended) after
 	// the batch had been sent, with what the batch did for them: a claim that acquired a lease nobody
-	// will run, for example, can be released. It runs on the flusher: it must be quick.
-	Abandoned func(req Req, res Result[Res])
+	// will run, for example, can be released. It runs on the flusher, with the flusher's context
+	// (cancelled by Stop): it must be quick.
+	Abandoned func(ctx context.Context, req Req, res Result[Res])
 	// OnBatch, if set, is called after every batch with its size and duration (metrics, tests). It
 	// must be fast and safe for concurrent use.
 	OnBatch func(n int, took time.Duration)
@@ -164,7 +165,7 @@ func (b *Batcher[Req, Res]) Stop(ctx context.Context) error {
 	for {
 		select {
 		case c := <-b.queue:
-			b.deliver(c, Result[Res]{Err: fmt.Errorf("%s: %w", b.cfg.Name, ErrNotRunning)}, true)
+			b.deliver(ctx, c, Result[Res]{Err: fmt.Errorf("%s: %w", b.cfg.Name, ErrNotRunning)}, true)
 		default:
 			return err
 		}
@@ -212,7 +213,7 @@ func (b *Batcher[Req, Res]) flush(ctx context.Context) {
 			res = Fail[Res](len(calls), fmt.Errorf("%s: batch returned %d results for %d requests", b.cfg.Name, len(res), len(calls)))
 		}
 		for i, c := range calls {
-			b.deliver(c, res[i], false)
+			b.deliver(ctx, c, res[i], false)
 		}
 		if b.cfg.OnBatch != nil {
 			b.cfg.OnBatch(len(calls), time.Since(start))
@@ -224,7 +225,7 @@ func (b *Batcher[Req, Res]) flush(ctx context.Context) {
 
 // deliver hands res to the caller, or to Config.Abandoned when the caller has gone. unsent marks a
 // call that never joined a batch.
-func (b *Batcher[Req, Res]) deliver(c *call[Req, Res], res Result[Res], unsent bool) {
+func (b *Batcher[Req, Res]) deliver(ctx context.Context, c *call[Req, Res], res Result[Res], unsent bool) {
 	c.res = res
 	from := sent
 	if unsent {
@@ -235,6 +236,6 @@ func (b *Batcher[Req, Res]) deliver(c *call[Req, Res], res Result[Res], unsent b
 		return
 	}
 	if !unsent && b.cfg.Abandoned != nil {
-		b.cfg.Abandoned(c.req, res)
+		b.cfg.Abandoned(ctx, c.req, res)
 	}
 }

@@ -66,7 +66,7 @@ type outcome struct {
 }
 
 // doAsync runs b.Do in a goroutine the test waits for, and returns where the outcome arrives.
-func doAsync(t *testing.T, wg *sync.WaitGroup, b *Batcher[int, int], ctx context.Context, req int) <-chan outcome {
+func doAsync(ctx context.Context, t *testing.T, wg *sync.WaitGroup, b *Batcher[int, int], req int) <-chan outcome {
 	t.Helper()
 	ch := make(chan outcome, 1)
 	wg.Go(func() {
@@ -88,12 +88,12 @@ func recv(t *testing.T, ch <-chan outcome) outcome {
 }
 
 // start starts b and stops it (twice, as the contract allows) when the test ends.
-func start(t *testing.T, b *Batcher[int, int]) {
+func start(ctx context.Context, t *testing.T, b *Batcher[int, int]) {
 	t.Helper()
-	require.NoError(t, b.Start(context.Background()))
+	require.NoError(t, b.Start(ctx))
 	t.Cleanup(func() {
-		require.NoError(t, b.Stop(context.Background()))
-		require.NoError(t, b.Stop(context.Background()))
+		require.NoError(t, b.Stop(ctx))
+		require.NoError(t, b.Stop(ctx))
 	})
 }
 
@@ -120,18 +120,18 @@ func TestBatcher(t *testing.T) {
 		g := newGate()
 		sizes := make(chan int, 10)
 		b := New(Config[int, int]{MaxBatch: 3, OnBatch: func(n int, _ time.Duration) { sizes <- n }}, g.fn)
-		start(t, b)
+		start(ctx, t, b)
 		var wg sync.WaitGroup
 		defer wg.Wait()
 
 		// A lone request goes out at once, alone: no timer holds it back.
-		first := doAsync(t, &wg, b, ctx, 1)
+		first := doAsync(ctx, t, &wg, b, 1)
 		require.Equal(t, []int{1}, g.next(t))
 		// While it is in flight, five more arrive; they wait for it, then leave as batches of at
 		// most MaxBatch, in arrival order.
 		var rest []<-chan outcome
 		for i := 2; i <= 6; i++ {
-			rest = append(rest, doAsync(t, &wg, b, ctx, i))
+			rest = append(rest, doAsync(ctx, t, &wg, b, i))
 			queued(t, b, i-1)
 		}
 		g.release <- double
@@ -158,11 +158,11 @@ func TestBatcher(t *testing.T) {
 			}
 			return out
 		})
-		start(t, b)
+		start(ctx, t, b)
 		var wg sync.WaitGroup
 		var chs []<-chan outcome
 		for i := range 20 {
-			chs = append(chs, doAsync(t, &wg, b, ctx, i))
+			chs = append(chs, doAsync(ctx, t, &wg, b, i))
 		}
 		for i, ch := range chs {
 			o := recv(t, ch)
@@ -180,14 +180,14 @@ func TestBatcher(t *testing.T) {
 		t.Parallel()
 		g := newGate()
 		b := New(Config[int, int]{}, g.fn)
-		start(t, b)
+		start(ctx, t, b)
 		var wg sync.WaitGroup
 		defer wg.Wait()
-		first := doAsync(t, &wg, b, ctx, 0)
+		first := doAsync(ctx, t, &wg, b, 0)
 		g.next(t)
 		var chs []<-chan outcome
 		for i := 1; i <= 4; i++ {
-			chs = append(chs, doAsync(t, &wg, b, ctx, i))
+			chs = append(chs, doAsync(ctx, t, &wg, b, i))
 			queued(t, b, i)
 		}
 		g.release <- double
@@ -203,7 +203,7 @@ func TestBatcher(t *testing.T) {
 	t.Run("WrongResultCount", func(t *testing.T) {
 		t.Parallel()
 		b := New(Config[int, int]{}, func(context.Context, []int) []Result[int] { return nil })
-		start(t, b)
+		start(ctx, t, b)
 		_, err := b.Do(ctx, 1)
 		require.ErrorContains(t, err, "returned 0 results for 1 requests")
 	})
@@ -212,21 +212,21 @@ func TestBatcher(t *testing.T) {
 		t.Parallel()
 		g := newGate()
 		abandoned := make(chan int, 10)
-		b := New(Config[int, int]{Abandoned: func(req int, _ Result[int]) { abandoned <- req }}, g.fn)
-		start(t, b)
+		b := New(Config[int, int]{Abandoned: func(_ context.Context, req int, _ Result[int]) { abandoned <- req }}, g.fn)
+		start(ctx, t, b)
 		var wg sync.WaitGroup
 		defer wg.Wait()
-		first := doAsync(t, &wg, b, ctx, 1)
+		first := doAsync(ctx, t, &wg, b, 1)
 		g.next(t)
 		// A caller queued behind the batch in flight gives up: it returns at once with its cause,
 		// and its request is never sent.
 		cctx, cancel := context.WithCancelCause(ctx)
-		gaveUp := doAsync(t, &wg, b, cctx, 2)
+		gaveUp := doAsync(cctx, t, &wg, b, 2)
 		queued(t, b, 1)
 		stop := errors.New("turn drained")
 		cancel(stop)
 		require.ErrorIs(t, recv(t, gaveUp).err, stop)
-		kept := doAsync(t, &wg, b, ctx, 3)
+		kept := doAsync(ctx, t, &wg, b, 3)
 		queued(t, b, 2)
 		g.release <- double
 		recv(t, first)
@@ -245,12 +245,12 @@ func TestBatcher(t *testing.T) {
 		t.Parallel()
 		g := newGate()
 		abandoned := make(chan outcome, 10)
-		b := New(Config[int, int]{Abandoned: func(req int, res Result[int]) { abandoned <- outcome{req, res.Val, res.Err} }}, g.fn)
-		start(t, b)
+		b := New(Config[int, int]{Abandoned: func(_ context.Context, req int, res Result[int]) { abandoned <- outcome{req, res.Val, res.Err} }}, g.fn)
+		start(ctx, t, b)
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		cctx, cancel := context.WithCancel(ctx)
-		gaveUp := doAsync(t, &wg, b, cctx, 7)
+		gaveUp := doAsync(cctx, t, &wg, b, 7)
 		require.Equal(t, []int{7}, g.next(t))
 		cancel()
 		require.ErrorIs(t, recv(t, gaveUp).err, context.Canceled, "the caller does not wait for its batch")
@@ -269,9 +269,9 @@ func TestBatcher(t *testing.T) {
 		b := New(Config[int, int]{}, g.fn)
 		require.NoError(t, b.Start(ctx))
 		var wg sync.WaitGroup
-		inFlight := doAsync(t, &wg, b, ctx, 1)
+		inFlight := doAsync(ctx, t, &wg, b, 1)
 		g.next(t)
-		waiting := doAsync(t, &wg, b, ctx, 2)
+		waiting := doAsync(ctx, t, &wg, b, 2)
 		queued(t, b, 1)
 		require.NoError(t, b.Stop(ctx))
 		require.ErrorIs(t, recv(t, inFlight).err, context.Canceled, "the batch in flight is cancelled")
@@ -287,7 +287,7 @@ func TestBatcher(t *testing.T) {
 		require.NoError(t, b.Stop(ctx), "stop before start")
 		_, err := b.Do(ctx, 1)
 		require.ErrorIs(t, err, ErrNotRunning)
-		start(t, b)
+		start(ctx, t, b)
 		v, err := b.Do(ctx, 1)
 		require.NoError(t, err)
 		require.Equal(t, 2, v)
@@ -324,7 +324,7 @@ func TestBatcher(t *testing.T) {
 			largest = max(largest, n)
 			mu.Unlock()
 		}}, func(_ context.Context, reqs []int) []Result[int] { return double(reqs) })
-		start(t, b)
+		start(ctx, t, b)
 		var wg sync.WaitGroup
 		for i := range 2000 {
 			wg.Go(func() {
