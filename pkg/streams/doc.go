@@ -15,6 +15,12 @@
 // terminal markers survive the new epoch, so a zombie cannot write after a loss), trims by length
 // and age (approximate MAXLEN and MINID), refreshes the idle TTL and notifies readers.
 //
+// PublishMany sends the script for many events in one pipelined round trip (one per node on Redis
+// Cluster), each with its own keys, token and result: the worker gathers the events of all its
+// running turns into such pipelines, so a no-op turn's three events cost a share of three round
+// trips instead of three each. A pipeline runs its scripts in the order given, and the scripts are
+// atomic one by one, so fencing is decided per event exactly as with Publish.
+//
 // Trimmed history is detected exactly: Redis does not record the newest entry XTRIM removed
 // (max-deleted-entry-id only follows XDEL), so every entry carries a "prev" field naming the entry
 // before it. A cursor before the oldest retained entry that is not that entry's predecessor has

@@ -94,20 +94,95 @@ type Published struct {
 // Publish appends ev for turnID with its attempt's fencing token. It returns ErrStaleToken if a
 // newer attempt of the turn has already published.
 func (p *Publisher) Publish(ctx context.Context, sessionID, turnID string, token int64, ev wire.Event, traceparent string) (Published, error) {
-	k := KeysFor(p.prefix, sessionID)
-	terminal := "0"
-	if ev.Type.Terminal() {
-		terminal = "1"
-	}
-	minID := strconv.FormatInt(p.now().Add(-p.retention).UnixMilli(), 10)
-	res, err := publishScript.Run(ctx, p.rdb, []string{k.Events, k.Meta},
-		turnID, token, string(ev.Type), string(ev.Data), terminal, p.maxLen,
-		minID, p.retention.Milliseconds(), k.Notify, NewEpoch(), traceparent).Slice()
+	m := Message{SessionID: sessionID, TurnID: turnID, Token: token, Event: ev, Traceparent: traceparent}
+	keys, args := p.script(m)
+	res, err := publishScript.Run(ctx, p.rdb, keys, args...).Slice()
 	if err != nil {
 		return Published{}, fmt.Errorf("publish %s to session stream: %w", ev.Type, err)
 	}
+	return parseReply(ev.Type, res)
+}
+
+// Message is one event to publish with its turn's fencing token.
+type Message struct {
+	SessionID, TurnID string
+	Token             int64
+	Event             wire.Event
+	Traceparent       string
+}
+
+// PublishResult is one message's outcome in PublishMany.
+type PublishResult struct {
+	Published Published
+	Err       error
+}
+
+// PublishMany publishes every message, each through the fenced script exactly as Publish would, in
+// one pipelined round trip (one per node on Redis Cluster). Messages run in the order given, so two
+// events of one turn keep their order when they share a call. Each message gets its own result: a
+// stale token fails only its own message.
+func (p *Publisher) PublishMany(ctx context.Context, ms []Message) []PublishResult {
+	out := make([]PublishResult, len(ms))
+	if len(ms) == 0 {
+		return out
+	}
+	cmds := make([]*redis.Cmd, len(ms))
+	_, _ = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, m := range ms {
+			keys, args := p.script(m)
+			cmds[i] = publishScript.EvalSha(ctx, pipe, keys, args...)
+		}
+		return nil
+	})
+	var missing []int
+	for i, cmd := range cmds {
+		err := cmd.Err()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			missing = append(missing, i)
+			continue
+		}
+		out[i] = p.result(ms[i].Event.Type, cmd, err)
+	}
+	// Redis lost its script cache (a restart or SCRIPT FLUSH): the first use sends the script's body,
+	// which loads it again, one message at a time and in order.
+	for _, i := range missing {
+		m := ms[i]
+		keys, args := p.script(m)
+		cmd := publishScript.Run(ctx, p.rdb, keys, args...)
+		out[i] = p.result(m.Event.Type, cmd, cmd.Err())
+	}
+	return out
+}
+
+func (p *Publisher) result(t wire.EventType, cmd *redis.Cmd, err error) PublishResult {
+	if err != nil {
+		return PublishResult{Err: fmt.Errorf("publish %s to session stream: %w", t, err)}
+	}
+	res, err := cmd.Slice()
+	if err != nil {
+		return PublishResult{Err: fmt.Errorf("publish %s to session stream: %w", t, err)}
+	}
+	pub, err := parseReply(t, res)
+	return PublishResult{Published: pub, Err: err}
+}
+
+// script returns the publish script's keys and arguments for m.
+func (p *Publisher) script(m Message) ([]string, []any) {
+	k := KeysFor(p.prefix, m.SessionID)
+	terminal := "0"
+	if m.Event.Type.Terminal() {
+		terminal = "1"
+	}
+	minID := strconv.FormatInt(p.now().Add(-p.retention).UnixMilli(), 10)
+	return []string{k.Events, k.Meta}, []any{
+		m.TurnID, m.Token, string(m.Event.Type), string(m.Event.Data), terminal, p.maxLen,
+		minID, p.retention.Milliseconds(), k.Notify, NewEpoch(), m.Traceparent,
+	}
+}
+
+func parseReply(t wire.EventType, res []any) (Published, error) {
 	if len(res) != 3 {
-		return Published{}, fmt.Errorf("publish %s: unexpected script reply %v", ev.Type, res)
+		return Published{}, fmt.Errorf("publish %s: unexpected script reply %v", t, res)
 	}
 	status, _ := res[0].(int64)
 	if status == -1 {
@@ -117,7 +192,7 @@ func (p *Publisher) Publish(ctx context.Context, sessionID, turnID string, token
 	epoch, _ := res[2].(string)
 	id, err := ParseEntryID(idStr)
 	if err != nil {
-		return Published{}, fmt.Errorf("publish %s: entry id %q: %w", ev.Type, idStr, err)
+		return Published{}, fmt.Errorf("publish %s: entry id %q: %w", t, idStr, err)
 	}
 	return Published{Cursor: Cursor{Epoch: epoch, ID: id}, Appended: status == 1}, nil
 }

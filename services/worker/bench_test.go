@@ -98,6 +98,28 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(pipeline, "turns/s")
 	b.ReportMetric(baseline, "baseline-turns/s")
 	b.ReportMetric(pipeline/baseline, "ratio")
+	// How large the group-commit batches grew, and how long their round trips took.
+	fams, err := deps.Registry.Gather()
+	require.NoError(b, err)
+	for _, f := range fams {
+		name := f.GetName()
+		if name != "turnstile_worker_batch_size" && name != "turnstile_worker_batch_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			h := m.GetHistogram()
+			if h.GetSampleCount() == 0 {
+				continue
+			}
+			kind := m.GetLabel()[0].GetValue()
+			mean := h.GetSampleSum() / float64(h.GetSampleCount())
+			if name == "turnstile_worker_batch_size" {
+				b.ReportMetric(mean, kind+"s/batch")
+			} else {
+				b.ReportMetric(mean*1000, kind+"-batch-ms")
+			}
+		}
+	}
 }
 
 func benchEnvelope(i int, kind string) wire.Envelope {

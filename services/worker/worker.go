@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/httpagent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/openai"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
+	"github.com/turnstile-run/turnstile/services/worker/internal/batch"
 	"github.com/turnstile-run/turnstile/services/worker/internal/cancelwatch"
 	"github.com/turnstile-run/turnstile/services/worker/internal/consume"
 	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
@@ -39,6 +41,7 @@ type Worker struct {
 	renewer  *execute.Renewer
 	cleaner  *retention.Cleaner
 	watcher  *cancelwatch.Watcher
+	batchers []batcher
 	ready    atomic.Bool
 	metrics  *metrics
 }
@@ -79,7 +82,11 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		OnBatch:   func(n int, _ error) { m.retentionDeleted.Add(float64(n)) },
 	}, log)
 	watcher := cancelwatch.New(pool, func(id uuid.UUID) { renewer.CancelRequested(id) }, log)
-	w := &Worker{deps: d, renewer: renewer, cleaner: cleaner, watcher: watcher, metrics: m}
+	claims, completions, publishes := newBatchers(store, pub, log, m)
+	w := &Worker{
+		deps: d, renewer: renewer, cleaner: cleaner, watcher: watcher, metrics: m,
+		batchers: []batcher{claims, completions, publishes},
+	}
 	var exec *execute.Executor
 	cons, err := consume.New(consume.Config{
 		Brokers:          cfg.BrokerList(),
@@ -98,12 +105,17 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	hist := history.New(pool, cfg.Agents.HistoryCacheSessions)
 	exec = execute.New(execute.Config{
-		MaxAttempts:   cfg.MaxAttempts,
-		MinUsefulTime: cfg.MinUsefulTime,
-		DLQTopic:      cfg.DLQTopic,
-		History:       history.New(pool, cfg.Agents.HistoryCacheSessions).Get,
-		Prior:         history.NewPriorReader(streams.NewReader(rdb, cfg.KeyPrefix)).Prior,
+		MaxAttempts:     cfg.MaxAttempts,
+		MinUsefulTime:   cfg.MinUsefulTime,
+		DLQTopic:        cfg.DLQTopic,
+		History:         hist.GetAt,
+		HistoryAppended: hist.Appended,
+		Prior:           history.NewPriorReader(streams.NewReader(rdb, cfg.KeyPrefix)).Prior,
+		Claim:           claims.Do,
+		Complete:        completions.Do,
+		Publish:         publishes.Do,
 	}, store, pub, ag, renewer, cons.Client(), log, execute.Hooks{
 		AttemptEnded: func(outcome string, _ int, took time.Duration) {
 			m.attempts.WithLabelValues(outcome).Inc()
@@ -177,6 +189,11 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := w.renewer.Start(ctx); err != nil {
 		return err
 	}
+	for _, b := range w.batchers {
+		if err := b.Start(ctx); err != nil {
+			return err
+		}
+	}
 	if err := w.watcher.Start(ctx); err != nil {
 		return err
 	}
@@ -193,10 +210,67 @@ func (w *Worker) Start(ctx context.Context) error {
 // Ready is false once draining has begun.
 func (w *Worker) Ready() bool { return w.ready.Load() }
 
-// Stop drains the consumer (see consume.Consumer.Stop), then stops renewing.
+// Stop drains the consumer (see consume.Consumer.Stop), then stops the batchers its turns used and
+// renewing.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.ready.Store(false)
-	return errors.Join(w.consumer.Stop(ctx), w.renewer.Stop(ctx), w.cleaner.Stop(ctx), w.watcher.Stop(ctx))
+	errs := []error{w.consumer.Stop(ctx)}
+	for _, b := range w.batchers {
+		errs = append(errs, b.Stop(ctx))
+	}
+	errs = append(errs, w.renewer.Stop(ctx), w.cleaner.Stop(ctx), w.watcher.Stop(ctx))
+	return errors.Join(errs...)
+}
+
+// batcher is the lifecycle of a group-commit batcher.
+type batcher interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// newBatchers returns the group-commit batchers of the hot path: claims and completions (one
+// set-based statement per batch) and publishes (one Redis pipeline per batch). See package batch.
+func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m *metrics) (
+	*batch.Batcher[lease.ClaimRequest, lease.Claim],
+	*batch.Batcher[lease.Completion, int64],
+	*batch.Batcher[streams.Message, streams.Published],
+) {
+	observe := func(kind string) func(n int, took time.Duration) {
+		size, duration := m.batchSize.WithLabelValues(kind), m.batchDuration.WithLabelValues(kind)
+		return func(n int, took time.Duration) {
+			size.Observe(float64(n))
+			duration.Observe(took.Seconds())
+		}
+	}
+	claims := batch.New(batch.Config[lease.ClaimRequest, lease.Claim]{
+		Name:     "claim batcher",
+		Flushers: 2,
+		OnBatch:  observe("claim"),
+		// A lease acquired for a caller that gave up (its turn context ended while the claim was in
+		// flight) is released, so the turn is taken over at once instead of after the lease's TTL.
+		Abandoned: func(ctx context.Context, req lease.ClaimRequest, res batch.Result[lease.Claim]) {
+			if res.Err != nil || res.Val.Outcome != lease.Acquired {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := store.Release(ctx, req.Env.TurnID, res.Val.Token, true); err != nil && !errors.Is(err, lease.ErrFenced) {
+				log.Warn("release of an abandoned claim failed; the lease will expire instead", "turn_id", req.Env.TurnID, "err", err)
+			}
+		},
+	}, store.ClaimMany)
+	completions := batch.New(batch.Config[lease.Completion, int64]{Name: "completion batcher", Flushers: 2, OnBatch: observe("complete")},
+		store.CompleteMany)
+	publishes := batch.New(batch.Config[streams.Message, streams.Published]{Name: "publish batcher", Flushers: 2, OnBatch: observe("publish")},
+		func(ctx context.Context, ms []streams.Message) []batch.Result[streams.Published] {
+			res := pub.PublishMany(ctx, ms)
+			out := make([]batch.Result[streams.Published], len(res))
+			for i, r := range res {
+				out[i] = batch.Result[streams.Published]{Val: r.Published, Err: r.Err}
+			}
+			return out
+		})
+	return claims, completions, publishes
 }
 
 type metrics struct {
@@ -209,6 +283,10 @@ type metrics struct {
 	deadLettered  *prometheus.CounterVec
 	// retentionDeleted counts finished turn rows deleted by retention.
 	retentionDeleted prometheus.Counter
+	// batchSize and batchDuration describe the group-commit batches by kind (claim, complete,
+	// publish).
+	batchSize     *prometheus.HistogramVec
+	batchDuration *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -245,7 +323,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "turnstile_worker_retention_deleted_rows_total",
 			Help: "Finished turn rows deleted because they were older than TURNSTILE_RETENTION.",
 		}),
+		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "turnstile_worker_batch_size",
+			Help:    "Requests per group-commit batch, by kind (claim, complete, publish).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+		}, []string{"kind"}),
+		batchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "turnstile_worker_batch_duration_seconds",
+			Help:    "Round-trip time of group-commit batches, by kind (claim, complete, publish).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.retentionDeleted, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered)
+	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered)
 	return m
 }

@@ -165,7 +165,7 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 	}
 	return Result{
 		System: "turnstile", Jobs: o.Jobs, Seconds: secs, PerSec: 0.8 * float64(o.Jobs) / secs, Total: total,
-		Notes: fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; per turn: claim, 3 fenced publishes (started, delta, completed), history read, completion transaction",
+		Notes: fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; per turn: a claim, 3 fenced publishes (started, delta, completed) and the completion transaction with its history append, each batched with the other running turns' (one statement or one Redis pipeline per batch)",
 			cfg.MaxInflight, cfg.Partitions, o.Sessions),
 	}, nil
 }

@@ -7,6 +7,12 @@
 // turn.expired). Once started, the agent's context carries the deadline, and a turn that overruns it
 // fails with "deadline exceeded" without a retry.
 //
+// The hot-path calls — the claim, the fenced publishes, the completion — go through Config.Claim,
+// Config.Publish and Config.Complete, which the worker points at its group-commit batchers (package
+// batch): many turns share one round trip for each, while each turn still waits for its own
+// result, in its own order. A turn's events are published one after the other, each after the
+// previous one was accepted, so batching never reorders a turn's events.
+//
 // Handle returns only when the record may be committed (the turn is terminal, here or elsewhere) or
 // when the worker is draining (the turn was handed off and must not be committed). While another
 // worker holds a live lease on the turn, Handle waits for it: the turn's session stays blocked, which

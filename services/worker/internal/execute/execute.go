@@ -32,11 +32,25 @@ type Config struct {
 	// LeasedPoll is how often a turn held by another live worker is re-checked. Defaults to 250ms.
 	LeasedPoll time.Duration
 	// History, when set, reads a session's history (the worker passes its cache); otherwise the
-	// lease store is queried on every attempt.
-	History func(ctx context.Context, sessionID string) ([]agent.Message, error)
+	// lease store is queried on every attempt. lastSeq is the history's last sequence number as the
+	// claim read it (lease.Claim.SessionSeq), so a cache can answer without a round trip.
+	History func(ctx context.Context, sessionID string, lastSeq int64) ([]agent.Message, error)
 	// Prior, when set, reads what earlier attempts of a turn published; attempts after the first
 	// receive it as agent.Turn.Prior.
 	Prior func(ctx context.Context, sessionID, turnID string, acceptedAt time.Time, attempt int) ([]agent.PriorEvent, error)
+	// Claim, Complete and Publish, when set, replace the lease store's Claim and Complete and the
+	// publisher's Publish: the worker passes its group-commit batchers (package batch), which send
+	// the turns' requests together. Each must behave exactly like the call it replaces. Defaults to
+	// one round trip per call.
+	// Complete returns the session history's sequence number after the turn's messages, or 0 when
+	// it does not know it.
+	Claim    func(ctx context.Context, req lease.ClaimRequest) (lease.Claim, error)
+	Complete func(ctx context.Context, c lease.Completion) (int64, error)
+	Publish  func(ctx context.Context, m streams.Message) (streams.Published, error)
+	// HistoryAppended, when set, learns of the two messages a completion appended to the session
+	// history (the worker extends its history cache with them, so the session's next turn reads no
+	// history from Postgres). lastSeq is the assistant message's sequence number.
+	HistoryAppended func(sessionID string, lastSeq int64, msgs ...agent.Message)
 }
 
 // Producer is the part of a Kafka client the executor needs to dead-letter records.
@@ -60,7 +74,6 @@ type Hooks struct {
 type Executor struct {
 	cfg     Config
 	store   *lease.Store
-	pub     *streams.Publisher
 	agent   agent.Agent
 	renewer *Renewer
 	dlq     Producer
@@ -76,7 +89,20 @@ func New(cfg Config, store *lease.Store, pub *streams.Publisher, ag agent.Agent,
 	if cfg.LeasedPoll == 0 {
 		cfg.LeasedPoll = 250 * time.Millisecond
 	}
-	return &Executor{cfg: cfg, store: store, pub: pub, agent: ag, renewer: renewer, dlq: dlq, log: log, hooks: hooks}
+	if cfg.Claim == nil {
+		cfg.Claim = store.Claim
+	}
+	if cfg.Complete == nil {
+		cfg.Complete = func(ctx context.Context, c lease.Completion) (int64, error) {
+			return 0, store.Complete(ctx, c.TurnID, c.Token, c.Output)
+		}
+	}
+	if cfg.Publish == nil {
+		cfg.Publish = func(ctx context.Context, m streams.Message) (streams.Published, error) {
+			return pub.Publish(ctx, m.SessionID, m.TurnID, m.Token, m.Event, m.Traceparent)
+		}
+	}
+	return &Executor{cfg: cfg, store: store, agent: ag, renewer: renewer, dlq: dlq, log: log, hooks: hooks}
 }
 
 // Result says whether the record may be committed.
@@ -109,7 +135,7 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 		}
 		acquiredAt := time.Now()
 		cctx, cspan := telemetry.Start(ctx, "worker.claim")
-		claim, err := x.store.Claim(cctx, lease.ClaimRequest{Env: env, Partition: rec.Partition, Offset: rec.Offset})
+		claim, err := x.cfg.Claim(cctx, lease.ClaimRequest{Env: env, Partition: rec.Partition, Offset: rec.Offset})
 		cspan.SetAttributes(attribute.String("turnstile.claim", string(claim.Outcome)), attribute.Int("turnstile.attempt", claim.Attempt))
 		telemetry.End(cspan, err)
 		if err != nil {
@@ -171,7 +197,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	start := time.Now()
 	turnID := env.TurnID.String()
 	sink := &attemptSink{
-		pub: x.pub, sessionID: env.SessionID, turnID: turnID, attempt: claim.Attempt, token: claim.Token, rec: rec,
+		pub: x.cfg.Publish, sessionID: env.SessionID, turnID: turnID, attempt: claim.Attempt, token: claim.Token, rec: rec,
 		traceparent: header(rec, "traceparent"),
 	}
 	base := wire.EventBase{TurnID: turnID, Attempt: claim.Attempt}
@@ -208,7 +234,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	}
 	x.log.InfoContext(ctx, "turn started", "attempt", claim.Attempt)
 
-	history, err := x.history(attemptCtx, env.SessionID)
+	history, err := x.history(attemptCtx, env.SessionID, claim.SessionSeq)
 	if err != nil {
 		return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)
 	}
@@ -231,13 +257,19 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	}
 
 	output := wire.Output{Text: res.Text}
-	if err := x.store.Complete(ctx, env.TurnID, claim.Token, output); err != nil {
+	seq, err := x.cfg.Complete(ctx, lease.Completion{TurnID: env.TurnID, Token: claim.Token, Output: output})
+	if err != nil {
 		if errors.Is(err, lease.ErrFenced) {
 			x.log.WarnContext(ctx, "completion fenced: another attempt took over", "attempt", claim.Attempt)
 			ended("lease_lost")
 			return attemptLost
 		}
 		return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)
+	}
+	if seq > 0 && x.cfg.HistoryAppended != nil {
+		x.cfg.HistoryAppended(env.SessionID, seq,
+			agent.Message{Seq: seq - 1, TurnID: turnID, Role: "user", Content: env.Input.Text},
+			agent.Message{Seq: seq, TurnID: turnID, Role: "assistant", Content: output.Text})
 	}
 	// The row is terminal now; the completed event follows. Should this process die in between, the
 	// redelivered record finds DONE and republishes the terminal event (at most once per turn).
@@ -258,9 +290,9 @@ func (x *Executor) runAgent(ctx context.Context, turn agent.Turn, history []agen
 	return x.agent.Run(ctx, turn, history, sink)
 }
 
-func (x *Executor) history(ctx context.Context, sessionID string) ([]agent.Message, error) {
+func (x *Executor) history(ctx context.Context, sessionID string, lastSeq int64) ([]agent.Message, error) {
 	if x.cfg.History != nil {
-		return x.cfg.History(ctx, sessionID)
+		return x.cfg.History(ctx, sessionID, lastSeq)
 	}
 	rows, err := x.store.History(ctx, sessionID)
 	if err != nil {
@@ -365,7 +397,7 @@ func (x *Executor) finishUnleased(ctx context.Context, rec *kgo.Record, env wire
 	if status == wire.StatusCancelled {
 		et = wire.EventCancelled
 	}
-	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token}
+	sink := &attemptSink{pub: x.cfg.Publish, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token}
 	if err := sink.publish(ctx, wire.NewEvent(et, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})); err != nil {
 		x.log.ErrorContext(ctx, "publish terminal event failed", "event", et, "err", err)
 	}
@@ -389,7 +421,7 @@ func (x *Executor) expire(ctx context.Context, rec *kgo.Record, env wire.Envelop
 		return false
 	}
 	sink := &attemptSink{
-		pub: x.pub, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token,
+		pub: x.cfg.Publish, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token,
 		traceparent: header(rec, "traceparent"),
 	}
 	ev := wire.NewEvent(wire.EventExpired, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})
@@ -425,7 +457,7 @@ func (x *Executor) republishTerminal(ctx context.Context, rec *kgo.Record, env w
 	default:
 		ev = wire.NewEvent(wire.EventFailed, wire.ErrorData{EventBase: base, Error: f.Error})
 	}
-	sink := &attemptSink{pub: x.pub, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: f.Attempt, token: f.Token}
+	sink := &attemptSink{pub: x.cfg.Publish, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: f.Attempt, token: f.Token}
 	if err := sink.publish(ctx, ev); err != nil && !errors.Is(err, streams.ErrStaleToken) {
 		x.log.WarnContext(ctx, "republish terminal event failed", "err", err)
 	}

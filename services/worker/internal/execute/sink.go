@@ -17,7 +17,7 @@ import (
 
 // attemptSink publishes one attempt's events with its fencing token. It implements agent.Sink.
 type attemptSink struct {
-	pub         *streams.Publisher
+	pub         func(ctx context.Context, m streams.Message) (streams.Published, error)
 	sessionID   string
 	turnID      string
 	attempt     int
@@ -45,7 +45,7 @@ func (s *attemptSink) publish(ctx context.Context, ev wire.Event) error {
 	}
 	delay := 50 * time.Millisecond
 	for i := 0; ; i++ {
-		_, err := s.pub.Publish(ctx, s.sessionID, s.turnID, s.token, ev, tp)
+		_, err := s.pub(ctx, streams.Message{SessionID: s.sessionID, TurnID: s.turnID, Token: s.token, Event: ev, Traceparent: tp})
 		if err == nil || errors.Is(err, streams.ErrStaleToken) || i == 4 || ctx.Err() != nil {
 			return err
 		}

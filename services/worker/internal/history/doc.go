@@ -8,4 +8,12 @@
 // rebalance moved the session's partition) is never missed, because last_seq is bumped in the same
 // transaction that appends the messages. Partition affinity keeps the cache warm: every turn of a
 // session goes to the worker that owns its partition.
+//
+// The worker avoids even that statement on its hot path: the claim reads the session's last_seq in
+// its own statement (lease.Claim.SessionSeq) and GetAt answers from memory when the cached history is
+// at that sequence number, or when the session has no history yet; and the completion reports the
+// sequence number of the messages it appended, which Appended adds to the cached history. So a
+// session's first turn and every later turn on the same worker read no history from Postgres; a
+// history written elsewhere (another worker, after a rebalance) shows up as a newer sequence number
+// in the claim and is read as before.
 package history

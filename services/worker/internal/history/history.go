@@ -108,6 +108,57 @@ func (c *Cache) Get(ctx context.Context, sessionID string) ([]agent.Message, err
 	return msgs, nil
 }
 
+// GetAt is Get for a caller that already knows the session's last_seq (the claim reads it in the
+// same statement, see lease.Claim.SessionSeq): a cached history at that sequence number, or a session
+// without history (lastSeq 0), is answered without a round trip. Otherwise it reads as Get does.
+func (c *Cache) GetAt(ctx context.Context, sessionID string, lastSeq int64) ([]agent.Message, error) {
+	c.mu.Lock()
+	el, ok := c.entries[sessionID]
+	if ok && el.Value.(*entry).lastSeq == lastSeq {
+		c.lru.MoveToFront(el)
+		msgs := el.Value.(*entry).msgs
+		c.mu.Unlock()
+		c.hits.Add(1)
+		return msgs, nil
+	}
+	c.mu.Unlock()
+	if lastSeq == 0 {
+		// No history: nothing to read and nothing worth caching. A cached entry for the session
+		// (deleted and recreated) is stale; Get replaces it when the session has history again.
+		c.hits.Add(1)
+		return nil, nil
+	}
+	return c.Get(ctx, sessionID)
+}
+
+// Appended records that a completion this worker made appended msgs to the session history, the
+// last of them at sequence number lastSeq: a cached history that ended just before them is extended,
+// and a session whose history they start is cached, so the session's next turn reads nothing. Any
+// other case is left to the next read.
+func (c *Cache) Appended(sessionID string, lastSeq int64, msgs ...agent.Message) {
+	if c.max <= 0 || len(msgs) == 0 {
+		return
+	}
+	base := lastSeq - int64(len(msgs))
+	c.mu.Lock()
+	var prev []agent.Message
+	if el, ok := c.entries[sessionID]; ok {
+		e := el.Value.(*entry)
+		if e.lastSeq != base {
+			c.mu.Unlock()
+			return
+		}
+		prev = e.msgs
+	} else if base != 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	// A new slice: callers may still hold the old one.
+	next := append(append(make([]agent.Message, 0, len(prev)+len(msgs)), prev...), msgs...)
+	c.store(sessionID, next, lastSeq)
+}
+
 func (c *Cache) reload(ctx context.Context, sessionID string) ([]agent.Message, error) {
 	c.mu.Lock()
 	if el, ok := c.entries[sessionID]; ok {

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/history"
 )
 
@@ -69,6 +70,64 @@ func TestCache(t *testing.T) {
 		complete(t, env, s, "q2", "a2")
 		require.Equal(t, []string{"user:q1", "assistant:a1", "user:q2", "assistant:a2"}, contents(t, mine, s))
 		require.Equal(t, history.Stats{Misses: 2, Rows: 4}, mine.Stats(), "only the new messages were read")
+	})
+	t.Run("GetAtKnownSeq", func(t *testing.T) {
+		t.Parallel()
+		s := "s-" + uuid.NewString()
+		c := history.New(env.Pool, 10)
+		msgs, err := c.GetAt(context.Background(), s, 0)
+		require.NoError(t, err)
+		require.Empty(t, msgs, "a session without history needs no read")
+		require.Equal(t, history.Stats{Hits: 1}, c.Stats())
+
+		complete(t, env, s, "q1", "a1")
+		msgs, err = c.GetAt(context.Background(), s, 2)
+		require.NoError(t, err)
+		require.Len(t, msgs, 2, "an unknown sequence number is read")
+		require.Equal(t, history.Stats{Hits: 1, Misses: 1, Rows: 2}, c.Stats())
+		msgs, err = c.GetAt(context.Background(), s, 2)
+		require.NoError(t, err)
+		require.Len(t, msgs, 2)
+		require.Equal(t, history.Stats{Hits: 2, Misses: 1, Rows: 2}, c.Stats(), "the cached sequence number is current: no read")
+
+		complete(t, env, s, "q2", "a2")
+		msgs, err = c.GetAt(context.Background(), s, 4)
+		require.NoError(t, err)
+		require.Len(t, msgs, 4, "a newer sequence number reads the new messages")
+		require.Equal(t, history.Stats{Hits: 2, Misses: 2, Rows: 4}, c.Stats())
+	})
+	t.Run("AppendedKeepsTheCacheCurrent", func(t *testing.T) {
+		t.Parallel()
+		s := "s-" + uuid.NewString()
+		c := history.New(env.Pool, 10)
+		msg := func(seq int64, role, content string) agent.Message {
+			return agent.Message{Seq: seq, TurnID: "t", Role: role, Content: content}
+		}
+		// The session's first completion starts its history; the next one extends it. Neither
+		// needs a read when the next turn's claim names the new sequence number.
+		c.Appended(s, 2, msg(1, "user", "q1"), msg(2, "assistant", "a1"))
+		c.Appended(s, 4, msg(3, "user", "q2"), msg(4, "assistant", "a2"))
+		msgs, err := c.GetAt(context.Background(), s, 4)
+		require.NoError(t, err)
+		require.Len(t, msgs, 4)
+		require.Equal(t, "a2", msgs[3].Content)
+		require.Equal(t, history.Stats{Hits: 1}, c.Stats())
+
+		// A gap (a completion this cache did not see) is not papered over: the entry stays at 4
+		// and the next claim's sequence number makes the cache read.
+		c.Appended(s, 8, msg(7, "user", "q4"), msg(8, "assistant", "a4"))
+		complete(t, env, s, "q1", "a1")
+		complete(t, env, s, "q2", "a2")
+		complete(t, env, s, "q3", "a3")
+		msgs, err = c.GetAt(context.Background(), s, 6)
+		require.NoError(t, err)
+		require.Len(t, msgs, 6)
+		require.Equal(t, "a3", msgs[5].Content)
+		require.Equal(t, history.Stats{Hits: 1, Misses: 1, Rows: 2}, c.Stats())
+		// A history this cache never held is not started from the middle.
+		other := "s-" + uuid.NewString()
+		c.Appended(other, 4, msg(3, "user", "q"), msg(4, "assistant", "a"))
+		require.Equal(t, 1, c.Len())
 	})
 	t.Run("Bounded", func(t *testing.T) {
 		t.Parallel()

@@ -7,4 +7,19 @@
 //
 // Completion and the session-history append are one statement (data-modifying CTEs run in one
 // implicit transaction), so a turn is marked done and its messages appended together or not at all.
+//
+// ClaimMany and CompleteMany are the same statements for many turns at once: the requests travel as
+// arrays (unnest), every row keeps its own conditions — the claim's lease rules, the completion's
+// token — and every request gets its own outcome back in the same round trip (for a claim that took
+// nothing, the row as it was; for a completion, ErrFenced or the sequence number of the messages it
+// appended). Rows are locked in key order (turn_id, session_id), so two batches that share rows
+// cannot deadlock; a statement aborted by a deadlock or serialization failure changed nothing and
+// runs again; two requests for one turn go to consecutive statements, as two calls would. A claim
+// batch that Postgres refuses for its data (one bad row) is claimed row by row, so one poison record
+// cannot fail the claims of the turns batched with it. The worker sends its claims and completions
+// through group-commit batchers (package batch); Claim and Complete remain for single calls.
+//
+// A claim also returns the session's history sequence number (sessions.last_seq): a session's turns
+// run one at a time, so that is the history the acquiring attempt will see, and the worker's history
+// cache uses it to skip a read.
 package lease

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/worker/internal/batch"
 )
 
 // Outcome is what a claim found.
@@ -44,6 +47,11 @@ type Claim struct {
 	Status wire.Status
 	// LeaseExpiresAt is when the current holder's lease ends (Leased) or this worker's (Acquired).
 	LeaseExpiresAt time.Time
+	// SessionSeq is the session history's last sequence number (sessions.last_seq, 0 for a session
+	// without history) as the claim read it. A session's turns run one at a time, so the history
+	// cannot grow between an acquiring claim and the attempt: a history cache holding this sequence
+	// number is current without asking Postgres again.
+	SessionSeq int64
 }
 
 // Store runs the lease statements.
@@ -98,7 +106,8 @@ WITH prev AS (
       AND (t.status = 'queued' OR (t.status = 'running' AND t.lease_expires_at < now()))
     RETURNING t.attempt, t.fencing_token, t.lease_expires_at
 )
-SELECT 'ACQUIRED', c.attempt, c.fencing_token, 'running', c.lease_expires_at FROM claimed c
+SELECT 'ACQUIRED', c.attempt, c.fencing_token, 'running', c.lease_expires_at,
+    coalesce((SELECT last_seq FROM sessions WHERE session_id = $2), 0) FROM claimed c
 UNION ALL
 SELECT CASE
         WHEN p.status NOT IN ('queued', 'running') THEN 'DONE'
@@ -106,7 +115,8 @@ SELECT CASE
         WHEN p.cancel_requested THEN 'CANCELLED'
         ELSE 'EXHAUSTED'
     END,
-    p.attempt, p.fencing_token, p.status, coalesce(p.lease_expires_at, now())
+    p.attempt, p.fencing_token, p.status, coalesce(p.lease_expires_at, now()),
+    coalesce((SELECT last_seq FROM sessions WHERE session_id = $2), 0)
 FROM prev p WHERE NOT EXISTS (SELECT 1 FROM claimed)`
 
 // Claim takes the turn's lease if it can.
@@ -133,7 +143,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 		var outcome, status string
 		err := s.pool.QueryRow(ctx, claimSQL, e.TurnID, e.SessionID, tenant, s.owner, s.ttl.Milliseconds(),
 			input, md, e.AcceptedAt, e.Deadline, req.Partition, req.Offset, s.maxAttempts).
-			Scan(&outcome, &c.Attempt, &c.Token, &status, &c.LeaseExpiresAt)
+			Scan(&outcome, &c.Attempt, &c.Token, &status, &c.LeaseExpiresAt, &c.SessionSeq)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -144,6 +154,267 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 		return c, nil
 	}
 	return Claim{}, errors.New("claim turn: row changed under three consecutive claims")
+}
+
+// claimManySQL is claimSQL for many turns at once: the requests arrive as arrays, are inserted (or
+// taken over, under exactly claimSQL's conditions) in turn_id order — so two batches that share turns
+// lock them in the same order and cannot deadlock — and every request gets one row back: the claim,
+// or the row as it was when nothing was taken, with the session's history sequence number. ord is
+// the request's 1-based position. A request
+// with neither (its row was inserted by another worker after this statement's snapshot, or changed
+// under it) comes back with a NULL outcome and is sent again.
+const claimManySQL = `
+WITH req AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::timestamptz[],
+        $7::timestamptz[], $8::integer[], $9::bigint[]) WITH ORDINALITY
+        AS r(turn_id, session_id, tenant, input, metadata, accepted_at, deadline, kpart, koff, ord)
+), prev AS (
+    SELECT t.turn_id, t.status, t.attempt, t.handoffs, t.fencing_token, t.lease_expires_at, t.cancel_requested
+    FROM turns t WHERE t.turn_id = ANY($1::uuid[])
+), claimed AS (
+    INSERT INTO turns AS t (turn_id, session_id, tenant, status, attempt, fencing_token, lease_owner,
+        lease_expires_at, input, metadata, accepted_at, deadline, started_at, kafka_partition, kafka_offset)
+    SELECT r.turn_id, r.session_id, r.tenant, 'running', 1, nextval('fencing_token_seq'), $10,
+        now() + $11 * interval '1 millisecond', r.input, r.metadata, r.accepted_at, r.deadline, now(), r.kpart, r.koff
+    FROM req r ORDER BY r.turn_id
+    ON CONFLICT (turn_id) DO UPDATE SET
+        status = 'running',
+        attempt = t.attempt + 1,
+        fencing_token = nextval('fencing_token_seq'),
+        lease_owner = EXCLUDED.lease_owner,
+        lease_expires_at = EXCLUDED.lease_expires_at,
+        input = EXCLUDED.input,
+        metadata = EXCLUDED.metadata,
+        deadline = EXCLUDED.deadline,
+        started_at = coalesce(t.started_at, now()),
+        kafka_partition = EXCLUDED.kafka_partition,
+        kafka_offset = EXCLUDED.kafka_offset,
+        updated_at = now()
+    WHERE NOT t.cancel_requested
+      AND t.attempt - t.handoffs < $12
+      AND (t.status = 'queued' OR (t.status = 'running' AND t.lease_expires_at < now()))
+    RETURNING t.turn_id, t.attempt, t.fencing_token, t.lease_expires_at
+)
+SELECT r.ord,
+    CASE
+        WHEN c.turn_id IS NOT NULL THEN 'ACQUIRED'
+        WHEN p.turn_id IS NULL THEN NULL
+        WHEN p.status NOT IN ('queued', 'running') THEN 'DONE'
+        WHEN p.status = 'running' AND p.lease_expires_at >= now() THEN 'LEASED'
+        WHEN p.cancel_requested THEN 'CANCELLED'
+        WHEN p.attempt - p.handoffs >= $12 THEN 'EXHAUSTED'
+        ELSE NULL -- claimable by the snapshot, yet not taken: the row changed under the statement
+    END,
+    coalesce(c.attempt, p.attempt, 0), coalesce(c.fencing_token, p.fencing_token, 0),
+    CASE WHEN c.turn_id IS NOT NULL THEN 'running' ELSE coalesce(p.status, '') END,
+    coalesce(c.lease_expires_at, p.lease_expires_at, now()),
+    coalesce(s.last_seq, 0)
+FROM req r
+LEFT JOIN claimed c ON c.turn_id = r.turn_id
+LEFT JOIN prev p ON p.turn_id = r.turn_id
+LEFT JOIN sessions s ON s.session_id = r.session_id`
+
+// ClaimMany claims every request in one statement, each under Claim's rules, and returns one
+// result per request in order. Requests for the same turn are claimed one after the other, as
+// separate calls to Claim would. A statement error fails every request, except that a data error
+// (one bad row) is isolated by claiming each request on its own, so one poison record cannot fail
+// the claims of every turn batched with it.
+func (s *Store) ClaimMany(ctx context.Context, reqs []ClaimRequest) []batch.Result[Claim] {
+	out := make([]batch.Result[Claim], len(reqs))
+	args := claimArgs{}
+	idx := make([]int, 0, len(reqs))
+	for i, req := range reqs {
+		if err := args.add(req); err != nil {
+			out[i].Err = err
+			continue
+		}
+		idx = append(idx, i)
+	}
+	for _, round := range rounds(idx, func(i int) uuid.UUID { return reqs[i].Env.TurnID }) {
+		s.claimRound(ctx, args.subset(round, idx), round, out)
+	}
+	return out
+}
+
+// claimRound claims the requests at positions pos (distinct turns) and writes their results to out.
+func (s *Store) claimRound(ctx context.Context, a claimArgs, pos []int, out []batch.Result[Claim]) {
+	for try := 0; ; try++ {
+		rows, err := s.pool.Query(ctx, claimManySQL, a.ids, a.sessions, a.tenants, a.inputs, a.metadata,
+			a.accepted, a.deadlines, a.parts, a.offsets, s.owner, s.ttl.Milliseconds(), s.maxAttempts)
+		var again []int
+		if err == nil {
+			for rows.Next() {
+				var ord int
+				var outcome *string
+				var c Claim
+				var status string
+				if err = rows.Scan(&ord, &outcome, &c.Attempt, &c.Token, &status, &c.LeaseExpiresAt, &c.SessionSeq); err != nil {
+					break
+				}
+				if outcome == nil {
+					again = append(again, ord-1)
+					continue
+				}
+				c.Outcome, c.Status = Outcome(*outcome), wire.Status(status)
+				out[pos[ord-1]] = batch.Result[Claim]{Val: c}
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+		switch {
+		case err == nil && len(again) == 0:
+			return
+		case err == nil && try < 2:
+			// Another worker inserted or changed these rows after the statement's snapshot: running
+			// the statement again sees them.
+			sub := make([]int, len(again))
+			for i, k := range again {
+				sub[i] = pos[k]
+			}
+			a, pos = a.pick(again), sub
+			continue
+		case err == nil:
+			for _, k := range again {
+				out[pos[k]].Err = errors.New("claim turn: row changed under three consecutive claims")
+			}
+			return
+		case retryable(err) && try < 2:
+			continue
+		case isDataError(err) && len(pos) > 1:
+			for k, p := range pos {
+				c, err := s.Claim(ctx, a.request(k))
+				out[p] = batch.Result[Claim]{Val: c, Err: err}
+			}
+			return
+		default:
+			err = fmt.Errorf("claim turns: %w", err)
+			for _, p := range pos {
+				out[p].Err = err
+			}
+			return
+		}
+	}
+}
+
+// claimArgs holds claim requests as the statement's column arrays.
+type claimArgs struct {
+	ids                 []uuid.UUID
+	sessions, tenants   []string
+	inputs, metadata    [][]byte
+	accepted, deadlines []time.Time
+	parts               []int32
+	offsets             []int64
+}
+
+func (a *claimArgs) add(req ClaimRequest) error {
+	e := req.Env
+	input, err := json.Marshal(e.Input)
+	if err != nil {
+		return fmt.Errorf("encode turn input: %w", err)
+	}
+	var md []byte
+	if e.Metadata != nil {
+		if md, err = json.Marshal(e.Metadata); err != nil {
+			return fmt.Errorf("encode turn metadata: %w", err)
+		}
+	}
+	tenant := e.Tenant
+	if tenant == "" {
+		tenant = "default"
+	}
+	a.ids = append(a.ids, e.TurnID)
+	a.sessions = append(a.sessions, e.SessionID)
+	a.tenants = append(a.tenants, tenant)
+	a.inputs = append(a.inputs, input)
+	a.metadata = append(a.metadata, md)
+	a.accepted = append(a.accepted, e.AcceptedAt)
+	a.deadlines = append(a.deadlines, e.Deadline)
+	a.parts = append(a.parts, req.Partition)
+	a.offsets = append(a.offsets, req.Offset)
+	return nil
+}
+
+// pick returns the rows at positions ks.
+func (a claimArgs) pick(ks []int) claimArgs {
+	var b claimArgs
+	for _, k := range ks {
+		b.ids = append(b.ids, a.ids[k])
+		b.sessions = append(b.sessions, a.sessions[k])
+		b.tenants = append(b.tenants, a.tenants[k])
+		b.inputs = append(b.inputs, a.inputs[k])
+		b.metadata = append(b.metadata, a.metadata[k])
+		b.accepted = append(b.accepted, a.accepted[k])
+		b.deadlines = append(b.deadlines, a.deadlines[k])
+		b.parts = append(b.parts, a.parts[k])
+		b.offsets = append(b.offsets, a.offsets[k])
+	}
+	return b
+}
+
+// subset returns the rows of the requests at positions round, where idx maps a row to its request.
+func (a claimArgs) subset(round, idx []int) claimArgs {
+	if len(round) == len(idx) {
+		return a
+	}
+	row := make(map[int]int, len(idx))
+	for k, i := range idx {
+		row[i] = k
+	}
+	ks := make([]int, len(round))
+	for j, i := range round {
+		ks[j] = row[i]
+	}
+	return a.pick(ks)
+}
+
+// request rebuilds the k-th row as a ClaimRequest (for claiming it on its own).
+func (a claimArgs) request(k int) ClaimRequest {
+	var md map[string]any
+	_ = json.Unmarshal(a.metadata[k], &md)
+	var in wire.Input
+	_ = json.Unmarshal(a.inputs[k], &in)
+	return ClaimRequest{
+		Env: wire.Envelope{
+			TurnID: a.ids[k], SessionID: a.sessions[k], Tenant: a.tenants[k], Input: in, Metadata: md,
+			AcceptedAt: a.accepted[k], Deadline: a.deadlines[k],
+		},
+		Partition: a.parts[k], Offset: a.offsets[k],
+	}
+}
+
+// rounds splits the positions idx into rounds in which no key appears twice, keeping each key's
+// positions in order: a statement may touch a row only once, and two requests for one turn must
+// see each other's effect, as two separate calls would.
+func rounds(idx []int, key func(int) uuid.UUID) [][]int {
+	seen := make(map[uuid.UUID]int, len(idx))
+	var out [][]int
+	for _, i := range idx {
+		k := key(i)
+		r := seen[k]
+		seen[k] = r + 1
+		if r == len(out) {
+			out = append(out, nil)
+		}
+		out[r] = append(out[r], i)
+	}
+	return out
+}
+
+// retryable reports whether a whole statement may simply run again: a deadlock or serialization
+// failure aborted it, so it changed nothing.
+func retryable(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && (pg.Code == "40P01" || pg.Code == "40001")
+}
+
+// isDataError reports whether Postgres refused the statement because of the data it carried
+// (class 22: data exception, class 23: integrity constraint violation), as opposed to the
+// connection or the server failing.
+func isDataError(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && (strings.HasPrefix(pg.Code, "22") || strings.HasPrefix(pg.Code, "23"))
 }
 
 // Renewal is the result of renewing one lease.
@@ -159,7 +430,9 @@ type Held struct {
 }
 
 // Renew extends every given lease in one statement and returns those still held, with their cancel
-// flags. A lease missing from the result is lost: fenced by a newer attempt, or the turn ended.
+// flags. A lease missing from the result is lost: fenced by a newer attempt, the turn ended, or the
+// lease was released (a renewal round that raced a release must not extend the released lease, or
+// the turn it handed off would wait a full TTL for its next owner; Release clears lease_owner).
 func (s *Store) Renew(ctx context.Context, held []Held) ([]Renewal, error) {
 	if len(held) == 0 {
 		return nil, nil
@@ -173,6 +446,7 @@ func (s *Store) Renew(ctx context.Context, held []Held) ([]Renewal, error) {
 		UPDATE turns t SET lease_expires_at = now() + $3 * interval '1 millisecond', updated_at = now()
 		FROM unnest($1::uuid[], $2::bigint[]) AS l(turn_id, token)
 		WHERE t.turn_id = l.turn_id AND t.fencing_token = l.token AND t.status = 'running'
+		  AND t.lease_owner IS NOT NULL
 		RETURNING t.turn_id, t.cancel_requested`, ids, tokens, s.ttl.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)
@@ -255,6 +529,126 @@ func (s *Store) Complete(ctx context.Context, turnID uuid.UUID, token int64, out
 		return ErrFenced
 	}
 	return nil
+}
+
+// Completion is one turn's completion for CompleteMany.
+type Completion struct {
+	TurnID uuid.UUID
+	Token  int64
+	Output wire.Output
+}
+
+// completeManySQL is completeSQL for many turns at once, each row still conditional on its own
+// token. Sessions are bumped in session_id order (no deadlock between batches); should one batch
+// complete several turns of one session, their messages are numbered in request order. The result
+// names the 1-based positions of the requests that completed, with the sequence number of their
+// assistant message; the others were fenced.
+const completeManySQL = `
+WITH req AS (
+    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[], $4::text[]) WITH ORDINALITY
+        AS r(turn_id, token, output, text, ord)
+), done AS (
+    UPDATE turns t SET status = 'succeeded', output = r.output, error = NULL, finished_at = now(),
+        lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+    FROM req r
+    WHERE t.turn_id = ANY($1::uuid[]) AND t.turn_id = r.turn_id AND t.fencing_token = r.token AND t.status = 'running'
+    RETURNING t.turn_id, t.session_id, t.tenant, t.input->>'text' AS text, r.text AS answer, r.ord
+), per AS (
+    SELECT session_id, min(tenant) AS tenant, count(*) AS n FROM done GROUP BY session_id
+), seq AS (
+    INSERT INTO sessions AS s (session_id, tenant, last_seq)
+    SELECT session_id, tenant, 2 * n FROM per ORDER BY session_id
+    ON CONFLICT (session_id) DO UPDATE SET last_seq = s.last_seq + EXCLUDED.last_seq, updated_at = now()
+    RETURNING s.session_id, s.last_seq
+), numbered AS (
+    SELECT d.*, q.last_seq - 2 * (count(*) OVER w - row_number() OVER w) AS top
+    FROM done d JOIN seq q ON q.session_id = d.session_id
+    WINDOW w AS (PARTITION BY d.session_id ORDER BY d.ord ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+), msgs AS (
+    INSERT INTO session_messages (session_id, seq, turn_id, role, content)
+    SELECT session_id, top - 1, turn_id, 'user', coalesce(text, '') FROM numbered
+    UNION ALL
+    SELECT session_id, top, turn_id, 'assistant', answer FROM numbered
+)
+SELECT ord, top FROM numbered`
+
+// CompleteMany completes every given turn in one statement, each exactly as Complete would, and
+// returns one result per completion in order: the session history's sequence number after the
+// turn's two messages (its assistant message's), ErrFenced, or the statement's error, which fails
+// every completion of the batch (none of them happened).
+func (s *Store) CompleteMany(ctx context.Context, cs []Completion) []batch.Result[int64] {
+	out := make([]batch.Result[int64], len(cs))
+	idx := make([]int, 0, len(cs))
+	for i := range cs {
+		idx = append(idx, i)
+	}
+	for _, round := range rounds(idx, func(i int) uuid.UUID { return cs[i].TurnID }) {
+		s.completeRound(ctx, cs, round, out)
+	}
+	return out
+}
+
+func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, out []batch.Result[int64]) {
+	ids := make([]uuid.UUID, 0, len(pos))
+	tokens := make([]int64, 0, len(pos))
+	outputs := make([][]byte, 0, len(pos))
+	texts := make([]string, 0, len(pos))
+	rows := make([]int, 0, len(pos)) // statement row -> position in cs
+	for _, p := range pos {
+		b, err := json.Marshal(cs[p].Output)
+		if err != nil {
+			out[p].Err = fmt.Errorf("encode output: %w", err)
+			continue
+		}
+		ids, tokens = append(ids, cs[p].TurnID), append(tokens, cs[p].Token)
+		outputs, texts = append(outputs, b), append(texts, cs[p].Output.Text)
+		rows = append(rows, p)
+	}
+	if len(rows) == 0 {
+		return
+	}
+	for try := 0; ; try++ {
+		seqs, err := s.completeRows(ctx, ids, tokens, outputs, texts)
+		switch {
+		case err == nil:
+			for k, p := range rows {
+				if seqs[k] == 0 {
+					out[p].Err = ErrFenced
+				} else {
+					out[p].Val = seqs[k]
+				}
+			}
+			return
+		case retryable(err) && try < 2:
+			continue
+		default:
+			err = fmt.Errorf("complete turns: %w", err)
+			for _, p := range rows {
+				out[p].Err = err
+			}
+			return
+		}
+	}
+}
+
+// completeRows runs completeManySQL and returns, per row, its assistant message's sequence number,
+// or 0 if it was fenced.
+func (s *Store) completeRows(ctx context.Context, ids []uuid.UUID, tokens []int64, outputs [][]byte, texts []string) ([]int64, error) {
+	rs, err := s.pool.Query(ctx, completeManySQL, ids, tokens, outputs, texts)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	seqs := make([]int64, len(ids))
+	for rs.Next() {
+		var ord int
+		var seq int64
+		if err := rs.Scan(&ord, &seq); err != nil {
+			return nil, err
+		}
+		seqs[ord-1] = seq
+	}
+	return seqs, rs.Err()
 }
 
 // Finish ends a turn this worker holds with a terminal status other than succeeded. A non-empty

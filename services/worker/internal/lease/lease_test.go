@@ -11,6 +11,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/worker/internal/batch"
 )
 
 func TestMain(m *testing.M) {
@@ -121,6 +122,9 @@ func TestStore(t *testing.T) {
 		c, err := s.Claim(ctx, req)
 		require.NoError(t, err)
 		require.NoError(t, s.Release(ctx, req.Env.TurnID, c.Token, true))
+		renewed, err := s.Renew(ctx, []Held{{TurnID: req.Env.TurnID, Token: c.Token}})
+		require.NoError(t, err)
+		require.Empty(t, renewed, "a renewal racing the release does not extend the released lease")
 		c, err = s.Claim(ctx, req)
 		require.NoError(t, err)
 		require.Equal(t, Acquired, c.Outcome, "a released lease is taken over at once, and a hand-off is not an attempt")
@@ -166,4 +170,242 @@ func TestStore(t *testing.T) {
 		_, _, err = s.Expire(ctx, held, "late")
 		require.ErrorIs(t, err, ErrFenced, "a running turn with a live lease is not expired")
 	})
+}
+
+func TestStoreBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("ClaimManyMixedOutcomes", func(t *testing.T) {
+		t.Parallel()
+		env := setup(t)
+		s := NewStore(env.Pool, "a", time.Minute, 2)
+		other := NewStore(env.Pool, "b", time.Minute, 2)
+
+		fresh := request("mixed-fresh")
+		leased := request("mixed-leased")
+		held, err := other.Claim(ctx, leased)
+		require.NoError(t, err)
+		done := request("mixed-done")
+		dc, err := s.Claim(ctx, done)
+		require.NoError(t, err)
+		require.NoError(t, s.Complete(ctx, done.Env.TurnID, dc.Token, wire.Output{Text: "ok"}))
+		cancelled := request("mixed-cancelled")
+		_, err = env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, cancel_requested, accepted_at)
+			VALUES ($1, 'mixed-cancelled', 'default', 'queued', true, now())`, cancelled.Env.TurnID)
+		require.NoError(t, err)
+		exhausted := request("mixed-exhausted")
+		_, err = env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, attempt, fencing_token,
+				lease_expires_at, accepted_at)
+			VALUES ($1, 'mixed-exhausted', 'default', 'running', 2, nextval('fencing_token_seq'), now() - interval '1 second', now())`,
+			exhausted.Env.TurnID)
+		require.NoError(t, err)
+		queued := request("mixed-queued")
+		_, err = env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at)
+			VALUES ($1, 'mixed-queued', 'default', 'queued', now())`, queued.Env.TurnID)
+		require.NoError(t, err)
+
+		res := s.ClaimMany(ctx, []ClaimRequest{fresh, leased, done, cancelled, exhausted, queued})
+		require.Len(t, res, 6)
+		for _, r := range res {
+			require.NoError(t, r.Err)
+		}
+		require.Equal(t, Acquired, res[0].Val.Outcome)
+		require.Equal(t, 1, res[0].Val.Attempt)
+		require.Equal(t, wire.StatusRunning, res[0].Val.Status)
+		require.WithinDuration(t, time.Now().Add(time.Minute), res[0].Val.LeaseExpiresAt, 30*time.Second)
+		require.Equal(t, Leased, res[1].Val.Outcome)
+		require.Equal(t, held.Token, res[1].Val.Token)
+		require.WithinDuration(t, held.LeaseExpiresAt, res[1].Val.LeaseExpiresAt, time.Millisecond)
+		require.Equal(t, Done, res[2].Val.Outcome)
+		require.Equal(t, wire.StatusSucceeded, res[2].Val.Status)
+		require.Equal(t, Cancelled, res[3].Val.Outcome)
+		require.Equal(t, Exhausted, res[4].Val.Outcome)
+		require.Equal(t, 2, res[4].Val.Attempt)
+		require.Equal(t, Acquired, res[5].Val.Outcome, "a queued row is taken over")
+		require.Equal(t, 1, res[5].Val.Attempt)
+		require.Greater(t, res[5].Val.Token, held.Token, "tokens only grow")
+
+		// The row the batch inserted is the row Claim would have inserted.
+		var owner string
+		var partition int32
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT lease_owner, kafka_partition FROM turns WHERE turn_id = $1`,
+			fresh.Env.TurnID).Scan(&owner, &partition))
+		require.Equal(t, "a", owner)
+		require.Zero(t, partition)
+		c, err := other.Claim(ctx, fresh)
+		require.NoError(t, err)
+		require.Equal(t, Leased, c.Outcome, "a lease taken in a batch is a lease")
+	})
+
+	t.Run("ClaimManySameTurnTwice", func(t *testing.T) {
+		t.Parallel()
+		env := setup(t)
+		s := NewStore(env.Pool, "a", time.Minute, 3)
+		req := request("twice")
+		res := s.ClaimMany(ctx, []ClaimRequest{req, request("twice-other"), req})
+		require.NoError(t, res[0].Err)
+		require.NoError(t, res[2].Err)
+		require.Equal(t, Acquired, res[0].Val.Outcome)
+		require.Equal(t, Acquired, res[1].Val.Outcome)
+		require.Equal(t, Leased, res[2].Val.Outcome, "the second request sees the first one's lease, as two calls would")
+		require.Equal(t, res[0].Val.Token, res[2].Val.Token)
+	})
+
+	t.Run("ClaimManyConcurrentFirstInserts", func(t *testing.T) {
+		t.Parallel()
+		env := setup(t)
+		// Two workers claim the same new turns at once, in opposite orders: each turn is acquired
+		// exactly once, the other side reports LEASED, and neither statement deadlocks or errs.
+		const n = 50
+		reqs := make([]ClaimRequest, n)
+		for i := range reqs {
+			reqs[i] = request("race")
+		}
+		rev := make([]ClaimRequest, n)
+		for i := range reqs {
+			rev[n-1-i] = reqs[i]
+		}
+		for round := range 5 {
+			for i := range reqs {
+				reqs[i].Env.TurnID = uuid.Must(uuid.NewV7())
+				rev[n-1-i] = reqs[i]
+			}
+			a, b := NewStore(env.Pool, "a", time.Minute, 3), NewStore(env.Pool, "b", time.Minute, 3)
+			var ra, rb []batchResult
+			start := make(chan struct{})
+			doneA, doneB := make(chan struct{}), make(chan struct{})
+			go func() { defer close(doneA); <-start; ra = results(a.ClaimMany(ctx, reqs)) }()
+			go func() { defer close(doneB); <-start; rb = results(b.ClaimMany(ctx, rev)) }()
+			close(start)
+			<-doneA
+			<-doneB
+			for i := range reqs {
+				x, y := ra[i], rb[n-1-i]
+				require.NoError(t, x.err, "round %d", round)
+				require.NoError(t, y.err, "round %d", round)
+				outcomes := []Outcome{x.c.Outcome, y.c.Outcome}
+				require.ElementsMatch(t, []Outcome{Acquired, Leased}, outcomes, "round %d turn %d", round, i)
+			}
+		}
+	})
+
+	t.Run("CompleteManyFencedAndNot", func(t *testing.T) {
+		t.Parallel()
+		env := setup(t)
+		s := NewStore(env.Pool, "a", 200*time.Millisecond, 3)
+		// Three turns of one session and one of another; the second turn's first attempt is a
+		// zombie: a newer attempt took over, so only the newer token completes it.
+		reqs := []ClaimRequest{request("cm"), request("cm"), request("cm"), request("cm-other")}
+		var claims []Claim
+		for _, r := range reqs {
+			c, err := s.Claim(ctx, r)
+			require.NoError(t, err)
+			claims = append(claims, c)
+		}
+		waitExpired(t, env, reqs[1].Env.TurnID)
+		taken, err := s.Claim(ctx, reqs[1])
+		require.NoError(t, err)
+		require.Equal(t, Acquired, taken.Outcome)
+		s2 := NewStore(env.Pool, "a", time.Minute, 3)
+		renewed, err := s2.Renew(ctx, []Held{{reqs[0].Env.TurnID, claims[0].Token}, {reqs[2].Env.TurnID, claims[2].Token}, {reqs[3].Env.TurnID, claims[3].Token}})
+		require.NoError(t, err)
+		require.Len(t, renewed, 3)
+
+		res := s.CompleteMany(ctx, []Completion{
+			{reqs[0].Env.TurnID, claims[0].Token, wire.Output{Text: "one"}},
+			{reqs[1].Env.TurnID, claims[1].Token, wire.Output{Text: "zombie"}},
+			{reqs[2].Env.TurnID, claims[2].Token, wire.Output{Text: "three"}},
+			{reqs[3].Env.TurnID, claims[3].Token, wire.Output{Text: "other"}},
+		})
+		require.NoError(t, res[0].Err)
+		require.ErrorIs(t, res[1].Err, ErrFenced, "the stale token is refused, and only it")
+		require.NoError(t, res[2].Err)
+		require.NoError(t, res[3].Err)
+		require.Equal(t, []int64{2, 0, 4, 2}, []int64{res[0].Val, res[1].Val, res[2].Val, res[3].Val},
+			"each completion learns its assistant message's sequence number")
+
+		// The turns of one session are appended in request order, two messages each.
+		h, err := s.History(ctx, "cm")
+		require.NoError(t, err)
+		require.Len(t, h, 4)
+		for i, want := range []struct {
+			seq     int64
+			turn    uuid.UUID
+			role    string
+			content string
+		}{
+			{1, reqs[0].Env.TurnID, "user", "hi"},
+			{2, reqs[0].Env.TurnID, "assistant", "one"},
+			{3, reqs[2].Env.TurnID, "user", "hi"},
+			{4, reqs[2].Env.TurnID, "assistant", "three"},
+		} {
+			require.Equal(t, want.seq, h[i].Seq)
+			require.Equal(t, want.turn, h[i].TurnID)
+			require.Equal(t, want.role, h[i].Role)
+			require.Equal(t, want.content, h[i].Content)
+		}
+		var lastSeq int64
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT last_seq FROM sessions WHERE session_id = 'cm'`).Scan(&lastSeq))
+		require.Equal(t, int64(4), lastSeq)
+
+		// The newer attempt completes the turn; the session grows from where it was.
+		res = s.CompleteMany(ctx, []Completion{
+			{reqs[1].Env.TurnID, taken.Token, wire.Output{Text: "two"}},
+			{reqs[0].Env.TurnID, claims[0].Token, wire.Output{Text: "again"}},
+		})
+		require.NoError(t, res[0].Err)
+		require.Equal(t, int64(6), res[0].Val)
+		require.ErrorIs(t, res[1].Err, ErrFenced, "completion happens once")
+		h, err = s.History(ctx, "cm")
+		require.NoError(t, err)
+		require.Len(t, h, 6)
+		require.Equal(t, "two", h[5].Content)
+		require.Equal(t, int64(6), h[5].Seq)
+		var status string
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT status FROM turns WHERE turn_id = $1`, reqs[1].Env.TurnID).Scan(&status))
+		require.Equal(t, "succeeded", status)
+	})
+
+	t.Run("StatementErrorFailsEveryRequest", func(t *testing.T) {
+		t.Parallel()
+		env := setup(t)
+		s := NewStore(env.Pool, "a", time.Minute, 3)
+		a, b := request("err"), request("err")
+		ca, err := s.Claim(ctx, a)
+		require.NoError(t, err)
+		cb, err := s.Claim(ctx, b)
+		require.NoError(t, err)
+		// The table the completion appends to is gone: the statement fails, so nothing of the batch
+		// happened and every completion reports the error (not ErrFenced, not success).
+		_, err = env.Pool.Exec(ctx, `ALTER TABLE session_messages RENAME TO session_messages_gone`)
+		require.NoError(t, err)
+		res := s.CompleteMany(ctx, []Completion{{a.Env.TurnID, ca.Token, wire.Output{}}, {b.Env.TurnID, cb.Token, wire.Output{}}})
+		for _, r := range res {
+			require.Error(t, r.Err)
+			require.NotErrorIs(t, r.Err, ErrFenced)
+		}
+		var running int
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE status = 'running'`).Scan(&running))
+		require.Equal(t, 2, running, "no completion of the failed batch took effect")
+
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		for _, r := range s.ClaimMany(cctx, []ClaimRequest{request("err"), request("err")}) {
+			require.ErrorIs(t, r.Err, context.Canceled)
+		}
+	})
+}
+
+type batchResult struct {
+	c   Claim
+	err error
+}
+
+func results(rs []batch.Result[Claim]) []batchResult {
+	out := make([]batchResult, len(rs))
+	for i, r := range rs {
+		out[i] = batchResult{r.Val, r.Err}
+	}
+	return out
 }
