@@ -66,7 +66,8 @@ func (w *Watcher) listen(ctx context.Context) error {
 	// The connection is LISTENing: it must never go back to the pool.
 	pc := conn.Hijack()
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		// ctx may have ended (that is how listening stops); closing still gets a second.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 		_ = pc.Close(cctx)
 	}()

@@ -236,12 +236,12 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 
 	history, err := x.history(attemptCtx, env.SessionID, claim.SessionSeq)
 	if err != nil {
-		return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)
+		return x.failedAttempt(ctx, attemptCtx, env, claim, sink, err, ended)
 	}
 	var prior []agent.PriorEvent
 	if claim.Attempt > 1 && x.cfg.Prior != nil {
 		if prior, err = x.cfg.Prior(attemptCtx, env.SessionID, turnID, env.AcceptedAt, claim.Attempt); err != nil {
-			return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)
+			return x.failedAttempt(ctx, attemptCtx, env, claim, sink, err, ended)
 		}
 	}
 	agentCtx, cancelDeadline := context.WithDeadline(attemptCtx, env.Deadline)
@@ -253,7 +253,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	telemetry.End(aspan, err)
 	cancelDeadline()
 	if err != nil {
-		return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)
+		return x.failedAttempt(ctx, attemptCtx, env, claim, sink, err, ended)
 	}
 
 	output := wire.Output{Text: res.Text}
@@ -264,7 +264,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 			ended("lease_lost")
 			return attemptLost
 		}
-		return x.failedAttempt(ctx, attemptCtx, rec, env, claim, sink, err, ended)
+		return x.failedAttempt(ctx, attemptCtx, env, claim, sink, err, ended)
 	}
 	if seq > 0 && x.cfg.HistoryAppended != nil {
 		x.cfg.HistoryAppended(env.SessionID, seq,
@@ -333,7 +333,7 @@ func (x *Executor) interrupted(ctx, attemptCtx context.Context, env wire.Envelop
 	return attemptRetry
 }
 
-func (x *Executor) failedAttempt(ctx, attemptCtx context.Context, rec *kgo.Record, env wire.Envelope, claim lease.Claim, sink *attemptSink, err error, ended func(string)) attemptResult {
+func (x *Executor) failedAttempt(ctx, attemptCtx context.Context, env wire.Envelope, claim lease.Claim, sink *attemptSink, err error, ended func(string)) attemptResult {
 	if attemptCtx.Err() != nil || errors.Is(err, streams.ErrStaleToken) {
 		if r := x.interrupted(ctx, attemptCtx, env, claim, sink, err, ended); r != attemptRetry {
 			return r

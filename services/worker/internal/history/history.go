@@ -96,13 +96,14 @@ func (c *Cache) Get(ctx context.Context, sessionID string) ([]agent.Message, err
 	}
 	c.misses.Add(1)
 	var msgs []agent.Message
-	if cached != nil && lastSeq > cached.lastSeq {
+	switch {
+	case cached == nil:
+		msgs = fresh
+	case lastSeq > cached.lastSeq:
 		msgs = append(append(make([]agent.Message, 0, len(cached.msgs)+len(fresh)), cached.msgs...), fresh...)
-	} else if cached != nil {
+	default:
 		// last_seq went backwards (the session was deleted and recreated): read it whole.
 		return c.reload(ctx, sessionID)
-	} else {
-		msgs = fresh
 	}
 	c.store(sessionID, msgs, lastSeq)
 	return msgs, nil

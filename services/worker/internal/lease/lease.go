@@ -684,7 +684,7 @@ func (s *Store) FinishUnleased(ctx context.Context, turnID uuid.UUID, status wir
 	return token, attempt, nil
 }
 
-// Outcome of a finished turn, for re-publishing its terminal event after a crash.
+// Final is the outcome of a finished turn, for re-publishing its terminal event after a crash.
 type Final struct {
 	Status  wire.Status
 	Attempt int

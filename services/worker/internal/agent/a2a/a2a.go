@@ -83,7 +83,7 @@ func (t statusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.StatusCode < 400 {
 		return resp, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	return nil, upstream.NewStatusError(t.name, resp, time.Now())
 }
 

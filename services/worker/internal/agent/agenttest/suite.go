@@ -295,15 +295,3 @@ func Run(t *testing.T, caps Capabilities, h Harness) {
 		require.Less(t, time.Since(start), 4*time.Second, "did not wait for a pause past the deadline")
 	})
 }
-
-// WaitFor polls cond until it holds or timeout passes.
-func WaitFor(t testing.TB, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

@@ -160,7 +160,7 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, turn agent.Turn, pay
 	if err != nil {
 		return agent.Result{}, fmt.Errorf("http agent request: %w", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	c.Responded()
 	if resp.StatusCode != http.StatusOK {
 		return agent.Result{}, upstream.NewStatusError(a.cfg.URL, resp, time.Now())

@@ -260,7 +260,7 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, body request, sink a
 	if err != nil {
 		return st, fmt.Errorf("chat completions request: %w", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	c.Responded()
 	if resp.StatusCode != http.StatusOK {
 		return st, upstream.NewStatusError(a.cfg.BaseURL, resp, time.Now())

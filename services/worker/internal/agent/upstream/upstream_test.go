@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/agenttest"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/httpagent"
@@ -108,7 +110,7 @@ func TestLimiter(t *testing.T) {
 			p2, _ := l.Acquire(context.Background())
 			got <- p2
 		}()
-		agenttest.WaitFor(t, 5*time.Second, func() bool { return l.Waiting() == 1 })
+		testenv.WaitFor(t, 5*time.Second, "one call waiting for a slot", func() bool { return l.Waiting() == 1 })
 		p.Release(upstream.Terminal, false, 0)
 		p2 := <-got
 		require.NotNil(t, p2)
