@@ -249,18 +249,22 @@ func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar) (*gen.
 	bar.phase("normal", o.normal)
 	g.Arrive(ctx, "normal", b.NormalRate, o.normal)
 	b0 := g.Elapsed()
+	base := g.Outstanding() // what normal load keeps outstanding
 	bar.phase("burst", o.burst)
 	g.Arrive(ctx, "burst", b.BurstRate, o.burst)
 	b1 := g.Elapsed()
 	// Back to normal until the backlog is gone (or drain-max), then a little more to see it stay.
-	muBurst, muNormal := mu, mu
-	if b.BurstCapacityPerSec > 0 && b.NormalCapacityPerSec > b.NormalRate {
-		muBurst, muNormal = b.BurstCapacityPerSec, b.NormalCapacityPerSec
+	// Arrivals go on until the backlog is back to a second's worth of normal arrivals above what
+	// the normal phase left outstanding, so the drain is measured under the load it is predicted
+	// for, however long it takes.
+	bar.phase("drain at normal load", o.drainMax)
+	for g.Elapsed()-b1 < o.drainMax && ctx.Err() == nil {
+		g.Arrive(ctx, "after", b.NormalRate, time.Second)
+		if float64(g.Outstanding()) <= float64(base)+b.NormalRate {
+			break
+		}
 	}
-	predicted := time.Duration(float64(time.Second) * max(b.BurstRate-muBurst, 0) * o.burst.Seconds() / (muNormal - b.NormalRate))
-	after := min(max(predicted*3/2, 30*time.Second), o.drainMax)
-	bar.phase("drain at normal load", after)
-	g.Arrive(ctx, "after", b.NormalRate, after)
+	g.Arrive(ctx, "after", b.NormalRate, 10*time.Second)
 	g.CloseSessions()
 	bar.phase("final drain", o.drainMax)
 	drained := g.WaitIdle(ctx, o.drainMax)
