@@ -2,6 +2,7 @@ package consume
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -104,9 +105,9 @@ type partState struct {
 	// gen changes when the partition is revoked, so completions of turns fetched under an earlier
 	// assignment do not touch a later one's tracker.
 	gen uint64
-	// ready holds exactly the partition's sessions whose head record could start now, in the order
-	// they became ready.
-	ready []sessionKey
+	// ready holds exactly the partition's sessions whose head record could start now, the oldest
+	// head record (lowest offset) first.
+	ready readyHeap
 	// held counts the partition's fetched records that have not started.
 	held int
 	// paused is whether the partition's fetching is paused.
@@ -121,6 +122,29 @@ type sessionKey struct {
 type session struct {
 	running bool
 	queue   []queued
+}
+
+// readySession is a ready session and the offset of its head record.
+type readySession struct {
+	sk     sessionKey
+	offset int64
+}
+
+// readyHeap orders a partition's ready sessions by their head record's offset, so the turn that has
+// waited longest starts first: a session whose turn just finished has its next turn in line by
+// when that turn was accepted, not behind every session that became ready meanwhile. That keeps
+// the oldest startable turn's wait (the backlog age) as short as the backlog allows.
+type readyHeap []readySession
+
+func (h readyHeap) Len() int           { return len(h) }
+func (h readyHeap) Less(i, j int) bool { return h[i].offset < h[j].offset }
+func (h readyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *readyHeap) Push(x any)        { *h = append(*h, x.(readySession)) }
+func (h *readyHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 type queued struct {
@@ -260,7 +284,7 @@ func (c *Consumer) addLocked(rec *kgo.Record) {
 	s.queue = append(s.queue, queued{rec: rec, gen: ps.gen})
 	ps.held++
 	if !s.running && len(s.queue) == 1 {
-		ps.ready = append(ps.ready, sk)
+		heap.Push(&ps.ready, readySession{sk, rec.Offset})
 	}
 }
 
@@ -285,16 +309,15 @@ func (c *Consumer) scheduleLocked() {
 	c.pauseLocked()
 }
 
-// nextReadyLocked takes the next ready session, round-robin by partition; ps is nil when no
-// session is ready.
+// nextReadyLocked takes the next ready session, round-robin by partition and the oldest head record
+// first within one; ps is nil when no session is ready.
 func (c *Consumer) nextReadyLocked() (sessionKey, *partState) {
 	n := len(c.order)
 	for i := range n {
 		j := (c.next + i) % n
 		ps := c.parts[c.order[j]]
 		for len(ps.ready) > 0 {
-			sk := ps.ready[0]
-			ps.ready = ps.ready[1:]
+			sk := heap.Pop(&ps.ready).(readySession).sk
 			if s := c.sessions[sk]; s == nil || s.running || len(s.queue) == 0 {
 				continue
 			}
@@ -329,7 +352,7 @@ func (c *Consumer) run(sk sessionKey, q queued) {
 		case len(s.queue) == 0:
 			delete(c.sessions, sk)
 		default:
-			ps.ready = append(ps.ready, sk)
+			heap.Push(&ps.ready, readySession{sk, s.queue[0].rec.Offset})
 		}
 	}
 	c.scheduleLocked()

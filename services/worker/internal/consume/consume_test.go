@@ -297,6 +297,27 @@ func TestConsumer(t *testing.T) {
 		require.NoError(t, c.Stop(ctx), "stop twice")
 	})
 
+	t.Run("OldestTurnFirstWithinPartition", func(t *testing.T) {
+		t.Parallel()
+		h := newGatedHandler(t, 5, 2)
+		c, b := setup(t, Config{MaxInflight: 2}, h.handle)
+		// Offsets 0..4: a, b, c, a, d. Session a's second turn (3) waits behind its first.
+		b.produce(t, "a", "b", "c", "a", "d")
+		require.NoError(t, c.Start(ctx))
+		defer func() { require.NoError(t, c.Stop(ctx)) }()
+		require.Equal(t, map[int64]bool{0: true, 1: true}, map[int64]bool{<-h.started: true, <-h.started: true})
+		h.release(0)
+		require.Equal(t, int64(2), <-h.started, "c was ready first and is the oldest")
+		// a is ready again with offset 3, after d became ready with offset 4: the older turn starts.
+		h.release(1)
+		require.Equal(t, int64(3), <-h.started, "a's turn was accepted before d's")
+		h.release(2)
+		require.Equal(t, int64(4), <-h.started)
+		h.release(3)
+		h.release(4)
+		testenv.WaitFor(t, 10*time.Second, "the commit point to reach the end", func() bool { return c.commitPoint() == 5 })
+	})
+
 	t.Run("FairAcrossPartitions", func(t *testing.T) {
 		t.Parallel()
 		// Four partitions with a deep backlog each, far more than one fetch holds: the worker must

@@ -4,9 +4,10 @@
 // stays in Kafka, not in memory), and drains on Stop.
 //
 // Scheduling: every fetched record joins its session's FIFO (the record key is the session ID). A
-// session with no running turn is "ready"; each partition keeps its ready sessions in the order they
-// became ready, and starts take turns between partitions — one ready session of each partition per
-// round — up to the in-flight limit. So a 40-second turn occupies one slot and blocks only its own
+// session with no running turn is "ready"; each partition keeps its ready sessions ordered by their
+// head record's offset (the turn accepted first starts first, so a session's follow-up does not
+// queue behind sessions that became ready while its previous turn ran), and starts take turns
+// between partitions — one ready session of each partition per round — up to the in-flight limit. So a 40-second turn occupies one slot and blocks only its own
 // session, never the other sessions of its partition (no head-of-line blocking), and under a deep
 // backlog no partition's oldest turn waits while another partition's fetched records are worked off.
 //
