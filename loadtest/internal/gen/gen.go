@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"path"
 	"sort"
 	"strconv"
 	"sync"
@@ -312,8 +313,16 @@ func (g *Generator) post(t *turn) {
 		g.cfg.IntakeURL+"/v1/sessions/"+url.PathEscape(t.sess.id)+"/turns", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := g.hc.Do(req)
-	status := 0
+	status, problem := 0, ""
 	if err == nil {
+		if resp.StatusCode != http.StatusAccepted {
+			// A refusal is a problem document; its type says which limit refused the turn.
+			var p struct {
+				Type string `json:"type"`
+			}
+			_ = json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&p)
+			problem = path.Base(p.Type)
+		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		status = resp.StatusCode
@@ -336,7 +345,11 @@ func (g *Generator) post(t *turn) {
 		g.refused["transport_error"]++
 	default:
 		sec.Refused++
-		g.refused[strconv.Itoa(status)]++
+		key := strconv.Itoa(status)
+		if problem != "" && problem != "." && problem != "/" {
+			key += " " + problem
+		}
+		g.refused[key]++
 	}
 	g.maybeCloseLocked(t.sess)
 }

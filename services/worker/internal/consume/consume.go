@@ -1,10 +1,14 @@
 package consume
 
 import (
+	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,13 +33,14 @@ type Config struct {
 	// MaxInflight bounds concurrently running turns.
 	MaxInflight int
 	// MaxBuffered bounds fetched records that could start now but wait for a free slot (the head
-	// records of sessions with no running turn); fetching pauses at this bound. Records queued behind
-	// their own session's running turn do not count, or a few busy sessions would fill the buffer
-	// and stall every other session of the partition. Defaults to MaxInflight.
+	// records of sessions with no running turn). It is shared evenly by the assigned partitions: a
+	// partition's fetching pauses when its share is reached. Records queued behind their own
+	// session's running turn do not count, or a few busy sessions would fill the buffer and stall
+	// every other session of the partition. Defaults to MaxInflight.
 	MaxBuffered int
 	// MaxHeld bounds every fetched record that has not started, blocked or not, so memory stays
-	// bounded even when many records wait behind their sessions' running turns; fetching pauses at
-	// this bound too. Defaults to 16 × MaxBuffered, at least 1024.
+	// bounded even when many records wait behind their sessions' running turns. Shared evenly by the
+	// assigned partitions like MaxBuffered. Defaults to 16 × MaxBuffered, at least 1024.
 	MaxHeld int
 	// DrainTimeout is how long Stop lets running turns finish before handing them off.
 	DrainTimeout time.Duration
@@ -47,7 +52,9 @@ type Config struct {
 	// RebalanceTimeout is the group rebalance timeout. Zero keeps the client's default (60s).
 	RebalanceTimeout time.Duration
 	// FetchMaxBytes bounds one fetch response, and so the records the client holds beyond
-	// MaxBuffered while fetching is paused. Defaults to 1 MiB (a partition's share: 256 KiB).
+	// MaxBuffered while fetching is paused. Every record of a fetch is taken at once, so a partition
+	// can pass its shares of MaxBuffered and MaxHeld by at most one fetch's part for it. Defaults to
+	// 1 MiB (a partition's part: 256 KiB).
 	FetchMaxBytes int32
 	// ExtraOpts are appended to the client options (tests tune session timeouts).
 	ExtraOpts []kgo.Opt
@@ -62,14 +69,16 @@ type Consumer struct {
 	client *kgo.Client
 
 	mu       sync.Mutex
-	cond     *sync.Cond
 	parts    map[partKey]*partState
 	sessions map[sessionKey]*session
-	ready    []sessionKey
-	inflight int
-	buffered int
-	paused   bool
-	closing  bool
+	// order lists the assigned partitions; next is where the round-robin start resumes.
+	order []partKey
+	next  int
+	// bufferedShare and heldShare are each partition's shares of MaxBuffered and MaxHeld.
+	bufferedShare int
+	heldShare     int
+	inflight      int
+	closing       bool
 
 	// turnsCtx is the context of every running turn; cancelled with execute.ErrDraining when the
 	// drain grace period ends.
@@ -96,6 +105,13 @@ type partState struct {
 	// gen changes when the partition is revoked, so completions of turns fetched under an earlier
 	// assignment do not touch a later one's tracker.
 	gen uint64
+	// ready holds exactly the partition's sessions whose head record could start now, the oldest
+	// head record (lowest offset) first.
+	ready readyHeap
+	// held counts the partition's fetched records that have not started.
+	held int
+	// paused is whether the partition's fetching is paused.
+	paused bool
 }
 
 type sessionKey struct {
@@ -106,6 +122,29 @@ type sessionKey struct {
 type session struct {
 	running bool
 	queue   []queued
+}
+
+// readySession is a ready session and the offset of its head record.
+type readySession struct {
+	sk     sessionKey
+	offset int64
+}
+
+// readyHeap orders a partition's ready sessions by their head record's offset, so the turn that has
+// waited longest starts first: a session whose turn just finished has its next turn in line by
+// when that turn was accepted, not behind every session that became ready meanwhile. That keeps
+// the oldest startable turn's wait (the backlog age) as short as the backlog allows.
+type readyHeap []readySession
+
+func (h readyHeap) Len() int           { return len(h) }
+func (h readyHeap) Less(i, j int) bool { return h[i].offset < h[j].offset }
+func (h readyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *readyHeap) Push(x any)        { *h = append(*h, x.(readySession)) }
+func (h *readyHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 type queued struct {
@@ -131,7 +170,6 @@ func New(cfg Config, handle Handler, log *slog.Logger) (*Consumer, error) {
 		cfg.FetchMaxBytes = 1 << 20
 	}
 	c := &Consumer{cfg: cfg, handle: handle, log: log, parts: map[partKey]*partState{}, sessions: map[sessionKey]*session{}}
-	c.cond = sync.NewCond(&c.mu)
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumerGroup(cfg.Group),
@@ -142,7 +180,10 @@ func New(cfg Config, handle Handler, log *slog.Logger) (*Consumer, error) {
 		kgo.OnPartitionsAssigned(c.assigned),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
-		kgo.FetchMaxWait(500 * time.Millisecond),
+		// A partition resumed while a fetch is in flight joins the next fetch only: when the fetch in
+		// flight asks only for partitions that are caught up, the broker holds it this long, and the
+		// resumed partition's backlog waits as long while the others' is worked off.
+		kgo.FetchMaxWait(100 * time.Millisecond),
 		// Pausing stops new fetches, but one fetch's records may already sit in the client: keep
 		// that small, since turn records are small and the backlog belongs in Kafka.
 		kgo.FetchMaxBytes(cfg.FetchMaxBytes),
@@ -190,19 +231,20 @@ func (c *Consumer) Inflight() int {
 	return c.inflight
 }
 
+// pollLoop takes every fetched record as soon as it arrives. The client hands out a fetch partition
+// by partition, so taking a few records at a time would serve one partition's fetched records
+// before the next partition's; holding all of them lets the scheduler take turns between
+// partitions. What is held stays bounded by the partitions' pauses (pauseLocked): a paused
+// partition is not fetched, and PollRecords blocks while every partition is paused.
 func (c *Consumer) pollLoop(ctx context.Context) {
 	for {
 		c.mu.Lock()
-		for !c.closing && c.fullLocked() {
-			c.cond.Wait()
-		}
-		room := min(c.cfg.MaxBuffered-len(c.ready), c.cfg.MaxHeld-c.buffered)
 		closing := c.closing
 		c.mu.Unlock()
 		if closing || ctx.Err() != nil {
 			return
 		}
-		fetches := c.client.PollRecords(ctx, room)
+		fetches := c.client.PollRecords(ctx, 0)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			c.client.AllowRebalance()
 			return
@@ -240,32 +282,50 @@ func (c *Consumer) addLocked(rec *kgo.Record) {
 		c.sessions[sk] = s
 	}
 	s.queue = append(s.queue, queued{rec: rec, gen: ps.gen})
-	c.buffered++
+	ps.held++
 	if !s.running && len(s.queue) == 1 {
-		c.ready = append(c.ready, sk)
+		heap.Push(&ps.ready, readySession{sk, rec.Offset})
 	}
-	c.updatePauseLocked()
 }
 
-// scheduleLocked starts ready sessions' head records up to the in-flight limit.
+// scheduleLocked starts ready sessions' head records up to the in-flight limit, taking turns
+// between partitions: each pass over the partitions starts at most one record of each, so no
+// partition's backlog waits while another's is worked off.
 func (c *Consumer) scheduleLocked() {
-	for !c.closing && c.inflight < c.cfg.MaxInflight && len(c.ready) > 0 {
-		sk := c.ready[0]
-		c.ready = c.ready[1:]
-		s := c.sessions[sk]
-		if s == nil || s.running || len(s.queue) == 0 {
-			continue
+	for !c.closing && c.inflight < c.cfg.MaxInflight {
+		sk, ps := c.nextReadyLocked()
+		if ps == nil {
+			break
 		}
+		s := c.sessions[sk]
 		q := s.queue[0]
 		s.queue = s.queue[1:]
 		s.running = true
 		c.inflight++
-		c.buffered--
+		ps.held--
 		c.turns.Add(1)
 		go c.run(sk, q)
 	}
-	c.updatePauseLocked()
-	c.cond.Broadcast()
+	c.pauseLocked()
+}
+
+// nextReadyLocked takes the next ready session, round-robin by partition and the oldest head record
+// first within one; ps is nil when no session is ready.
+func (c *Consumer) nextReadyLocked() (sessionKey, *partState) {
+	n := len(c.order)
+	for i := range n {
+		j := (c.next + i) % n
+		ps := c.parts[c.order[j]]
+		for len(ps.ready) > 0 {
+			sk := heap.Pop(&ps.ready).(readySession).sk
+			if s := c.sessions[sk]; s == nil || s.running || len(s.queue) == 0 {
+				continue
+			}
+			c.next = (j + 1) % n
+			return sk, ps
+		}
+	}
+	return sessionKey{}, nil
 }
 
 func (c *Consumer) run(sk sessionKey, q queued) {
@@ -278,16 +338,21 @@ func (c *Consumer) run(sk sessionKey, q queued) {
 	}
 	if s := c.sessions[sk]; s != nil {
 		s.running = false
+		// Queued records belong to the partition's current assignment: forget empties the queues of
+		// a revoked partition, so a non-empty queue has a partition state.
+		ps := c.parts[sk.part]
 		switch {
 		case res == execute.HandedOff:
 			// Draining: the session's later records must not start before this one, which is now
 			// someone else's; drop them so the next owner runs them in order.
-			c.buffered -= len(s.queue)
+			if ps != nil {
+				ps.held -= len(s.queue)
+			}
 			delete(c.sessions, sk)
 		case len(s.queue) == 0:
 			delete(c.sessions, sk)
 		default:
-			c.ready = append(c.ready, sk)
+			heap.Push(&ps.ready, readySession{sk, s.queue[0].rec.Offset})
 		}
 	}
 	c.scheduleLocked()
@@ -297,23 +362,57 @@ func (c *Consumer) run(sk sessionKey, q queued) {
 	}
 }
 
-// fullLocked reports whether fetching must pause: enough records could start as soon as a slot
-// frees (c.ready holds exactly the sessions whose head record could start), or too many records are
-// held in all.
-func (c *Consumer) fullLocked() bool {
-	return len(c.ready) >= c.cfg.MaxBuffered || c.buffered >= c.cfg.MaxHeld
+// pauseLocked pauses the fetching of each partition that holds its share of records that could
+// start now (ps.ready holds exactly the sessions whose head record could start) or of records in
+// all, and resumes the others. Shares rather than one bound for all partitions: with one bound, a
+// single partition's fetched records could fill it, fetching would stop for every partition, and
+// the others would have nothing to start while that partition's records were worked off.
+func (c *Consumer) pauseLocked() {
+	var pause, resume map[string][]int32
+	for _, pk := range c.order {
+		ps := c.parts[pk]
+		full := len(ps.ready) >= c.bufferedShare || ps.held >= c.heldShare
+		switch {
+		case full && !ps.paused:
+			pause = addPart(pause, pk)
+		case !full && ps.paused:
+			resume = addPart(resume, pk)
+		default:
+			continue
+		}
+		ps.paused = full
+	}
+	if pause != nil {
+		c.client.PauseFetchPartitions(pause)
+	}
+	if resume != nil {
+		c.client.ResumeFetchPartitions(resume)
+	}
 }
 
-func (c *Consumer) updatePauseLocked() {
-	full := c.fullLocked()
-	switch {
-	case full && !c.paused:
-		c.client.PauseFetchTopics(c.cfg.Topic)
-		c.paused = true
-	case !full && c.paused:
-		c.client.ResumeFetchTopics(c.cfg.Topic)
-		c.paused = false
+func addPart(m map[string][]int32, pk partKey) map[string][]int32 {
+	if m == nil {
+		m = map[string][]int32{}
 	}
+	m[pk.topic] = append(m[pk.topic], pk.part)
+	return m
+}
+
+// assignmentChangedLocked rebuilds the round-robin order and the shares after partitions came or
+// went.
+func (c *Consumer) assignmentChangedLocked() {
+	c.order = c.order[:0]
+	for pk := range c.parts {
+		c.order = append(c.order, pk)
+	}
+	slices.SortFunc(c.order, func(a, b partKey) int {
+		return cmp.Or(strings.Compare(a.topic, b.topic), cmp.Compare(a.part, b.part))
+	})
+	c.next = 0
+	n := max(len(c.order), 1)
+	c.bufferedShare = max((c.cfg.MaxBuffered+n-1)/n, 1)
+	c.heldShare = max((c.cfg.MaxHeld+n-1)/n, 1)
+	c.pauseLocked()
 }
 
 func (c *Consumer) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
@@ -331,6 +430,7 @@ func (c *Consumer) assigned(ctx context.Context, cl *kgo.Client, assigned map[st
 			c.parts[partKey{topic, p}] = &partState{tracker: offsets.New(start), epoch: -1, gen: genCounter}
 		}
 	}
+	c.assignmentChangedLocked()
 	c.log.Info("partitions assigned", "partitions", assigned)
 }
 
@@ -350,31 +450,31 @@ func (c *Consumer) forget(parts map[string][]int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	drop := map[partKey]bool{}
+	var resume map[string][]int32
 	for topic, ps := range parts {
 		for _, p := range ps {
-			drop[partKey{topic, p}] = true
-			delete(c.parts, partKey{topic, p})
+			pk := partKey{topic, p}
+			drop[pk] = true
+			// A pause outlives the assignment in the client: lift it, so the partition is fetched
+			// if it comes back. Its ready sessions go with its state.
+			if st := c.parts[pk]; st != nil && st.paused {
+				resume = addPart(resume, pk)
+			}
+			delete(c.parts, pk)
 		}
+	}
+	if resume != nil {
+		c.client.ResumeFetchPartitions(resume)
 	}
 	for sk, s := range c.sessions {
 		if drop[sk.part] {
-			c.buffered -= len(s.queue)
 			s.queue = nil
 			if !s.running {
 				delete(c.sessions, sk)
 			}
 		}
 	}
-	// Keep c.ready exact: only sessions that still have a record to start.
-	ready := c.ready[:0]
-	for _, sk := range c.ready {
-		if !drop[sk.part] {
-			ready = append(ready, sk)
-		}
-	}
-	c.ready = ready
-	c.updatePauseLocked()
-	c.cond.Broadcast()
+	c.assignmentChangedLocked()
 }
 
 // commitOffsets collects the commit points that moved.
@@ -482,7 +582,6 @@ func (c *Consumer) stop(ctx context.Context) error {
 	c.mu.Lock()
 	c.closing = true
 	c.client.PauseFetchTopics(c.cfg.Topic)
-	c.cond.Broadcast()
 	c.mu.Unlock()
 	c.pollCancel()
 

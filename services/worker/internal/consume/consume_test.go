@@ -82,7 +82,12 @@ type bundle struct {
 
 func setup(t *testing.T, cfg Config, handle Handler) (*Consumer, *bundle) {
 	t.Helper()
-	env := testenv.New(t, testenv.Options{Partitions: 1})
+	return setupPartitions(t, 1, cfg, handle)
+}
+
+func setupPartitions(t *testing.T, partitions int, cfg Config, handle Handler) (*Consumer, *bundle) {
+	t.Helper()
+	env := testenv.New(t, testenv.Options{Partitions: partitions})
 	cfg.Brokers = env.Config.BrokerList()
 	cfg.Topic = env.Config.Topic
 	cfg.Group = "g-" + env.ID
@@ -93,8 +98,9 @@ func setup(t *testing.T, cfg Config, handle Handler) (*Consumer, *bundle) {
 	c, err := New(cfg, handle, env.Log)
 	require.NoError(t, err)
 	// Small batches, as many intake replicas producing a few turns each would write.
+	// Records go to the partition they name, so tests can lay out each partition's backlog.
 	producer, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.DefaultProduceTopic(cfg.Topic),
-		kgo.ProducerBatchMaxBytes(4<<10))
+		kgo.ProducerBatchMaxBytes(4<<10), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	require.NoError(t, err)
 	t.Cleanup(producer.Close)
 	return c, &bundle{env: env, producer: producer}
@@ -116,6 +122,89 @@ func (c *Consumer) commitPoint() int64 {
 		return ps.tracker.CommitPoint()
 	}
 	return -1
+}
+
+// commitPoints are the commit points of every assigned partition.
+func (c *Consumer) commitPoints() map[int32]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[int32]int64{}
+	for pk, ps := range c.parts {
+		out[pk.part] = ps.tracker.CommitPoint()
+	}
+	return out
+}
+
+// startLog records the partition of every started record and checks per-session order and the
+// in-flight limit as it goes.
+type startLog struct {
+	t           *testing.T
+	maxInflight int
+	work        time.Duration
+
+	mu       sync.Mutex
+	starts   []int32
+	running  map[string]bool
+	last     map[string]int64
+	inflight int
+}
+
+func (l *startLog) handle(ctx context.Context, rec *kgo.Record) execute.Result {
+	key := string(rec.Key)
+	l.mu.Lock()
+	if l.running[key] {
+		l.t.Errorf("two records of session %s run at once", key)
+	}
+	if last, ok := l.last[key]; ok && last >= rec.Offset {
+		l.t.Errorf("session %s: offset %d started after %d", key, rec.Offset, last)
+	}
+	l.running[key], l.last[key] = true, rec.Offset
+	l.inflight++
+	if l.inflight > l.maxInflight {
+		l.t.Errorf("%d records in flight, limit %d", l.inflight, l.maxInflight)
+	}
+	l.starts = append(l.starts, rec.Partition)
+	l.mu.Unlock()
+	// The turn's work: a fixed time, as a slow agent call would take.
+	select {
+	case <-time.After(l.work):
+	case <-ctx.Done():
+		return execute.HandedOff
+	}
+	l.mu.Lock()
+	l.running[key] = false
+	l.inflight--
+	l.mu.Unlock()
+	return execute.Finished
+}
+
+// starvation measures fairness over a start order: for each partition, the most starts of other
+// partitions between two of its own (or before its first) while it still had records that had not
+// started; and the longest run of starts from one partition.
+func starvation(starts []int32, perPartition map[int32]int) (maxGap, maxRun int) {
+	left := map[int32]int{}
+	gap := map[int32]int{}
+	for p, n := range perPartition {
+		left[p] = n
+	}
+	run := 0
+	for i, p := range starts {
+		for q := range left {
+			if q != p && left[q] > 0 {
+				gap[q]++
+				maxGap = max(maxGap, gap[q])
+			}
+		}
+		gap[p] = 0
+		left[p]--
+		if i > 0 && starts[i-1] == p {
+			run++
+		} else {
+			run = 1
+		}
+		maxRun = max(maxRun, run)
+	}
+	return maxGap, maxRun
 }
 
 func TestConsumer(t *testing.T) {
@@ -184,13 +273,20 @@ func TestConsumer(t *testing.T) {
 		for range 4 {
 			<-h.started
 		}
+		// The partition's fetching pauses once it holds its share of startable records (all of
+		// MaxBuffered, 4, for the only partition), passed by at most the rest of one fetch.
+		var buffered int
 		testenv.WaitFor(t, 10*time.Second, "the consumer to fill its buffer and pause", func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			return c.paused && c.buffered == 4
+			for _, ps := range c.parts {
+				buffered = ps.held
+				return ps.paused && ps.held >= 4
+			}
+			return false
 		})
-		held := int(c.client.BufferedFetchRecords()) + 4 + 4
-		t.Logf("holding %d of %d records while at capacity", held, n)
+		held := int(c.client.BufferedFetchRecords()) + buffered + 4
+		t.Logf("holding %d of %d records while at capacity (%d waiting to start)", held, n, buffered)
 		require.Less(t, held, n/5, "the backlog stays in Kafka")
 		// Release everything; the consumer resumes and drains the backlog.
 		for o := range n {
@@ -199,6 +295,72 @@ func TestConsumer(t *testing.T) {
 		testenv.WaitFor(t, 60*time.Second, "the backlog to drain", func() bool { return c.commitPoint() == n })
 		require.NoError(t, c.Stop(ctx))
 		require.NoError(t, c.Stop(ctx), "stop twice")
+	})
+
+	t.Run("OldestTurnFirstWithinPartition", func(t *testing.T) {
+		t.Parallel()
+		h := newGatedHandler(t, 5, 2)
+		c, b := setup(t, Config{MaxInflight: 2}, h.handle)
+		// Offsets 0..4: a, b, c, a, d. Session a's second turn (3) waits behind its first.
+		b.produce(t, "a", "b", "c", "a", "d")
+		require.NoError(t, c.Start(ctx))
+		defer func() { require.NoError(t, c.Stop(ctx)) }()
+		require.Equal(t, map[int64]bool{0: true, 1: true}, map[int64]bool{<-h.started: true, <-h.started: true})
+		h.release(0)
+		require.Equal(t, int64(2), <-h.started, "c was ready first and is the oldest")
+		// a is ready again with offset 3, after d became ready with offset 4: the older turn starts.
+		h.release(1)
+		require.Equal(t, int64(3), <-h.started, "a's turn was accepted before d's")
+		h.release(2)
+		require.Equal(t, int64(4), <-h.started)
+		h.release(3)
+		h.release(4)
+		testenv.WaitFor(t, 10*time.Second, "the commit point to reach the end", func() bool { return c.commitPoint() == 5 })
+	})
+
+	t.Run("FairAcrossPartitions", func(t *testing.T) {
+		t.Parallel()
+		// Four partitions with a deep backlog each, far more than one fetch holds: the worker must
+		// interleave them rather than work through one partition's fetched records while the
+		// others' oldest turns wait.
+		const parts, perPart, sessions = 4, 600, 150
+		l := &startLog{t: t, maxInflight: 4, work: 2 * time.Millisecond, running: map[string]bool{}, last: map[string]int64{}}
+		c, b := setupPartitions(t, parts, Config{MaxInflight: 4, MaxBuffered: 64, FetchMaxBytes: 16 << 10}, l.handle)
+		var recs []*kgo.Record
+		for p := range int32(parts) {
+			for i := range perPart {
+				// Each session has four turns, 150 records apart.
+				key := fmt.Sprintf("p%d-s%d", p, i%sessions)
+				recs = append(recs, &kgo.Record{Partition: p, Key: []byte(key), Value: []byte(fmt.Sprintf("%s-%d", key, i))})
+			}
+		}
+		require.NoError(t, b.producer.ProduceSync(ctx, recs...).FirstErr())
+		require.NoError(t, c.Start(ctx))
+		testenv.WaitFor(t, 60*time.Second, "every partition to be committed to its end", func() bool {
+			cp := c.commitPoints()
+			for p := range int32(parts) {
+				if cp[p] != perPart {
+					return false
+				}
+			}
+			return true
+		})
+		require.NoError(t, c.Stop(ctx))
+
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		require.Len(t, l.starts, parts*perPart, "every record started once")
+		want := map[int32]int{}
+		for p := range int32(parts) {
+			want[p] = perPart
+		}
+		gap, run := starvation(l.starts, want)
+		t.Logf("most starts of other partitions while one partition waited: %d; longest run from one partition: %d", gap, run)
+		// Taking turns gives a gap of parts-1 (3). A partition runs dry when its next fetch waits
+		// behind one in flight, for at most the consumer's fetch wait (100ms, ~200 starts here at
+		// 2ms a turn, 4 at once) less the records it still had. Serving the fetched records one
+		// partition at a time gives a gap of about (parts-1)×perPart, 1,800.
+		require.LessOrEqual(t, gap, 200, "a partition with records waited while the others started %d", gap)
 	})
 
 	t.Run("DrainHandsOffAfterTimeout", func(t *testing.T) {

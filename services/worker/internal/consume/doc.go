@@ -4,17 +4,28 @@
 // stays in Kafka, not in memory), and drains on Stop.
 //
 // Scheduling: every fetched record joins its session's FIFO (the record key is the session ID). A
-// session with no running turn is "ready"; ready sessions start in the order they became ready, up
-// to the in-flight limit. So a 40-second turn occupies one slot and blocks only its own session,
-// never the other sessions of its partition (no head-of-line blocking).
+// session with no running turn is "ready"; each partition keeps its ready sessions ordered by their
+// head record's offset (the turn accepted first starts first, so a session's follow-up does not
+// queue behind sessions that became ready while its previous turn ran), and starts take turns
+// between partitions — one ready session of each partition per round — up to the in-flight limit. So a 40-second turn occupies one slot and blocks only its own
+// session, never the other sessions of its partition (no head-of-line blocking), and under a deep
+// backlog no partition's oldest turn waits while another partition's fetched records are worked off.
 //
-// Capacity: fetching pauses when MaxBuffered records could start as soon as a slot frees (the head
-// records of ready sessions), or when MaxHeld records in all are waiting. Records queued behind
-// their own session's running turn count only towards MaxHeld: were they counted towards the small
-// bound, a few sessions with queued follow-ups would fill it, fetching would stop, and every other
-// session of the partition would wait for those sessions' turns — head-of-line blocking again. One
-// fetch response is bounded too (FetchMaxBytes), since pausing stops new fetches but not one already
-// buffered in the client.
+// Capacity: the consumer takes every record the client has fetched as soon as it arrives (the
+// client hands a fetch out partition by partition, so taking a few records at a time would serve one
+// partition's share of the fetch before the next one's). MaxBuffered and MaxHeld are split evenly
+// between the assigned partitions, and a partition's fetching pauses when it holds its share of
+// records that could start as soon as a slot frees (the head records of its ready sessions), or its
+// share of records in all. Records queued behind their own session's running turn count only
+// towards MaxHeld: were they counted towards the small bound, a few sessions with queued follow-ups
+// would fill it, fetching would stop, and every other session of the partition would wait for those
+// sessions' turns — head-of-line blocking again. A partition can pass its shares by the rest of one
+// fetch, so one fetch response is bounded too (FetchMaxBytes, a quarter of it per partition): the
+// backlog stays in Kafka, not in memory. Pausing per partition rather than all at once keeps every
+// partition supplied: while one partition's fetched records are worked off, the others are still
+// fetched as they run low. A resumed partition joins the next fetch, after the one in flight; the
+// broker holds a fetch of caught-up partitions for at most the fetch wait (100ms), which bounds how
+// long a resumed partition can run dry.
 //
 // Rebalances: partitions are assigned cooperatively. On revoke, records of that partition that have
 // not started are dropped (the next owner re-reads them from the committed offset) and the finished

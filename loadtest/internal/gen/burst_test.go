@@ -1,0 +1,50 @@
+package gen
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestAnalyseBurst checks the Little's-law arithmetic on a made-up timeline: ten seconds of normal
+// load, a ten-second burst the workers serve at 100/s, then normal load the workers serve at
+// 150/s. The workers' capacity with the generator idle (150/s) is not what they had during the
+// burst, so the naive prediction is off by two while the load-matched one holds.
+func TestAnalyseBurst(t *testing.T) {
+	t.Parallel()
+	const base, burstRate, normalRate = 10, 200, 50
+	g := &Generator{}
+	out := base
+	for s := range 40 {
+		sec := Second{T: s, Arrivals: normalRate, Completions: normalRate}
+		switch {
+		case s >= 10 && s < 20:
+			sec.Arrivals, sec.Completions = burstRate, 100
+		case s >= 20 && out > base:
+			sec.Completions = min(150, out-base+normalRate)
+		}
+		out += sec.Arrivals - sec.Completions
+		sec.Outstanding = out
+		g.timeline = append(g.timeline, sec)
+	}
+	b := &Burst{
+		CapacityPerSec: 150, BurstCapacityPerSec: 100, NormalCapacityPerSec: 150,
+		NormalRate: normalRate, BurstRate: burstRate, BurstSeconds: 10,
+	}
+	g.AnalyseBurst(b, 0, 10*time.Second, 20*time.Second)
+
+	require.InDelta(t, 1000, b.PredictedPeak, 1e-9, "(200-100)·10")
+	require.InDelta(t, 1000, b.MeasuredPeak, 1e-9)
+	require.InDelta(t, 10, b.PredictedDrainSec, 1e-9, "1000/(150-50)")
+	require.InDelta(t, 10, b.MeasuredDrainSec, 1, "to the second")
+	require.True(t, b.WithinFifteenPct)
+	require.InDelta(t, 500, b.NaivePredictedPeak, 1e-9, "(200-150)·10")
+	require.InDelta(t, 2, b.NaivePeakRatio, 1e-9)
+
+	// Without a rehearsal the check falls back to the one capacity it has.
+	b = &Burst{CapacityPerSec: 150, NormalRate: normalRate, BurstRate: burstRate, BurstSeconds: 10}
+	g.AnalyseBurst(b, 0, 10*time.Second, 20*time.Second)
+	require.InDelta(t, b.NaivePredictedPeak, b.PredictedPeak, 1e-9)
+	require.False(t, b.WithinFifteenPct)
+}
