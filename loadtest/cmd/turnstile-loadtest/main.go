@@ -80,8 +80,9 @@ func main() {
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o); err != nil {
+	err := run(ctx, o)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "turnstile-loadtest:", err)
 		os.Exit(1)
 	}
@@ -129,11 +130,11 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		b, _ := json.MarshalIndent(c, "", "  ")
-		if err := os.MkdirAll(o.out, 0o755); err != nil {
+		if err := os.MkdirAll(o.out, 0o755); err != nil { //nolint:gosec // reports are meant to be read by anyone on the machine
 			return err
 		}
 		fmt.Println(string(b))
-		return os.WriteFile(filepath.Join(o.out, "peer.json"), b, 0o644)
+		return os.WriteFile(filepath.Join(o.out, "peer.json"), b, 0o644) //nolint:gosec // reports are meant to be read by anyone on the machine
 	}
 
 	var pool *pgxpool.Pool
@@ -152,7 +153,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		defer func() { _ = st.Stop(context.Background(), o.keep) }()
+		defer func() { _ = st.Stop(context.WithoutCancel(ctx), o.keep) }() // stop cleanly after Ctrl-C too
 		gc.IntakeURL, gc.GatewayURL, pool = st.URL, st.URL, st.Pool
 		fmt.Fprintf(os.Stderr, "in-process stack at %s (schema %s, %d partitions, max in-flight %d, demo delay %v, max backlog age %v)\n",
 			st.URL, cfg.DatabaseSchema, cfg.Partitions, cfg.MaxInflight, cfg.DemoDelay, cfg.Intake.MaxBacklogAge)
@@ -175,7 +176,7 @@ func run(ctx context.Context, o options) error {
 	defer bar.stop()
 
 	var burst *gen.Burst
-	drained := true
+	var drained bool
 	switch o.scenario {
 	case "steady", "soak":
 		d := o.duration
@@ -308,26 +309,26 @@ func rehearse(ctx context.Context, o options, g *gen.Generator, bar *bar, b *gen
 }
 
 func summarise(w io.Writer, r gen.Report, files []string) {
-	fmt.Fprintf(w, "\n%s: sent %d, accepted %d, refused %v, completed %d in %.0fs\n", r.Scenario, r.Sent, r.Accepted, r.Refused, r.Completed, r.Seconds)
-	fmt.Fprintf(w, "intake latency    p50 %.1fms p90 %.1fms p99 %.1fms\n", r.IntakeLatency.P50, r.IntakeLatency.P90, r.IntakeLatency.P99)
-	fmt.Fprintf(w, "first event       p50 %.1fms p90 %.1fms p99 %.1fms\n", r.FirstEvent.P50, r.FirstEvent.P90, r.FirstEvent.P99)
-	fmt.Fprintf(w, "turn latency      p50 %.1fms p90 %.1fms p99 %.1fms\n", r.TurnLatency.P50, r.TurnLatency.P90, r.TurnLatency.P99)
-	fmt.Fprintf(w, "backlog age gauge present=%v max=%.2fs\n", r.BacklogAge.Present, r.BacklogAge.MaxSec)
+	_, _ = fmt.Fprintf(w, "\n%s: sent %d, accepted %d, refused %v, completed %d in %.0fs\n", r.Scenario, r.Sent, r.Accepted, r.Refused, r.Completed, r.Seconds)
+	_, _ = fmt.Fprintf(w, "intake latency    p50 %.1fms p90 %.1fms p99 %.1fms\n", r.IntakeLatency.P50, r.IntakeLatency.P90, r.IntakeLatency.P99)
+	_, _ = fmt.Fprintf(w, "first event       p50 %.1fms p90 %.1fms p99 %.1fms\n", r.FirstEvent.P50, r.FirstEvent.P90, r.FirstEvent.P99)
+	_, _ = fmt.Fprintf(w, "turn latency      p50 %.1fms p90 %.1fms p99 %.1fms\n", r.TurnLatency.P50, r.TurnLatency.P90, r.TurnLatency.P99)
+	_, _ = fmt.Fprintf(w, "backlog age gauge present=%v max=%.2fs\n", r.BacklogAge.Present, r.BacklogAge.MaxSec)
 	c := r.Correctness
-	fmt.Fprintf(w, "correctness ok=%v lost=%d lost_events=%d repeated=%d reordered=%d wrong=%d pg=%+v\n",
+	_, _ = fmt.Fprintf(w, "correctness ok=%v lost=%d lost_events=%d repeated=%d reordered=%d wrong=%d pg=%+v\n",
 		c.OK(), c.LostTurns, c.LostEvents, c.Repeated, c.Reordered, c.WrongContent, c.Postgres)
 	if b := r.Burst; b != nil {
-		fmt.Fprintf(w, "burst: capacity %.1f/s idle generator, %.1f/s at the burst rate, %.1f/s at the normal rate (during the burst's backlog %.1f/s)\n",
+		_, _ = fmt.Fprintf(w, "burst: capacity %.1f/s idle generator, %.1f/s at the burst rate, %.1f/s at the normal rate (during the burst's backlog %.1f/s)\n",
 			b.CapacityPerSec, b.BurstCapacityPerSec, b.NormalCapacityPerSec, b.BacklogCapacityPerSec)
-		fmt.Fprintf(w, "burst: peak backlog %.0f vs predicted %.0f (x%.2f); drain %.0fs vs predicted %.0fs (x%.2f); within 15%%: %v\n",
+		_, _ = fmt.Fprintf(w, "burst: peak backlog %.0f vs predicted %.0f (x%.2f); drain %.0fs vs predicted %.0fs (x%.2f); within 15%%: %v\n",
 			b.MeasuredPeak, b.PredictedPeak, b.PeakRatio, b.MeasuredDrainSec, b.PredictedDrainSec, b.DrainRatio, b.WithinFifteenPct)
-		fmt.Fprintf(w, "burst: naive prediction (idle-generator capacity for both phases): peak %.0f (x%.2f), drain %.0fs (x%.2f)\n",
+		_, _ = fmt.Fprintf(w, "burst: naive prediction (idle-generator capacity for both phases): peak %.0f (x%.2f), drain %.0fs (x%.2f)\n",
 			b.NaivePredictedPeak, b.NaivePeakRatio, b.NaivePredictedDrainSec, b.NaiveDrainRatio)
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintln(w, "note:", n)
+		_, _ = fmt.Fprintln(w, "note:", n)
 	}
-	fmt.Fprintln(w, "wrote", strings.Join(files, ", "))
+	_, _ = fmt.Fprintln(w, "wrote", strings.Join(files, ", "))
 }
 
 type bar struct {

@@ -150,7 +150,7 @@ func New(cfg Config) *Generator {
 	return &Generator{
 		cfg:      cfg,
 		hc:       &http.Client{Transport: tr},
-		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), //nolint:gosec // a seeded, reproducible arrival schedule, not a secret
 		sessions: map[int]*session{},
 		turns:    map[string]*turn{},
 		refused:  map[string]int{},
@@ -168,7 +168,7 @@ func (g *Generator) Start(ctx context.Context) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		g.scrapeLoop()
+		g.scrapeLoop(g.ctx)
 	}()
 }
 
@@ -184,20 +184,20 @@ func (g *Generator) secondLocked(at time.Time) *Second {
 	return &g.timeline[s]
 }
 
-func (g *Generator) scrapeLoop() {
+func (g *Generator) scrapeLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
-		case <-g.ctx.Done():
+		case <-ctx.Done():
 			return
 		case now := <-tick.C:
 			var age *float64
 			var present bool
 			var lastErr string
 			for _, u := range g.cfg.MetricsURLs {
-				ctx, cancel := context.WithTimeout(g.ctx, 900*time.Millisecond)
-				v, ok, err := scrape.Fetch(ctx, g.hc, u, BacklogAgeMetric)
+				sctx, cancel := context.WithTimeout(ctx, 900*time.Millisecond)
+				v, ok, err := scrape.Fetch(sctx, g.hc, u, BacklogAgeMetric)
 				cancel()
 				if err != nil {
 					lastErr = err.Error()
@@ -252,7 +252,7 @@ func (g *Generator) Arrive(ctx context.Context, phase string, rate float64, d ti
 		} else if ctx.Err() != nil {
 			return
 		}
-		g.arrive()
+		g.arrive() //nolint:contextcheck // each post runs under the generator's own context, which outlives the arrival schedule
 	}
 	if wait := time.Until(end); wait > 0 {
 		select {
@@ -324,7 +324,7 @@ func (g *Generator) post(t *turn) {
 			problem = path.Base(p.Type)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		status = resp.StatusCode
 	}
 	now := time.Now()
@@ -417,7 +417,7 @@ func (g *Generator) readStream(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("status %d: %s", resp.StatusCode, b)

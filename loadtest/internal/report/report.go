@@ -18,7 +18,7 @@ import (
 // <dir>/<name>-backlog.png and (when the gauge was exported) <dir>/<name>-backlog-age.png.
 // It returns the files written.
 func Write(dir, name string, r gen.Report) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // reports are meant to be read by anyone on the machine
 		return nil, err
 	}
 	var files []string
@@ -27,7 +27,7 @@ func Write(dir, name string, r gen.Report) ([]string, error) {
 		return nil, err
 	}
 	jf := filepath.Join(dir, name+".json")
-	if err := os.WriteFile(jf, b, 0o644); err != nil {
+	if err := os.WriteFile(jf, b, 0o644); err != nil { //nolint:gosec // reports are meant to be read by anyone on the machine
 		return nil, err
 	}
 	files = append(files, jf)

@@ -63,7 +63,7 @@ func Fetch(ctx context.Context, hc *http.Client, url, name string) (float64, boo
 	if err != nil {
 		return 0, false, fmt.Errorf("scrape %s: %w", url, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return 0, false, fmt.Errorf("scrape %s: status %d", url, resp.StatusCode)

@@ -46,16 +46,16 @@ func Start(ctx context.Context, cfg config.Config, rolesList string, log *slog.L
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.Migrate = "auto"
 	s.Config = cfg
-	deps := app.NewDeps(cfg, log)
+	deps := app.NewDeps(cfg, log) //nolint:contextcheck // dependencies outlive this call; Stop closes them
 	pool, err := deps.Postgres(ctx)
 	if err != nil {
-		s.stopBroker()
-		deps.Close()
+		s.stopBroker(ctx)
+		deps.Close() //nolint:contextcheck // Close bounds its own work
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
 	st, err := app.Start(ctx, deps, roles.All)
 	if err != nil {
-		s.stopBroker()
+		s.stopBroker(ctx)
 		return nil, err
 	}
 	s.main, s.Pool, s.URL = st, pool, "http://"+st.Addr()
@@ -66,7 +66,7 @@ func Start(ctx context.Context, cfg config.Config, rolesList string, log *slog.L
 func (s *Stack) StartWorker(ctx context.Context, instance string) error {
 	cfg := s.Config
 	cfg.Roles, cfg.HTTPAddr, cfg.InstanceID = "worker", "127.0.0.1:0", instance
-	st, err := app.Start(ctx, app.NewDeps(cfg, s.log), roles.All)
+	st, err := app.Start(ctx, app.NewDeps(cfg, s.log), roles.All) //nolint:contextcheck // dependencies outlive this call; Stop closes them
 	if err != nil {
 		return err
 	}
@@ -74,9 +74,9 @@ func (s *Stack) StartWorker(ctx context.Context, instance string) error {
 	return nil
 }
 
-func (s *Stack) stopBroker() {
+func (s *Stack) stopBroker(ctx context.Context) {
 	if s.broker != nil {
-		_ = s.broker.Stop(context.Background())
+		_ = s.broker.Stop(context.WithoutCancel(ctx))
 	}
 }
 
@@ -88,7 +88,7 @@ func (s *Stack) Stop(ctx context.Context, keep bool) error {
 		errs = append(errs, w.Stop(ctx))
 	}
 	errs = append(errs, s.main.Stop(ctx))
-	s.stopBroker()
+	s.stopBroker(ctx)
 	if !keep {
 		errs = append(errs, Cleanup(ctx, s.Config))
 	}
@@ -110,7 +110,7 @@ func Cleanup(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	del := func(ctx context.Context, c *redis.Client) error {
 		it := c.Scan(ctx, 0, cfg.KeyPrefix+":*", 1000).Iterator()
 		for it.Next(ctx) {

@@ -415,7 +415,7 @@ func (c *Consumer) assignmentChangedLocked() {
 	c.pauseLocked()
 }
 
-func (c *Consumer) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+func (c *Consumer) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	// Start each partition's tracker at its committed offset (or wherever the client will start).
 	committed := cl.CommittedOffsets()
 	c.mu.Lock()
@@ -434,7 +434,7 @@ func (c *Consumer) assigned(ctx context.Context, cl *kgo.Client, assigned map[st
 	c.log.Info("partitions assigned", "partitions", assigned)
 }
 
-func (c *Consumer) revoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+func (c *Consumer) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	c.commitPartitions(ctx, revoked)
 	c.forget(revoked)
 	c.log.Info("partitions revoked", "partitions", revoked)
@@ -600,7 +600,8 @@ func (c *Consumer) stop(ctx context.Context) error {
 	<-done
 	c.cancelTurns(nil)
 	c.loops.Wait()
-	c.commitPartitions(context.Background(), nil)
+	// The finished prefix is committed even when Stop's context has ended.
+	c.commitPartitions(context.WithoutCancel(ctx), nil)
 	// Close leaves the group, so the partitions move to another member at once.
 	c.client.Close()
 	c.log.Info("consumer stopped")
