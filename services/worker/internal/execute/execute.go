@@ -94,7 +94,8 @@ func New(cfg Config, store *lease.Store, pub *streams.Publisher, ag agent.Agent,
 	}
 	if cfg.Complete == nil {
 		cfg.Complete = func(ctx context.Context, c lease.Completion) (int64, error) {
-			return 0, store.Complete(ctx, c.TurnID, c.Token, c.Output)
+			r := store.CompleteMany(ctx, []lease.Completion{c})[0]
+			return r.Val, r.Err
 		}
 	}
 	if cfg.Publish == nil {

@@ -77,87 +77,17 @@ type ClaimRequest struct {
 	Offset    int64
 }
 
-// claimSQL inserts the turn as running, or takes over a queued turn or one whose lease expired,
-// in one statement. When it takes nothing, it reports the row as it was.
-const claimSQL = `
-WITH prev AS (
-    SELECT status, attempt, handoffs, fencing_token, lease_expires_at, cancel_requested
-    FROM turns WHERE turn_id = $1
-), claimed AS (
-    INSERT INTO turns AS t (turn_id, session_id, tenant, status, attempt, fencing_token, lease_owner,
-        lease_expires_at, input, metadata, accepted_at, deadline, started_at, kafka_partition, kafka_offset)
-    VALUES ($1, $2, $3, 'running', 1, nextval('fencing_token_seq'), $4, now() + $5 * interval '1 millisecond',
-        $6, $7, $8, $9, now(), $10, $11)
-    ON CONFLICT (turn_id) DO UPDATE SET
-        status = 'running',
-        attempt = t.attempt + 1,
-        fencing_token = nextval('fencing_token_seq'),
-        lease_owner = EXCLUDED.lease_owner,
-        lease_expires_at = EXCLUDED.lease_expires_at,
-        input = EXCLUDED.input,
-        metadata = EXCLUDED.metadata,
-        deadline = EXCLUDED.deadline,
-        started_at = coalesce(t.started_at, now()),
-        kafka_partition = EXCLUDED.kafka_partition,
-        kafka_offset = EXCLUDED.kafka_offset,
-        updated_at = now()
-    WHERE NOT t.cancel_requested
-      AND t.attempt - t.handoffs < $12
-      AND (t.status = 'queued' OR (t.status = 'running' AND t.lease_expires_at < now()))
-    RETURNING t.attempt, t.fencing_token, t.lease_expires_at
-)
-SELECT 'ACQUIRED', c.attempt, c.fencing_token, 'running', c.lease_expires_at,
-    coalesce((SELECT last_seq FROM sessions WHERE session_id = $2), 0) FROM claimed c
-UNION ALL
-SELECT CASE
-        WHEN p.status NOT IN ('queued', 'running') THEN 'DONE'
-        WHEN p.status = 'running' AND p.lease_expires_at >= now() THEN 'LEASED'
-        WHEN p.cancel_requested THEN 'CANCELLED'
-        ELSE 'EXHAUSTED'
-    END,
-    p.attempt, p.fencing_token, p.status, coalesce(p.lease_expires_at, now()),
-    coalesce((SELECT last_seq FROM sessions WHERE session_id = $2), 0)
-FROM prev p WHERE NOT EXISTS (SELECT 1 FROM claimed)`
-
-// Claim takes the turn's lease if it can.
+// Claim takes the turn's lease if it can: inserted as running, or taken over when it is queued or
+// its lease expired. When it takes nothing, it reports the row as it was. It is ClaimMany of one
+// request, so a single claim and a batch run the same statement under the same rules.
 func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
-	e := req.Env
-	input, err := json.Marshal(e.Input)
-	if err != nil {
-		return Claim{}, fmt.Errorf("encode turn input: %w", err)
-	}
-	var md []byte
-	if e.Metadata != nil {
-		if md, err = json.Marshal(e.Metadata); err != nil {
-			return Claim{}, fmt.Errorf("encode turn metadata: %w", err)
-		}
-	}
-	tenant := e.Tenant
-	if tenant == "" {
-		tenant = "default"
-	}
-	// A concurrent first insert by another worker leaves both CTE branches empty for this statement
-	// (its snapshot predates that row); running it again sees the row.
-	for range 3 {
-		var c Claim
-		var outcome, status string
-		err := s.pool.QueryRow(ctx, claimSQL, e.TurnID, e.SessionID, tenant, s.owner, s.ttl.Milliseconds(),
-			input, md, e.AcceptedAt, e.Deadline, req.Partition, req.Offset, s.maxAttempts).
-			Scan(&outcome, &c.Attempt, &c.Token, &status, &c.LeaseExpiresAt, &c.SessionSeq)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			return Claim{}, fmt.Errorf("claim turn: %w", err)
-		}
-		c.Outcome, c.Status = Outcome(outcome), wire.Status(status)
-		return c, nil
-	}
-	return Claim{}, errors.New("claim turn: row changed under three consecutive claims")
+	r := s.ClaimMany(ctx, []ClaimRequest{req})[0]
+	return r.Val, r.Err
 }
 
-// claimManySQL is claimSQL for many turns at once: the requests arrive as arrays, are inserted (or
-// taken over, under exactly claimSQL's conditions) in turn_id order — so two batches that share turns
+// claimManySQL claims many turns at once: the requests arrive as arrays, are inserted as running
+// (or take over a queued turn or one whose lease expired, unless cancellation was requested or
+// the attempts are spent) in turn_id order — so two batches that share turns
 // lock them in the same order and cannot deadlock — and every request gets one row back: the claim,
 // or the row as it was when nothing was taken, with the session's history sequence number. ord is
 // the request's 1-based position. A request
@@ -284,8 +214,7 @@ func (s *Store) claimRound(ctx context.Context, a claimArgs, pos []int, out []ba
 			continue
 		case isDataError(err) && len(pos) > 1:
 			for k, p := range pos {
-				c, err := s.Claim(ctx, a.request(k))
-				out[p] = batch.Result[Claim]{Val: c, Err: err}
+				s.claimRound(ctx, a.pick([]int{k}), []int{p}, out)
 			}
 			return
 		default:
@@ -367,21 +296,6 @@ func (a claimArgs) subset(round, idx []int) claimArgs {
 		ks[j] = row[i]
 	}
 	return a.pick(ks)
-}
-
-// request rebuilds the k-th row as a ClaimRequest (for claiming it on its own).
-func (a claimArgs) request(k int) ClaimRequest {
-	var md map[string]any
-	_ = json.Unmarshal(a.metadata[k], &md)
-	var in wire.Input
-	_ = json.Unmarshal(a.inputs[k], &in)
-	return ClaimRequest{
-		Env: wire.Envelope{
-			TurnID: a.ids[k], SessionID: a.sessions[k], Tenant: a.tenants[k], Input: in, Metadata: md,
-			AcceptedAt: a.accepted[k], Deadline: a.deadlines[k],
-		},
-		Partition: a.parts[k], Offset: a.offsets[k],
-	}
 }
 
 // rounds splits the positions idx into rounds in which no key appears twice, keeping each key's
@@ -494,41 +408,10 @@ func (s *Store) RecordError(ctx context.Context, turnID uuid.UUID, token int64, 
 	return nil
 }
 
-// completeSQL marks the turn succeeded and appends the user and assistant messages to the session
-// history in one statement, conditional on the token.
-const completeSQL = `
-WITH done AS (
-    UPDATE turns SET status = 'succeeded', output = $3, error = NULL, finished_at = now(),
-        lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-    WHERE turn_id = $1 AND fencing_token = $2 AND status = 'running'
-    RETURNING turn_id, session_id, tenant, input->>'text' AS text
-), seq AS (
-    INSERT INTO sessions AS s (session_id, tenant, last_seq)
-    SELECT session_id, tenant, 2 FROM done
-    ON CONFLICT (session_id) DO UPDATE SET last_seq = s.last_seq + 2, updated_at = now()
-    RETURNING s.last_seq
-), msgs AS (
-    INSERT INTO session_messages (session_id, seq, turn_id, role, content)
-    SELECT d.session_id, q.last_seq - 1, d.turn_id, 'user', coalesce(d.text, '') FROM done d, seq q
-    UNION ALL
-    SELECT d.session_id, q.last_seq, d.turn_id, 'assistant', $4 FROM done d, seq q
-)
-SELECT count(*) FROM done`
-
-// Complete marks the turn succeeded with output and appends its messages to the session history.
+// Complete marks the turn succeeded with output and appends its messages to the session history,
+// conditional on the token (ErrFenced otherwise). It is CompleteMany of one completion.
 func (s *Store) Complete(ctx context.Context, turnID uuid.UUID, token int64, output wire.Output) error {
-	out, err := json.Marshal(output)
-	if err != nil {
-		return fmt.Errorf("encode output: %w", err)
-	}
-	var n int
-	if err := s.pool.QueryRow(ctx, completeSQL, turnID, token, out, output.Text).Scan(&n); err != nil {
-		return fmt.Errorf("complete turn: %w", err)
-	}
-	if n == 0 {
-		return ErrFenced
-	}
-	return nil
+	return s.CompleteMany(ctx, []Completion{{TurnID: turnID, Token: token, Output: output}})[0].Err
 }
 
 // Completion is one turn's completion for CompleteMany.
@@ -538,8 +421,8 @@ type Completion struct {
 	Output wire.Output
 }
 
-// completeManySQL is completeSQL for many turns at once, each row still conditional on its own
-// token. Sessions are bumped in session_id order (no deadlock between batches); should one batch
+// completeManySQL marks many turns succeeded and appends each one's user and assistant messages to
+// its session history in one statement, each row conditional on its own token. Sessions are bumped in session_id order (no deadlock between batches); should one batch
 // complete several turns of one session, their messages are numbered in request order. The result
 // names the 1-based positions of the requests that completed, with the sequence number of their
 // assistant message; the others were fenced.
