@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/turnstile-run/turnstile/cmd/turnstile/roles"
@@ -61,7 +63,10 @@ func waitStatus(t *testing.T, base, turnID, want string) turnStatus {
 }
 
 // TestIntakeIdempotentTurnRunsOnce posts one turn five times at once with one Idempotency-Key
-// through the whole stack: identical 202 bodies, and the worker runs the turn exactly once.
+// through the whole stack: identical 202 bodies, and the worker runs the turn exactly once. The same
+// key with another body, sent to a second intake replica that has not seen the key, is a 422; its
+// record reaches Kafka (that replica learns of the first request only after its produce), and the
+// worker consumes it without running or announcing anything.
 func TestIntakeIdempotentTurnRunsOnce(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{Partitions: 2})
@@ -85,10 +90,45 @@ func TestIntakeIdempotentTurnRunsOnce(t *testing.T) {
 	st := waitStatus(t, base, a.TurnID, "succeeded")
 	require.Equal(t, 1, st.Attempts)
 
+	replica := startStack(t, env, "intake")
+	status, b := post(t, "http://"+replica.Addr(), "once", `{"input":{"text":"something else"}}`, map[string]string{"Idempotency-Key": "retry-me"})
+	require.Equal(t, http.StatusUnprocessableEntity, status, string(b))
+	require.Contains(t, string(b), "idempotency-key-reused")
+	testenv.WaitFor(t, 30*time.Second, "the worker to consume every record", func() bool { return consumedAll(t, env) })
+
 	stream := testenv.OpenSSE(t, base+a.StreamURL, "")
 	evs := stream.Until(t, 30*time.Second, countCompleted(1))
 	stream.Close()
 	require.Equal(t, expectedEvents(a.TurnID, "only once please"), describe(t, evs), "one run: one started, one completed")
+	st = waitStatus(t, base, a.TurnID, "succeeded")
+	require.Equal(t, 1, st.Attempts)
+}
+
+// consumedAll reports whether the worker group has committed every record of the turns topic.
+func consumedAll(t *testing.T, env *testenv.Env) bool {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Config.BrokerList()...))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lag, err := kadm.NewClient(cl).Lag(ctx, env.Config.ConsumerGroup)
+	require.NoError(t, err)
+	l, ok := lag[env.Config.ConsumerGroup]
+	if !ok || l.FetchErr != nil || l.DescribeErr != nil {
+		return false
+	}
+	var ends, total int64
+	for _, ps := range l.Lag {
+		for _, p := range ps {
+			if p.Commit.At < 0 && p.End.Offset > 0 {
+				return false
+			}
+			ends += p.End.Offset
+			total += p.Lag
+		}
+	}
+	return ends > 0 && total == 0
 }
 
 // TestIntakeMultitaskWithWorker: on a session whose turn is running, reject answers 409 and
