@@ -10,6 +10,7 @@ const (
 	MaxBacklogAgeDefault      = 2 * time.Minute
 	TenantRateDefault         = 200
 	MaxQueuedTurnsDefault     = 10000
+	IdempotencyTTLDefault     = 24 * time.Hour
 	QueueFlushIntervalDefault = 5 * time.Millisecond
 	RetryAfterDefault         = 2 * time.Second
 )
@@ -30,6 +31,9 @@ type IntakeSettings struct {
 	// MaxQueuedTurns is how many queued (not yet started) turns a tenant may have.
 	// TURNSTILE_MAX_QUEUED_TURNS, default 10000.
 	MaxQueuedTurns int `env:"TURNSTILE_MAX_QUEUED_TURNS"`
+	// IdempotencyTTL is how long intake remembers an Idempotency-Key's body to refuse its reuse with a
+	// different body. TURNSTILE_IDEMPOTENCY_TTL, default 24h.
+	IdempotencyTTL time.Duration `env:"TURNSTILE_IDEMPOTENCY_TTL"`
 	// QueueFlushInterval is how often intake writes the queued rows of accepted turns to Postgres in
 	// one statement. TURNSTILE_QUEUE_FLUSH_INTERVAL, default 5ms.
 	QueueFlushInterval time.Duration `env:"TURNSTILE_QUEUE_FLUSH_INTERVAL"`
@@ -51,6 +55,9 @@ func (s *IntakeSettings) applyDefaults() {
 	if s.MaxQueuedTurns == 0 {
 		s.MaxQueuedTurns = MaxQueuedTurnsDefault
 	}
+	if s.IdempotencyTTL == 0 {
+		s.IdempotencyTTL = IdempotencyTTLDefault
+	}
 	if s.QueueFlushInterval == 0 {
 		s.QueueFlushInterval = QueueFlushIntervalDefault
 	}
@@ -68,6 +75,7 @@ func (s IntakeSettings) validate() []error {
 		{s.TenantRate < 1, "TURNSTILE_TENANT_RATE: must be at least 1"},
 		{s.TenantBurst < 1, "TURNSTILE_TENANT_BURST: must be at least 1"},
 		{s.MaxQueuedTurns < 1, "TURNSTILE_MAX_QUEUED_TURNS: must be at least 1"},
+		{s.IdempotencyTTL < time.Minute, "TURNSTILE_IDEMPOTENCY_TTL: must be at least 1m"},
 		{s.QueueFlushInterval < time.Millisecond || s.QueueFlushInterval > time.Second, "TURNSTILE_QUEUE_FLUSH_INTERVAL: must be between 1ms and 1s"},
 		{s.RetryAfter < time.Second, "TURNSTILE_RETRY_AFTER: must be at least 1s"},
 	}

@@ -16,6 +16,7 @@ func TestIntakeSettings(t *testing.T) {
 		require.Equal(t, TenantRateDefault, c.Intake.TenantRate)
 		require.Equal(t, 2*TenantRateDefault, c.Intake.TenantBurst)
 		require.Equal(t, MaxQueuedTurnsDefault, c.Intake.MaxQueuedTurns)
+		require.Equal(t, IdempotencyTTLDefault, c.Intake.IdempotencyTTL)
 		require.Equal(t, QueueFlushIntervalDefault, c.Intake.QueueFlushInterval)
 		require.Equal(t, RetryAfterDefault, c.Intake.RetryAfter)
 	})

@@ -47,18 +47,10 @@ func New(keys []config.SigningKey, ttl time.Duration) *Signer {
 	return &Signer{keys: keys, ttl: ttl, now: time.Now}
 }
 
-// TTL is how long a token lives after it was issued.
-func (s *Signer) TTL() time.Duration { return s.ttl }
-
 // Sign issues a token for a tenant's session.
-func (s *Signer) Sign(tenant, sessionID string) string { return s.SignAt(tenant, sessionID, s.now()) }
-
-// SignAt issues the token Sign would have issued at the time issued: the same inputs give the same
-// token (while the signing key is the same), which lets intake answer every retry of an idempotent
-// request with identical bytes without storing the token.
-func (s *Signer) SignAt(tenant, sessionID string, issued time.Time) string {
+func (s *Signer) Sign(tenant, sessionID string) string {
 	k := s.keys[0]
-	c := Claims{KeyID: k.ID, Tenant: tenant, SessionID: sessionID, Expires: issued.Add(s.ttl).Unix()}
+	c := Claims{KeyID: k.ID, Tenant: tenant, SessionID: sessionID, Expires: s.now().Add(s.ttl).Unix()}
 	body, _ := json.Marshal(c)
 	payload := base64.RawURLEncoding.EncodeToString(body)
 	return payload + "." + base64.RawURLEncoding.EncodeToString(mac(k.Secret, payload))

@@ -25,21 +25,16 @@ type Output struct {
 // Envelope is the Kafka record value of topic "turns". The record key is the session ID, so every
 // turn of a session lands on one partition in the order intake accepted it.
 type Envelope struct {
-	Version    int            `json:"v"`
-	TurnID     uuid.UUID      `json:"turn_id"`
-	SessionID  string         `json:"session_id"`
-	Tenant     string         `json:"tenant"`
-	Input      Input          `json:"input"`
-	Metadata   map[string]any `json:"metadata,omitempty"`
-	Multitask  string         `json:"multitask,omitempty"`
-	Deadline   time.Time      `json:"deadline"`
-	AcceptedAt time.Time      `json:"accepted_at"`
-	// RequestHash identifies the request of a turn posted with an idempotency key (SHA-256 of the
-	// session ID and the body); absent without a key. When retries of one key carried different
-	// bodies, the turn's row keeps the hash of the request intake accepted, and a worker's claim
-	// refuses records whose hash differs, so only that request's body runs.
-	RequestHash []byte            `json:"request_hash,omitempty"`
-	Extra       map[string]string `json:"extra,omitempty"`
+	Version    int               `json:"v"`
+	TurnID     uuid.UUID         `json:"turn_id"`
+	SessionID  string            `json:"session_id"`
+	Tenant     string            `json:"tenant"`
+	Input      Input             `json:"input"`
+	Metadata   map[string]any    `json:"metadata,omitempty"`
+	Multitask  string            `json:"multitask,omitempty"`
+	Deadline   time.Time         `json:"deadline"`
+	AcceptedAt time.Time         `json:"accepted_at"`
+	Extra      map[string]string `json:"extra,omitempty"`
 }
 
 // ErrUnsupportedVersion is returned by DecodeEnvelope for an envelope written by a newer intake.

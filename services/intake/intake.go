@@ -70,7 +70,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	}
 	rdb, err := d.Redis()
 	if err != nil {
-		log.Warn("redis client unavailable; tenant quotas fail open", "err", err)
+		log.Warn("redis client unavailable; tenant quotas and idempotency records fail open", "err", err)
 		rdb = nil
 	}
 	if !cfg.Auth.Enabled() {
@@ -95,6 +95,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		TenantRate:      cfg.Intake.TenantRate,
 		TenantBurst:     cfg.Intake.TenantBurst,
 		MaxQueuedTurns:  cfg.Intake.MaxQueuedTurns,
+		IdempotencyTTL:  cfg.Intake.IdempotencyTTL,
 		RetryAfter:      cfg.Intake.RetryAfter,
 		AuthEnabled:     cfg.Auth.Enabled(),
 		KeyPrefix:       cfg.KeyPrefix,

@@ -64,9 +64,8 @@ func waitStatus(t *testing.T, base, turnID, want string) turnStatus {
 
 // TestIntakeIdempotentTurnRunsOnce posts one turn five times at once with one Idempotency-Key
 // through the whole stack: identical 202 bodies, and the worker runs the turn exactly once. The same
-// key with another body, sent to a second intake replica that has not seen the key, is a 422; its
-// record reaches Kafka (that replica learns of the first request only after its produce), and the
-// worker consumes it without running or announcing anything.
+// key with another body, sent to a second intake replica, is a 422 (the replicas share the
+// idempotency record), and the turn still ran once, with the first body.
 func TestIntakeIdempotentTurnRunsOnce(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{Partitions: 2})

@@ -93,13 +93,15 @@ func BenchmarkPostTurn(b *testing.B) {
 	}
 
 	results := map[string]benchResult{}
+	// One sequence for every round of every handler: b.Run calls each handler's function several
+	// times with growing b.N, and a key seen in an earlier round would make a request a retry.
+	var seq atomic.Int64
 	run := func(name string, handler http.Handler, paced func() float64, noKey ...bool) {
 		b.Run(name, func(b *testing.B) {
 			srv := httptest.NewServer(handler)
 			defer srv.Close()
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
 			defer client.CloseIdleConnections()
-			var seq atomic.Int64
 			var mu sync.Mutex
 			lat := make([]time.Duration, 0, b.N)
 			one := func() time.Duration {

@@ -2,8 +2,7 @@
 // turn. The OpenAPI 3.1 document in pkg/openapi describes it, and the tests check every request and
 // response against it.
 //
-// A POST runs, in order, cheapest first, and nothing reaches Kafka until every step passed (the one
-// exception, a reused idempotency key seen first by another replica, is in step 7):
+// A POST runs, in order, cheapest first, and nothing reaches Kafka until every step passed:
 //
 //  1. Authentication: `Authorization: Bearer <API key>` → tenant (401 otherwise). Keys are looked
 //     up by SHA-256 in Postgres and cached 30s (misses 5s), so a revoked key stops working within
@@ -29,32 +28,28 @@
 //  6. Double-texting: multitask=reject answers 409 while the session has a queued or running turn
 //     other than this one (a retry of itself does not count).
 //  7. Idempotency: Idempotency-Key (or a client-minted turn_id) gives the turn ID deterministically
-//     (UUIDv5 of tenant, session and key), with no round trip, and the request a hash: SHA-256 of
-//     tenant, session and body. The idempotency record is the turn's own `queued` row: a keyed
-//     request waits for its row (step 9) and answers from the row Postgres holds for the turn, so
-//     the first request to write the row wins the key. A retry with the same body gets the same
-//     202 bytes (the stream token is signed as of the row's accepted_at, so it is the same token;
-//     once that has expired, a fresh one); another body gets 422. A replica remembers the rows it
-//     recorded, so a retry it has seen is answered before admission (step 3) and without a
-//     produce. A retry on another replica, or concurrent with the first, is
-//     produced again and learns the answer from the row: a duplicate of the same body is harmless
-//     (the worker's claim runs a turn once), and a record with another body is inert, because the
-//     record carries its request hash and a worker's claim refuses a record whose hash is not the
-//     row's (outcome SUPERSEDED: acknowledged, never run or announced). The key lasts as long as
-//     the turn's row (TURNSTILE_RETENTION after the turn ended). When Postgres does not answer
-//     within 250 ms the check fails open and is counted: the turn is accepted, retries still map
-//     to one turn, only the 422 and the identical token are lost until Postgres is back.
-//     Why the row and not a separate record: a Redis SET NX GET per keyed request (the previous
-//     design) and a separate Postgres table written before the produce were both built and
-//     measured (docs/BENCHMARKS.md, Intake); the row is written for every turn anyway, so using it
-//     costs no extra write and no extra round trip beyond waiting for it. Writing the row before
-//     the produce would leave a `queued` row behind for a turn Kafka never took whenever a produce
-//     fails and the client gives up, holding up the backlog age and double-texting for good.
+//     (UUIDv5 of tenant, session and key), with no round trip. To refuse the same key with another
+//     body (422), intake keeps SHA-256(session, body) with the first request's stream token in Redis
+//     under the turn ID (one SET NX GET, TTL TURNSTILE_IDEMPOTENCY_TTL); a repeat with the same body
+//     gets the recorded token, so every retry gets byte-identical 202 bodies (until that token
+//     expires: a retry after TURNSTILE_STREAM_TOKEN_TTL gets a fresh one). Redis was chosen over
+//     the queued row because the row is written asynchronously after Kafka's ack and concurrent
+//     retries would race it. When Redis is down the check fails open: retries still map to one
+//     turn (the worker's claim runs it once), only the 422 and the identical token are lost.
+//     Keeping the record in Postgres instead was built and measured (docs/BENCHMARKS.md, Intake): an
+//     unlogged table of (turn_id, body hash, accepted_at, deadline) written before the produce by
+//     a group-committing loop, with the queued rows riding along, and the 202 rebuilt from the
+//     stored accepted_at. It was slower than the autopipelined Redis SET in every interleaved run
+//     on the benchmark machine (Intake/Minimal median 0.36 against 0.58, p50 about 5 ms against
+//     3 ms): a Postgres backend sharing the cores answers a synchronous round trip later than
+//     Redis does, and each row costs it more CPU. Recording the request in the queued row itself,
+//     before the produce, would save that row but leave a `queued` row behind for a turn Kafka
+//     never took whenever a produce fails and the client does not retry, which would hold up
+//     the backlog age and double-texting for good.
 //  8. Produce, waiting at most TURNSTILE_PRODUCE_TIMEOUT for the acknowledgement; then 503. A
 //     record still in flight then may land later: the client's retry with the same key is the same
 //     turn, and the claim dedups it.
-//  9. After the ack: the turn's queued row goes to the batched recorder (a keyed request waits for
-//     it, see step 7; a turn without a key does not); multitask=interrupt
+//  9. After the ack: the turn's queued row goes to the batched recorder; multitask=interrupt
 //     requests cancellation of every live turn of the session accepted before this one (the running
 //     one stops at its worker's next lease renewal, queued ones end as cancelled at their claim),
 //     so this turn runs next. Then 202 with Location, stream_url and stream_token.

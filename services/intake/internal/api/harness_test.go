@@ -56,7 +56,7 @@ func testConfig(env *testenv.Env) Config {
 	return Config{
 		Topic: c.Topic, MaxBody: c.MaxBody, DefaultDeadline: c.DefaultDeadline, MinUsefulTime: c.MinUsefulTime,
 		ProduceTimeout: 5 * time.Second, MaxBacklogAge: time.Minute,
-		TenantRate: 1000, TenantBurst: 2000, MaxQueuedTurns: 10000,
+		TenantRate: 1000, TenantBurst: 2000, MaxQueuedTurns: 10000, IdempotencyTTL: time.Hour,
 		RetryAfter: 2 * time.Second, KeyPrefix: c.KeyPrefix,
 	}
 }

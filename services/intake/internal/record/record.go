@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,35 +21,9 @@ type Row struct {
 	Tenant     string
 	AcceptedAt time.Time
 	Deadline   time.Time
-	// RequestHash identifies the request of a turn posted with an idempotency key (nil without one):
-	// the first row written for a turn keeps its hash, and later requests compare theirs with it.
-	RequestHash []byte
 	// NeedSession asks for the session's owner to be recorded with the row: intake could not record
 	// it before accepting the turn (Postgres did not answer then).
 	NeedSession bool
-}
-
-// Recorded is a turn's row as Postgres holds it after Record: written by this request, by an
-// earlier or concurrent request with the same idempotency key, or by a worker's claim.
-type Recorded struct {
-	// RequestHash is the hash of the request that wrote the row (nil when a row was created
-	// without one, by a cancel for example).
-	RequestHash []byte
-	AcceptedAt  time.Time
-}
-
-// ErrNotRecorded is returned by Record when the row could not be written or read back.
-var ErrNotRecorded = errors.New("queued row not recorded")
-
-// pending is a row in the loop's buffer; done is set for a row whose caller waits (Record).
-type pending struct {
-	row  Row
-	done chan recordResult
-}
-
-type recordResult struct {
-	rec Recorded
-	err error
 }
 
 const (
@@ -66,7 +39,7 @@ type Recorder struct {
 	pool     *pgxpool.Pool
 	interval time.Duration
 	log      *slog.Logger
-	in       chan pending
+	in       chan Row
 	flushReq chan chan struct{}
 	dropped  *prometheus.CounterVec
 	written  prometheus.Counter
@@ -78,7 +51,7 @@ type Recorder struct {
 func New(pool *pgxpool.Pool, interval time.Duration, log *slog.Logger, reg prometheus.Registerer) *Recorder {
 	r := &Recorder{
 		base: pool, interval: interval, log: log,
-		in: make(chan pending, bufferSize), flushReq: make(chan chan struct{}),
+		in: make(chan Row, bufferSize), flushReq: make(chan chan struct{}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_intake_queued_rows_dropped_total",
 			Help: "Queued rows of accepted turns not written to Postgres (the turn is still in Kafka), by reason.",
@@ -95,42 +68,9 @@ func New(pool *pgxpool.Pool, interval time.Duration, log *slog.Logger, reg prome
 // Add queues a row without blocking; when the buffer is full the row is dropped and counted.
 func (r *Recorder) Add(row Row) {
 	select {
-	case r.in <- pending{row: row}:
+	case r.in <- row:
 	default:
 		r.dropped.WithLabelValues("buffer_full").Inc()
-	}
-}
-
-// Record writes the row and returns the turn's row as Postgres then holds it. The row goes in the
-// next batch, which is sent at once (group commit: while one batch is in flight the next gathers
-// what arrives). It returns ErrNotRecorded, without waiting, when the buffer is full or the
-// recorder is not running, and when the write fails; ctx bounds the wait.
-func (r *Recorder) Record(ctx context.Context, row Row) (Recorded, error) {
-	done := r.loop.Done()
-	if done == nil {
-		return Recorded{}, fmt.Errorf("%w: the recorder is not running", ErrNotRecorded)
-	}
-	p := pending{row: row, done: make(chan recordResult, 1)}
-	select {
-	case r.in <- p:
-	default:
-		r.dropped.WithLabelValues("buffer_full").Inc()
-		return Recorded{}, fmt.Errorf("%w: the buffer is full", ErrNotRecorded)
-	}
-	select {
-	case res := <-p.done:
-		return res.rec, res.err
-	case <-done:
-		// The loop wrote every buffered row before it ended; the answer is there unless the
-		// row arrived after its last drain.
-		select {
-		case res := <-p.done:
-			return res.rec, res.err
-		default:
-			return Recorded{}, fmt.Errorf("%w: the recorder stopped", ErrNotRecorded)
-		}
-	case <-ctx.Done():
-		return Recorded{}, fmt.Errorf("%w: %w", ErrNotRecorded, context.Cause(ctx))
 	}
 }
 
@@ -156,15 +96,11 @@ func (r *Recorder) Flush(ctx context.Context) {
 }
 
 // Start runs the flush loop and returns at once. The loop writes through a connection of its own
-// (opened on first use) whose session has synchronous_commit off: the row is best-effort by design
-// (the turn is durable in Kafka and its claim records it), and not waiting for the WAL flush is what
-// keeps these writes cheap. A session setting instead of a SET LOCAL in every transaction saves a
-// statement per batch, which the benchmark showed as a fifth of Postgres's cost per row in the
-// small batches a few waiting requests make.
+// (opened on first use) whose session has synchronous_commit off (see the package doc).
 func (r *Recorder) Start(ctx context.Context) error {
-	if r.loop.Done() != nil {
+	if done := r.loop.Done(); done != nil {
 		select {
-		case <-r.loop.Done():
+		case <-done:
 		default:
 			return nil // running
 		}
@@ -197,7 +133,7 @@ func (r *Recorder) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	armed := false
-	batch := make([]pending, 0, maxBatch)
+	batch := make([]Row, 0, maxBatch)
 	drain := func() {
 		for len(batch) < maxBatch && len(r.in) > 0 { // only this loop receives: it cannot block
 			batch = append(batch, <-r.in)
@@ -228,16 +164,11 @@ func (r *Recorder) run(ctx context.Context) {
 		case ack := <-r.flushReq:
 			flushAll()
 			close(ack)
-		case p := <-r.in:
-			batch = append(batch, p)
-			switch {
-			case p.done != nil:
-				// A caller waits: take what else is buffered and write now.
-				drain()
+		case row := <-r.in:
+			batch = append(batch, row)
+			if len(batch) >= maxBatch {
 				write()
-			case len(batch) >= maxBatch:
-				write()
-			case !armed:
+			} else if !armed {
 				timer.Reset(r.interval)
 				armed = true
 			}
@@ -254,23 +185,18 @@ func (r *Recorder) run(ctx context.Context) {
 // The insert takes the rows as arrays. DISTINCT ON keeps one row per turn (the earliest) when
 // retries of one keyed request arrive in the same batch; ON CONFLICT DO NOTHING keeps whatever row
 // the turn has already (written by an earlier request, a worker's claim or a cancel: a queued row
-// never overwrites progress). It returns the number of rows it wrote and, with it, the rows it
-// wrote for keyed requests (at least one row, with a NULL turn_id when there were none).
+// never overwrites progress).
 const (
 	rowsCTE = `
 WITH rows AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[],
-        $6::bytea[], $7::boolean[]) AS r(turn_id, session_id, tenant, accepted_at, deadline, request_hash, need_session)
+        $6::boolean[]) AS r(turn_id, session_id, tenant, accepted_at, deadline, need_session)
 )`
-	insertTurns = `, ins AS (
-    INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, deadline, request_hash)
-    SELECT DISTINCT ON (turn_id) turn_id, session_id, tenant, 'queued', accepted_at, deadline, request_hash
-    FROM rows ORDER BY turn_id, accepted_at
-    ON CONFLICT (turn_id) DO NOTHING
-    RETURNING turn_id, request_hash, accepted_at
-)
-SELECT n.written, i.turn_id, i.request_hash, i.accepted_at
-FROM (SELECT count(*) AS written FROM ins) n LEFT JOIN ins i ON i.request_hash IS NOT NULL`
+	insertTurns = `
+INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, deadline)
+SELECT DISTINCT ON (turn_id) turn_id, session_id, tenant, 'queued', accepted_at, deadline
+FROM rows ORDER BY turn_id, accepted_at
+ON CONFLICT (turn_id) DO NOTHING`
 	// insertSQL is the usual statement: intake recorded every session's owner before accepting.
 	insertSQL = rowsCTE + insertTurns
 	// insertWithSessionsSQL also records the owners of sessions whose first turn was accepted while
@@ -281,14 +207,11 @@ FROM (SELECT count(*) AS written FROM ins) n LEFT JOIN ins i ON i.request_hash I
     ORDER BY session_id, accepted_at
     ON CONFLICT (session_id) DO NOTHING
 )` + insertTurns
-	// readRowsSQL reads back the rows of keyed turns that had a row already.
-	readRowsSQL = `SELECT turn_id, request_hash, accepted_at FROM turns WHERE turn_id = ANY($1::uuid[])`
 )
 
-func (r *Recorder) write(ctx context.Context, batch []pending) {
+func (r *Recorder) write(ctx context.Context, batch []Row) {
 	if r.pool == nil {
 		r.dropped.WithLabelValues("no_database").Add(float64(len(batch)))
-		answer(batch, nil, fmt.Errorf("%w: no database", ErrNotRecorded))
 		return
 	}
 	n := len(batch)
@@ -297,27 +220,22 @@ func (r *Recorder) write(ctx context.Context, batch []pending) {
 	tenants := make([]string, n)
 	accepted := make([]time.Time, n)
 	deadlines := make([]time.Time, n)
-	hashes := make([][]byte, n)
 	needSession := make([]bool, n)
 	sql := insertSQL
-	for i, p := range batch {
-		row := p.row
+	for i, row := range batch {
 		ids[i] = row.TurnID
 		sessions[i], tenants[i] = row.SessionID, row.Tenant
 		accepted[i], deadlines[i] = row.AcceptedAt, row.Deadline
-		hashes[i], needSession[i] = row.RequestHash, row.NeedSession
+		needSession[i] = row.NeedSession
 		if row.NeedSession {
 			sql = insertWithSessionsSQL
 		}
 	}
-	// Detached from the loop's cancellation: the last flush on shutdown runs after it.
+	// Detached from the loop's cancellation: the last flush on shutdown runs after it. One
+	// statement, one round trip, one implicit transaction.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	got, err := r.insert(ctx, sql, ids, sessions, tenants, accepted, deadlines, hashes, needSession)
-	if err == nil {
-		r.written.Add(float64(got.written))
-		err = r.readBack(ctx, batch, got)
-	}
+	tag, err := r.pool.Exec(ctx, sql, ids, sessions, tenants, accepted, deadlines, needSession)
 	if err != nil {
 		reason := "database_error"
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -326,98 +244,7 @@ func (r *Recorder) write(ctx context.Context, batch []pending) {
 		r.dropped.WithLabelValues(reason).Add(float64(n))
 		r.log.Warn("queued rows not recorded; the turns are in Kafka and their claim will record them",
 			"rows", n, "err", err)
-		answer(batch, nil, fmt.Errorf("%w: %w", ErrNotRecorded, err))
 		return
 	}
-	answer(batch, got.rows, nil)
-}
-
-// insertResult is what a batch's insert returned: the number of rows written, and the keyed rows.
-type insertResult struct {
-	written int64
-	rows    map[uuid.UUID]Recorded
-}
-
-// readBack reads the rows of waiting callers whose turn had a row already (the insert returns only
-// the rows it wrote): one more round trip, only when a keyed request was retried.
-func (r *Recorder) readBack(ctx context.Context, batch []pending, got insertResult) error {
-	var missing []uuid.UUID
-	for _, p := range batch {
-		if p.done == nil {
-			continue
-		}
-		if _, ok := got.rows[p.row.TurnID]; !ok {
-			missing = append(missing, p.row.TurnID)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	rows, err := r.pool.Query(ctx, readRowsSQL, missing)
-	if err != nil {
-		return fmt.Errorf("read back queued rows: %w", err)
-	}
-	return scanRecorded(rows, got.rows)
-}
-
-func scanRecorded(rows pgx.Rows, into map[uuid.UUID]Recorded) error {
-	defer rows.Close()
-	for rows.Next() {
-		var id uuid.UUID
-		var rec Recorded
-		if err := rows.Scan(&id, &rec.RequestHash, &rec.AcceptedAt); err != nil {
-			return fmt.Errorf("scan queued row: %w", err)
-		}
-		into[id] = rec
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read queued rows: %w", err)
-	}
-	return nil
-}
-
-// answer gives every waiting caller its turn's row, or err.
-func answer(batch []pending, rows map[uuid.UUID]Recorded, err error) {
-	for _, p := range batch {
-		if p.done == nil {
-			continue
-		}
-		if err != nil {
-			p.done <- recordResult{err: err}
-			continue
-		}
-		rec, ok := rows[p.row.TurnID]
-		if !ok {
-			p.done <- recordResult{err: fmt.Errorf("%w: the turn's row is gone", ErrNotRecorded)}
-			continue
-		}
-		p.done <- recordResult{rec: rec}
-	}
-}
-
-// insert runs the insert: one statement, one round trip, one implicit transaction.
-func (r *Recorder) insert(ctx context.Context, sql string, args ...any) (insertResult, error) {
-	rows, err := r.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return insertResult{}, fmt.Errorf("insert queued rows: %w", err)
-	}
-	got := insertResult{rows: map[uuid.UUID]Recorded{}}
-	for rows.Next() {
-		var id *uuid.UUID
-		var rec Recorded
-		var ts *time.Time
-		if err := rows.Scan(&got.written, &id, &rec.RequestHash, &ts); err != nil {
-			rows.Close()
-			return insertResult{}, fmt.Errorf("scan queued rows: %w", err)
-		}
-		if id != nil && ts != nil {
-			rec.AcceptedAt = *ts
-			got.rows[*id] = rec
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return insertResult{}, fmt.Errorf("insert queued rows: %w", err)
-	}
-	return got, nil
+	r.written.Add(float64(tag.RowsAffected()))
 }

@@ -68,86 +68,21 @@ func TestRecorder(t *testing.T) {
 		r.Add(row("s-owner"))
 		r.Flush(ctx)
 		var n int
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE session_id = 's-owner'`).Scan(&n))
+		require.Equal(t, 1, n)
 		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE session_id = 's-owner'`).Scan(&n))
 		require.Zero(t, n, "intake recorded the owner before accepting; the row does not do it again")
 	})
 
-	t.Run("RecordReturnsTheTurnsRow", func(t *testing.T) {
-		// A long interval: Record must not wait for the timer.
-		r := New(env.Pool, time.Hour, env.Log, prometheus.NewRegistry())
+	t.Run("OwnSessionWithoutWaitingForTheDisk", func(t *testing.T) {
+		r := New(env.Pool, time.Millisecond, env.Log, prometheus.NewRegistry())
 		require.NoError(t, r.Start(ctx))
 		defer func() { require.NoError(t, r.Stop(ctx)) }()
-
-		first := row("s-key")
-		first.RequestHash = []byte("hash-1")
-		got, err := r.Record(ctx, first)
-		require.NoError(t, err)
-		require.Equal(t, []byte("hash-1"), got.RequestHash)
-		require.WithinDuration(t, first.AcceptedAt, got.AcceptedAt, time.Microsecond)
-
-		// A retry, later, with another body: the first request's row answers.
-		retry := first
-		retry.RequestHash, retry.AcceptedAt = []byte("hash-2"), time.Now().Add(time.Second)
-		again, err := r.Record(ctx, retry)
-		require.NoError(t, err)
-		require.Equal(t, got, again)
-
-		// Concurrent requests for one new turn, landing in one batch or several: every caller
-		// gets the same row, written by one of them.
-		id := uuid.New()
-		results := make(chan Recorded, 8)
-		errs := make(chan error, 8)
-		for i := range 8 {
-			go func() {
-				rw := row("s-key")
-				rw.TurnID, rw.RequestHash = id, []byte{byte(i)}
-				rec, err := r.Record(ctx, rw)
-				errs <- err
-				results <- rec
-			}()
-		}
-		var recs []Recorded
-		for range 8 {
-			require.NoError(t, <-errs)
-			recs = append(recs, <-results)
-		}
-		for _, rec := range recs[1:] {
-			require.Equal(t, recs[0], rec)
-		}
-		var stored []byte
-		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT request_hash FROM turns WHERE turn_id = $1`, id).Scan(&stored))
-		require.Equal(t, recs[0].RequestHash, stored)
-
-		// A worker's claim wrote the row first: its hash and accepted_at answer.
-		claimed := row("s-key")
-		claimed.RequestHash = []byte("from-intake")
-		_, err = env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, attempt, accepted_at, request_hash)
-			VALUES ($1, 's-key', 'acme', 'running', 1, '2026-01-02T03:04:05.123456Z', 'from-record')`, claimed.TurnID)
-		require.NoError(t, err)
-		rec, err := r.Record(ctx, claimed)
-		require.NoError(t, err)
-		require.Equal(t, []byte("from-record"), rec.RequestHash)
-		require.True(t, rec.AcceptedAt.Equal(time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)))
-	})
-
-	t.Run("RecordFailsFast", func(t *testing.T) {
-		r := New(env.Pool, time.Hour, env.Log, prometheus.NewRegistry())
-		_, err := r.Record(ctx, row("s-e"))
-		require.ErrorIs(t, err, ErrNotRecorded, "before Start")
-
-		dead, err := postgres.NewLazyPool(ctx, "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1", "")
-		require.NoError(t, err)
-		defer dead.Close()
-		down := New(dead, time.Hour, env.Log, prometheus.NewRegistry())
-		require.NoError(t, down.Start(ctx))
-		defer func() { require.NoError(t, down.Stop(ctx)) }()
-		_, err = down.Record(ctx, row("s-e"))
-		require.ErrorIs(t, err, ErrNotRecorded, "Postgres refuses connections")
-
-		cancelled, cancel := context.WithCancel(ctx)
-		cancel()
-		_, err = down.Record(cancelled, row("s-e"))
-		require.ErrorIs(t, err, ErrNotRecorded)
+		var setting string
+		require.NoError(t, r.pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&setting))
+		require.Equal(t, "off", setting)
+		require.NoError(t, env.Pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&setting))
+		require.Equal(t, "on", setting, "the pool it was given is left as it was")
 	})
 
 	t.Run("PostgresDownDropsAndCounts", func(t *testing.T) {

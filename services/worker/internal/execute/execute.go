@@ -150,11 +150,6 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 			continue
 		}
 		switch claim.Outcome {
-		case lease.Superseded:
-			// Intake refused this request (same idempotency key, another body): nothing to run or
-			// announce; the turn's own record runs it.
-			x.log.InfoContext(ctx, "record of a refused retry with another body skipped", "partition", rec.Partition, "offset", rec.Offset)
-			return Finished
 		case lease.Done:
 			x.republishTerminal(ctx, rec, env)
 			return Finished

@@ -19,13 +19,6 @@
 // cannot fail the claims of the turns batched with it. The worker sends its claims and completions
 // through group-commit batchers (package batch); Claim and Complete remain for single calls.
 //
-// A claim also checks the record's request hash (set by intake for a turn posted with an
-// idempotency key) against the row's: the first row written for a turn keeps its hash, and a record
-// whose hash differs is a retry with another body that intake refused (422) but had already produced,
-// because the replica that took it learned of the key only from the row after its produce. Such a
-// record is SUPERSEDED: acknowledged without running, expiring or announcing anything. A claim that
-// creates the row records the record's hash, so whichever record is claimed first defines the turn.
-//
 // A claim also returns the session's history sequence number (sessions.last_seq): a session's turns
 // run one at a time, so that is the history the acquiring attempt will see, and the worker's history
 // cache uses it to skip a read.

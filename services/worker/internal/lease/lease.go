@@ -32,10 +32,6 @@ const (
 	Cancelled Outcome = "CANCELLED"
 	// Exhausted: the last allowed attempt died without finishing (a crash loop); fail the turn.
 	Exhausted Outcome = "EXHAUSTED"
-	// Superseded: the record carries another request hash than the turn's row: it is a retry of
-	// an idempotency key with another body, which intake refused (422). Acknowledge it without
-	// running; the turn runs from the record whose hash is the row's.
-	Superseded Outcome = "SUPERSEDED"
 )
 
 // ErrFenced is returned when a statement's fencing token is no longer the turn's: another attempt
@@ -100,19 +96,16 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 const claimManySQL = `
 WITH req AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::timestamptz[],
-        $7::timestamptz[], $8::integer[], $9::bigint[], $13::bytea[]) WITH ORDINALITY
-        AS r(turn_id, session_id, tenant, input, metadata, accepted_at, deadline, kpart, koff, request_hash, ord)
+        $7::timestamptz[], $8::integer[], $9::bigint[]) WITH ORDINALITY
+        AS r(turn_id, session_id, tenant, input, metadata, accepted_at, deadline, kpart, koff, ord)
 ), prev AS (
-    SELECT t.turn_id, t.status, t.attempt, t.handoffs, t.fencing_token, t.lease_expires_at, t.cancel_requested,
-        t.request_hash
+    SELECT t.turn_id, t.status, t.attempt, t.handoffs, t.fencing_token, t.lease_expires_at, t.cancel_requested
     FROM turns t WHERE t.turn_id = ANY($1::uuid[])
 ), claimed AS (
     INSERT INTO turns AS t (turn_id, session_id, tenant, status, attempt, fencing_token, lease_owner,
-        lease_expires_at, input, metadata, accepted_at, deadline, started_at, kafka_partition, kafka_offset,
-        request_hash)
+        lease_expires_at, input, metadata, accepted_at, deadline, started_at, kafka_partition, kafka_offset)
     SELECT r.turn_id, r.session_id, r.tenant, 'running', 1, nextval('fencing_token_seq'), $10,
-        now() + $11 * interval '1 millisecond', r.input, r.metadata, r.accepted_at, r.deadline, now(), r.kpart, r.koff,
-        r.request_hash
+        now() + $11 * interval '1 millisecond', r.input, r.metadata, r.accepted_at, r.deadline, now(), r.kpart, r.koff
     FROM req r ORDER BY r.turn_id
     ON CONFLICT (turn_id) DO UPDATE SET
         status = 'running',
@@ -126,20 +119,16 @@ WITH req AS (
         started_at = coalesce(t.started_at, now()),
         kafka_partition = EXCLUDED.kafka_partition,
         kafka_offset = EXCLUDED.kafka_offset,
-        request_hash = coalesce(t.request_hash, EXCLUDED.request_hash),
         updated_at = now()
     WHERE NOT t.cancel_requested
       AND t.attempt - t.handoffs < $12
       AND (t.status = 'queued' OR (t.status = 'running' AND t.lease_expires_at < now()))
-      AND (t.request_hash IS NULL OR EXCLUDED.request_hash IS NULL OR t.request_hash = EXCLUDED.request_hash)
     RETURNING t.turn_id, t.attempt, t.fencing_token, t.lease_expires_at
 )
 SELECT r.ord,
     CASE
         WHEN c.turn_id IS NOT NULL THEN 'ACQUIRED'
         WHEN p.turn_id IS NULL THEN NULL
-        WHEN p.request_hash IS NOT NULL AND r.request_hash IS NOT NULL AND p.request_hash <> r.request_hash
-            THEN 'SUPERSEDED'
         WHEN p.status NOT IN ('queued', 'running') THEN 'DONE'
         WHEN p.status = 'running' AND p.lease_expires_at >= now() THEN 'LEASED'
         WHEN p.cancel_requested THEN 'CANCELLED'
@@ -181,7 +170,7 @@ func (s *Store) ClaimMany(ctx context.Context, reqs []ClaimRequest) []batch.Resu
 func (s *Store) claimRound(ctx context.Context, a claimArgs, pos []int, out []batch.Result[Claim]) {
 	for try := 0; ; try++ {
 		rows, err := s.pool.Query(ctx, claimManySQL, a.ids, a.sessions, a.tenants, a.inputs, a.metadata,
-			a.accepted, a.deadlines, a.parts, a.offsets, s.owner, s.ttl.Milliseconds(), s.maxAttempts, a.hashes)
+			a.accepted, a.deadlines, a.parts, a.offsets, s.owner, s.ttl.Milliseconds(), s.maxAttempts)
 		var again []int
 		if err == nil {
 			for rows.Next() {
@@ -246,7 +235,6 @@ type claimArgs struct {
 	accepted, deadlines []time.Time
 	parts               []int32
 	offsets             []int64
-	hashes              [][]byte
 }
 
 func (a *claimArgs) add(req ClaimRequest) error {
@@ -274,7 +262,6 @@ func (a *claimArgs) add(req ClaimRequest) error {
 	a.deadlines = append(a.deadlines, e.Deadline)
 	a.parts = append(a.parts, req.Partition)
 	a.offsets = append(a.offsets, req.Offset)
-	a.hashes = append(a.hashes, e.RequestHash)
 	return nil
 }
 
@@ -291,7 +278,6 @@ func (a claimArgs) pick(ks []int) claimArgs {
 		b.deadlines = append(b.deadlines, a.deadlines[k])
 		b.parts = append(b.parts, a.parts[k])
 		b.offsets = append(b.offsets, a.offsets[k])
-		b.hashes = append(b.hashes, a.hashes[k])
 	}
 	return b
 }
@@ -642,18 +628,15 @@ type HistoryMessage struct {
 
 // expireSQL ends a turn that must not start because its deadline is too near: it is recorded
 // expired without ever being claimed (no attempt, no start time). A turn leased by a live worker,
-// already finished, or cancelled is left alone, and so is a turn whose row holds another request
-// hash (this record was refused by intake; its deadline is not the turn's); the caller's claim then
-// reports which.
+// already finished, or cancelled is left alone; the caller's claim then reports which.
 const expireSQL = `
 INSERT INTO turns AS t (turn_id, session_id, tenant, status, fencing_token, input, metadata, accepted_at,
-    deadline, finished_at, error, kafka_partition, kafka_offset, request_hash)
-VALUES ($1, $2, $3, 'expired', nextval('fencing_token_seq'), $4, $5, $6, $7, now(), $8, $9, $10, $11)
+    deadline, finished_at, error, kafka_partition, kafka_offset)
+VALUES ($1, $2, $3, 'expired', nextval('fencing_token_seq'), $4, $5, $6, $7, now(), $8, $9, $10)
 ON CONFLICT (turn_id) DO UPDATE SET status = 'expired', error = EXCLUDED.error, finished_at = now(),
     fencing_token = nextval('fencing_token_seq'), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE NOT t.cancel_requested
   AND (t.status = 'queued' OR (t.status = 'running' AND t.lease_expires_at < now()))
-  AND (t.request_hash IS NULL OR EXCLUDED.request_hash IS NULL OR t.request_hash = EXCLUDED.request_hash)
 RETURNING t.fencing_token, t.attempt`
 
 // Expire records the turn as expired unless someone holds it or it ended, and returns the fresh token
@@ -675,7 +658,7 @@ func (s *Store) Expire(ctx context.Context, req ClaimRequest, msg string) (token
 		tenant = "default"
 	}
 	err = s.pool.QueryRow(ctx, expireSQL, e.TurnID, e.SessionID, tenant, input, md, e.AcceptedAt, e.Deadline,
-		msg, req.Partition, req.Offset, e.RequestHash).Scan(&token, &attempt)
+		msg, req.Partition, req.Offset).Scan(&token, &attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ErrFenced
 	}

@@ -170,59 +170,6 @@ func TestStore(t *testing.T) {
 		_, _, err = s.Expire(ctx, held, "late")
 		require.ErrorIs(t, err, ErrFenced, "a running turn with a live lease is not expired")
 	})
-
-	// A retry of an idempotency key with another body was refused by intake, but its record is in
-	// Kafka: only the record whose request hash is the row's may run the turn.
-	t.Run("SupersededRecordsDoNotRun", func(t *testing.T) {
-		t.Parallel()
-		env := setup(t)
-		s := NewStore(env.Pool, "a", time.Minute, 3)
-		accepted := request("keyed")
-		accepted.Env.RequestHash = []byte("accepted-body")
-		refused := accepted
-		refused.Env.RequestHash = []byte("refused-body")
-		refused.Env.Input = wire.Input{Text: "the refused body"}
-		_, err := env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, request_hash)
-			VALUES ($1, 'keyed', 'default', 'queued', now(), 'accepted-body')`, accepted.Env.TurnID)
-		require.NoError(t, err)
-
-		// The refused record arrives first (it was produced first): it neither runs nor expires the turn.
-		c, err := s.Claim(ctx, refused)
-		require.NoError(t, err)
-		require.Equal(t, Superseded, c.Outcome)
-		_, _, err = s.Expire(ctx, refused, "late")
-		require.ErrorIs(t, err, ErrFenced, "a refused record's deadline is not the turn's")
-		var status string
-		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT status FROM turns WHERE turn_id = $1`, accepted.Env.TurnID).Scan(&status))
-		require.Equal(t, "queued", status)
-
-		c, err = s.Claim(ctx, accepted)
-		require.NoError(t, err)
-		require.Equal(t, Acquired, c.Outcome)
-		var input string
-		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT input->>'text' FROM turns WHERE turn_id = $1`, accepted.Env.TurnID).Scan(&input))
-		require.Equal(t, "hi", input)
-
-		// Without a row, the first record claimed records its hash, and the other is superseded.
-		first, second := request("keyed-2"), request("keyed-2")
-		second.Env.TurnID = first.Env.TurnID
-		first.Env.RequestHash, second.Env.RequestHash = []byte("one"), []byte("two")
-		c, err = s.Claim(ctx, first)
-		require.NoError(t, err)
-		require.Equal(t, Acquired, c.Outcome)
-		c, err = s.Claim(ctx, second)
-		require.NoError(t, err)
-		require.Equal(t, Superseded, c.Outcome)
-
-		// A record without a hash (no key, or written before hashes were recorded) is not refused.
-		legacy := request("keyed-3")
-		_, err = env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, request_hash)
-			VALUES ($1, 'keyed-3', 'default', 'queued', now(), 'some-body')`, legacy.Env.TurnID)
-		require.NoError(t, err)
-		c, err = s.Claim(ctx, legacy)
-		require.NoError(t, err)
-		require.Equal(t, Acquired, c.Outcome)
-	})
 }
 
 func TestStoreBatches(t *testing.T) {
