@@ -1,6 +1,9 @@
 package streamtoken
 
 import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +23,22 @@ func TestSigner(t *testing.T) {
 		c, err := s.Verify(s.Sign("acme", "s1"), "s1")
 		require.NoError(t, err)
 		require.Equal(t, Claims{KeyID: "k2", Tenant: "acme", SessionID: "s1", Expires: c.Expires}, c)
+	})
+	t.Run("ClaimsAreJSON", func(t *testing.T) {
+		t.Parallel()
+		s := New([]config.SigningKey{cur}, time.Minute)
+		for _, tenant := range []string{"acme", `we"ird\ten<ant>&`, "t\x00\n", "ünï"} {
+			tok := s.Sign(tenant, "s1")
+			payload, _, _ := strings.Cut(tok, ".")
+			body, err := base64.RawURLEncoding.DecodeString(payload)
+			require.NoError(t, err)
+			c, err := s.Verify(tok, "s1")
+			require.NoError(t, err)
+			want, err := json.Marshal(c)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(body), "the same bytes as json.Marshal of the claims")
+			require.Equal(t, tenant, c.Tenant)
+		}
 	})
 	t.Run("Rotation", func(t *testing.T) {
 		t.Parallel()
