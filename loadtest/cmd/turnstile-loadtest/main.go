@@ -22,6 +22,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof" //nolint:gosec // served only when -pprof names an address, for profiling the in-process stack
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -45,6 +48,7 @@ import (
 
 type options struct {
 	scenario, url, gatewayURL, metricsURL, dbURL, dbSchema, out string
+	pprof                                                       string
 	rate                                                        float64
 	duration, calibrate, rehearse, normal, burst, drainMax      time.Duration
 	calibrateRate                                               float64
@@ -77,10 +81,11 @@ func main() {
 	flag.IntVar(&o.sessions, "sessions", 0, "peer: sessions to spread turnstile's turns over (default: one per job)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the in-process stack's schema and keys")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	flag.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) to profile the generator and the in-process stack")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o)
+	err := runProfiled(ctx, o)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "turnstile-loadtest:", err)
@@ -113,6 +118,27 @@ func baseConfig(o options) (config.Config, error) {
 		cfg.Intake.MaxBacklogAge = max(cfg.Intake.MaxBacklogAge, burstBacklogAgeLimit(o.burst))
 	}
 	return cfg, cfg.Validate()
+}
+
+// runProfiled runs the scenario, serving net/http/pprof on -pprof meanwhile when it names an address.
+func runProfiled(ctx context.Context, o options) error {
+	if o.pprof == "" {
+		return run(ctx, o)
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.pprof)
+	if err != nil {
+		return fmt.Errorf("-pprof: %w", err)
+	}
+	srv := &http.Server{Handler: http.DefaultServeMux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	err = run(ctx, o)
+	_ = srv.Close()
+	<-done
+	return err
 }
 
 // burstBacklogAgeLimit is the admission limit the burst scenario gives the stack it starts.

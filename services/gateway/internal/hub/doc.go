@@ -8,5 +8,13 @@
 //
 // So the Redis connections a replica uses are bounded — one Pub/Sub connection plus the command
 // pool — whatever the number of clients, and no blocking XREAD ever holds a pooled connection.
-// A periodic re-read covers notifications lost while the Pub/Sub connection reconnected.
+//
+// An idle feed costs Redis nothing. Pub/Sub loses notifications only while the connection is down,
+// and go-redis subscribes every channel again when it reconnects: each subscription confirmation
+// makes its feed re-read from its last ID, which covers what was appended meanwhile. As a last
+// resort for a notification lost any other way, one loop for the whole hub wakes every feed that has
+// not read for Config.Resync (30s). Feeds used to re-read every second each, which under a deep
+// backlog (thousands of sessions with a queued turn and an open stream) cost Redis and the
+// gateway more than the events themselves and took capacity from workers on the same machine (see
+// docs/BENCHMARKS.md, "Burst scenario").
 package hub

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,10 +25,18 @@ type Config struct {
 	// Buffer is how many entries a subscriber may fall behind the live tail before it is cut loose
 	// (the size of each session's shared ring). Defaults to 256.
 	Buffer int
-	// Poll is the safety re-read interval of each feed, covering notifications lost while the
-	// Pub/Sub connection reconnected. Defaults to 1s.
-	Poll time.Duration
+	// Resync is the longest a feed goes without reading its stream: a last-resort re-read for a
+	// notification lost some other way than a Pub/Sub reconnect (a reconnect already makes every
+	// feed re-read at once). Idle feeds cost Redis one read per Resync each, so it is long.
+	// Defaults to 30s.
+	Resync time.Duration
 }
+
+// ResyncDefault is Config.Resync's default.
+const ResyncDefault = 30 * time.Second
+
+// resyncTick is how often the hub looks for feeds due for a re-read.
+const resyncTick = time.Second
 
 // Hub owns the shared Pub/Sub connection and the session feeds.
 type Hub struct {
@@ -51,8 +60,8 @@ func New(cfg Config, rdb redis.UniversalClient, reader *streams.Reader, log *slo
 	if cfg.Buffer == 0 {
 		cfg.Buffer = 256
 	}
-	if cfg.Poll == 0 {
-		cfg.Poll = time.Second
+	if cfg.Resync <= 0 {
+		cfg.Resync = ResyncDefault
 	}
 	return &Hub{cfg: cfg, rdb: rdb, reader: reader, log: log, feeds: map[string]*feed{}, byChan: map[string]*feed{}}
 }
@@ -63,20 +72,75 @@ func (h *Hub) Start(ctx context.Context) error {
 	// bound to a context of its own that Stop cancels.
 	h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	h.ps = h.rdb.Subscribe(h.ctx) //nolint:contextcheck // deliberately detached: ends with Stop, not with Start's caller
-	ch := h.ps.Channel(redis.WithChannelSize(1024))
-	h.wg.Add(1)
+	// With subscriptions: after the connection dropped, go-redis subscribes every channel again on
+	// a new one, and each confirmation is the signal that its feed may have missed notifications.
+	ch := h.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+	h.wg.Add(2)
 	go func() {
 		defer h.wg.Done()
 		for msg := range ch {
-			h.mu.Lock()
-			f := h.byChan[msg.Channel]
-			h.mu.Unlock()
-			if f != nil {
-				f.notify()
-			}
+			h.dispatch(msg)
 		}
 	}()
+	go func() {
+		defer h.wg.Done()
+		h.resyncLoop(h.ctx)
+	}()
 	return nil
+}
+
+// dispatch wakes the feed a Pub/Sub message is for. A notification says the stream grew; a
+// subscription confirmation says the feed is (again) subscribed, so whatever was appended while it
+// was not — the connection dropped and go-redis reconnected — must be read now. The first
+// confirmation of a feed's own SUBSCRIBE costs it one read more, which is harmless.
+func (h *Hub) dispatch(msg any) {
+	var channel string
+	switch m := msg.(type) {
+	case *redis.Message:
+		channel = m.Channel
+	case *redis.Subscription:
+		if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
+			return
+		}
+		channel = m.Channel
+	default:
+		return
+	}
+	h.mu.Lock()
+	f := h.byChan[channel]
+	h.mu.Unlock()
+	if f != nil {
+		f.notify()
+	}
+}
+
+// resyncLoop wakes every feed that has not read its stream for cfg.Resync. One loop for the whole
+// hub, not a ticker per feed: a replica may hold thousands of idle sessions, and polling each every
+// second cost Redis a transaction per idle session per second.
+func (h *Hub) resyncLoop(ctx context.Context) {
+	t := time.NewTicker(min(resyncTick, h.cfg.Resync))
+	defer t.Stop()
+	var due []*feed
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			due = due[:0]
+			limit := now.Add(-h.cfg.Resync).UnixNano()
+			h.mu.Lock()
+			for _, f := range h.feeds {
+				if f.lastRead.Load() <= limit {
+					due = append(due, f)
+				}
+			}
+			h.mu.Unlock()
+			for _, f := range due {
+				f.notify()
+			}
+			clear(due)
+		}
+	}
 }
 
 // Stop closes every feed and the Pub/Sub connection. Safe twice or before Start.
@@ -167,6 +231,7 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string) (*Subscriber, err
 			ring: make([]*Delivery, h.cfg.Buffer),
 			subs: map[*Subscriber]struct{}{}, poke: make(chan struct{}, 1), stop: make(chan struct{}),
 		}
+		f.lastRead.Store(time.Now().UnixNano()) // init reads where the stream ends
 		h.feeds[sessionID] = f
 		h.byChan[k.Notify] = f
 		h.wg.Add(1)
@@ -234,6 +299,9 @@ type feed struct {
 	ready   chan struct{} // closed once init ran; err says how
 	err     error
 	refs    int // guarded by hub.mu
+	// lastRead is when readNew last began (Unix nanoseconds); the hub's resync loop wakes a feed
+	// whose last read is older than Config.Resync.
+	lastRead atomic.Int64
 
 	mu    sync.Mutex
 	subs  map[*Subscriber]struct{}
@@ -280,8 +348,6 @@ func (f *feed) run(ctx context.Context) {
 	if f.err != nil {
 		return
 	}
-	t := time.NewTicker(f.hub.cfg.Poll)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -289,7 +355,6 @@ func (f *feed) run(ctx context.Context) {
 		case <-f.stop:
 			return
 		case <-f.poke:
-		case <-t.C:
 		}
 		f.readNew(ctx)
 	}
@@ -298,6 +363,7 @@ func (f *feed) run(ctx context.Context) {
 const readBatch = 512
 
 func (f *feed) readNew(ctx context.Context) {
+	f.lastRead.Store(time.Now().UnixNano())
 	for {
 		f.mu.Lock()
 		last, epoch := f.last, f.epoch

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,14 @@ type bundle struct {
 	pub    *streams.Publisher
 }
 
+// setup returns a hub whose last-resort resync is an hour away, so every delivery a test sees
+// was caused by a notification or a resubscription.
 func setup(t *testing.T) (*hub.Hub, *bundle) {
+	t.Helper()
+	return setupWith(t, hub.Config{Buffer: 8, Resync: time.Hour})
+}
+
+func setupWith(t *testing.T, cfg hub.Config) (*hub.Hub, *bundle) {
 	t.Helper()
 	url := os.Getenv("TURNSTILE_REDIS_URL")
 	if url == "" {
@@ -41,8 +49,9 @@ func setup(t *testing.T) (*hub.Hub, *bundle) {
 	}
 	opts, err := redis.ParseURL(url)
 	require.NoError(t, err)
-	rdb := redis.NewClient(opts)
 	prefix := "ts-hub-" + testenv.RandomHex(5)
+	opts.ClientName = prefix // finds the hub's Pub/Sub connection in CLIENT LIST
+	rdb := redis.NewClient(opts)
 	t.Cleanup(func() {
 		testenv.DeletePrefix(context.Background(), rdb, prefix)
 		_ = rdb.Close()
@@ -51,8 +60,58 @@ func setup(t *testing.T) (*hub.Hub, *bundle) {
 		rdb: rdb, prefix: prefix, reader: streams.NewReader(rdb, prefix),
 		pub: streams.NewPublisher(rdb, prefix, 10000, time.Hour),
 	}
-	h := hub.New(hub.Config{Buffer: 8, Poll: 100 * time.Millisecond}, rdb, b.reader, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := hub.New(cfg, rdb, b.reader, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return h, b
+}
+
+// appendSilently adds an entry to the session's stream like the publish script does, but without
+// its notification: what a feed misses when a notification is lost.
+func (b *bundle) appendSilently(t *testing.T, session string) {
+	t.Helper()
+	data, _ := json.Marshal(map[string]any{"turn_id": "t", "attempt": 1, "index": 99})
+	require.NoError(t, b.rdb.XAdd(context.Background(), &redis.XAddArgs{
+		Stream: streams.KeysFor(b.prefix, session).Events,
+		Values: map[string]any{"type": "turn.delta", "turn": "t", "data": string(data)},
+	}).Err())
+}
+
+// killPubSub closes the hub's Pub/Sub connection from the server side, as a Redis restart or a
+// network fault would.
+func (b *bundle) killPubSub(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	list, err := b.rdb.ClientList(ctx).Result()
+	require.NoError(t, err)
+	killed := 0
+	for _, line := range strings.Split(list, "\n") {
+		fields := map[string]string{}
+		for _, kv := range strings.Fields(line) {
+			k, v, _ := strings.Cut(kv, "=")
+			fields[k] = v
+		}
+		if fields["name"] == b.prefix && fields["sub"] != "" && fields["sub"] != "0" {
+			require.NoError(t, b.rdb.Do(ctx, "CLIENT", "KILL", "ID", fields["id"]).Err())
+			killed++
+		}
+	}
+	require.Equal(t, 1, killed, "the hub holds one Pub/Sub connection")
+}
+
+// await waits until s has received n deliveries in all and returns them.
+func await(t *testing.T, s *hub.Subscriber, got []*hub.Delivery, n int) []*hub.Delivery {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for len(got) < n {
+		select {
+		case <-s.Ready:
+		case <-timeout:
+			t.Fatalf("%d of %d deliveries", len(got), n)
+		}
+		var lost bool
+		got, lost = s.Next(got)
+		require.False(t, lost)
+	}
+	return got
 }
 
 func (b *bundle) publish(t *testing.T, session string, n int) {
@@ -119,6 +178,37 @@ func TestHub(t *testing.T) {
 		}
 		h.Unsubscribe(other)
 		require.Equal(t, 0, h.Sessions())
+	})
+
+	t.Run("ReconnectRereads", func(t *testing.T) {
+		t.Parallel()
+		h, b := setup(t)
+		require.NoError(t, h.Start(context.Background()))
+		defer func() { _ = h.Stop(context.Background()) }()
+		s, err := h.Subscribe(context.Background(), "s")
+		require.NoError(t, err)
+		defer h.Unsubscribe(s)
+		b.publish(t, "s", 1)
+		got := await(t, s, nil, 1)
+
+		// An entry whose notification never came stays unread until the Pub/Sub connection
+		// drops: the subscription confirmed again on the new connection makes the feed re-read.
+		b.appendSilently(t, "s")
+		b.killPubSub(t)
+		got = await(t, s, got, 2)
+		require.Equal(t, "turn.delta", string(got[1].Type))
+	})
+
+	t.Run("ResyncRereads", func(t *testing.T) {
+		t.Parallel()
+		h, b := setupWith(t, hub.Config{Buffer: 8, Resync: 50 * time.Millisecond})
+		require.NoError(t, h.Start(context.Background()))
+		defer func() { _ = h.Stop(context.Background()) }()
+		s, err := h.Subscribe(context.Background(), "s")
+		require.NoError(t, err)
+		defer h.Unsubscribe(s)
+		b.appendSilently(t, "s")
+		await(t, s, nil, 1)
 	})
 
 	t.Run("FallingBehindIsLost", func(t *testing.T) {

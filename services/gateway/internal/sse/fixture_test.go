@@ -76,7 +76,7 @@ func (f *fixture) replica(cfg sse.Config, srvOpts ...func(*http.Server)) *replic
 		cfg.Retry = 50 * time.Millisecond
 	}
 	log := testenv.TestLogger(f.t)
-	h := hub.New(hub.Config{Buffer: 256, Poll: 200 * time.Millisecond}, f.rdb, f.reader, log)
+	h := hub.New(hub.Config{Buffer: 256}, f.rdb, f.reader, log)
 	require.NoError(f.t, h.Start(context.Background()))
 	reg := prometheus.NewRegistry()
 	handler := sse.New(cfg, h, f.reader, log, reg)

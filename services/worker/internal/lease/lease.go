@@ -343,6 +343,22 @@ type Held struct {
 	Token  int64
 }
 
+// lockTurnsSQL locks the turns named by $1 in turn_id order. A statement that changes many turns
+// joins it, so that its row locks are taken in that order whatever plan Postgres picks for the rest
+// (an UPDATE … FROM takes its locks in the order its join emits rows: the order of the requests, or
+// of whichever index it scans). The renewal and a completion batch of one worker share rows; taken
+// in different orders they deadlocked, and Postgres breaks a deadlock only after deadlock_timeout
+// (1s by default), stalling every turn of both statements meanwhile.
+const lockTurnsSQL = `(SELECT turn_id FROM turns WHERE turn_id = ANY($1::uuid[]) ORDER BY turn_id FOR UPDATE)`
+
+// renewSQL extends the leases still held, locking them in turn_id order (see lockTurnsSQL).
+const renewSQL = `
+UPDATE turns t SET lease_expires_at = now() + $3 * interval '1 millisecond', updated_at = now()
+FROM unnest($1::uuid[], $2::bigint[]) AS l(turn_id, token), ` + lockTurnsSQL + ` AS locked
+WHERE t.turn_id = locked.turn_id AND t.turn_id = l.turn_id AND t.fencing_token = l.token
+  AND t.status = 'running' AND t.lease_owner IS NOT NULL
+RETURNING t.turn_id, t.cancel_requested`
+
 // Renew extends every given lease in one statement and returns those still held, with their cancel
 // flags. A lease missing from the result is lost: fenced by a newer attempt, the turn ended, or the
 // lease was released (a renewal round that raced a release must not extend the released lease, or
@@ -356,12 +372,7 @@ func (s *Store) Renew(ctx context.Context, held []Held) ([]Renewal, error) {
 	for i, h := range held {
 		ids[i], tokens[i] = h.TurnID, h.Token
 	}
-	rows, err := s.pool.Query(ctx, `
-		UPDATE turns t SET lease_expires_at = now() + $3 * interval '1 millisecond', updated_at = now()
-		FROM unnest($1::uuid[], $2::bigint[]) AS l(turn_id, token)
-		WHERE t.turn_id = l.turn_id AND t.fencing_token = l.token AND t.status = 'running'
-		  AND t.lease_owner IS NOT NULL
-		RETURNING t.turn_id, t.cancel_requested`, ids, tokens, s.ttl.Milliseconds())
+	rows, err := s.pool.Query(ctx, renewSQL, ids, tokens, s.ttl.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)
 	}
@@ -422,7 +433,9 @@ type Completion struct {
 }
 
 // completeManySQL marks many turns succeeded and appends each one's user and assistant messages to
-// its session history in one statement, each row conditional on its own token. Sessions are bumped in session_id order (no deadlock between batches); should one batch
+// its session history in one statement, each row conditional on its own token. Turns are locked
+// in turn_id order (lockTurnsSQL) and sessions bumped in session_id order, so it cannot deadlock
+// with another batch or with the renewal; should one batch
 // complete several turns of one session, their messages are numbered in request order. The result
 // names the 1-based positions of the requests that completed, with the sequence number of their
 // assistant message; the others were fenced.
@@ -433,8 +446,8 @@ WITH req AS (
 ), done AS (
     UPDATE turns t SET status = 'succeeded', output = r.output, error = NULL, finished_at = now(),
         lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-    FROM req r
-    WHERE t.turn_id = ANY($1::uuid[]) AND t.turn_id = r.turn_id AND t.fencing_token = r.token AND t.status = 'running'
+    FROM req r, ` + lockTurnsSQL + ` AS locked
+    WHERE t.turn_id = locked.turn_id AND t.turn_id = r.turn_id AND t.fencing_token = r.token AND t.status = 'running'
     RETURNING t.turn_id, t.session_id, t.tenant, t.input->>'text' AS text, r.text AS answer, r.ord
 ), per AS (
     SELECT session_id, min(tenant) AS tenant, count(*) AS n FROM done GROUP BY session_id

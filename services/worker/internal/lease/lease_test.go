@@ -2,10 +2,13 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -408,4 +411,73 @@ func results(rs []batch.Result[Claim]) []batchResult {
 		out[i] = batchResult{r.Val, r.Err}
 	}
 	return out
+}
+
+// TestLockOrder checks that the statements that change many turns lock them in turn_id order,
+// whatever the order of their requests: the renewal and a completion batch of one worker share
+// rows, and two statements that lock shared rows in different orders deadlock (Postgres breaks
+// the cycle only after deadlock_timeout, 1s by default, stalling every turn in both batches).
+func TestLockOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	// run claims two turns, locks the one with the larger turn_id from another transaction, runs
+	// stmt with the larger first, and requires that stmt locks the smaller while it waits.
+	run := func(t *testing.T, stmt func(s *Store, ids []uuid.UUID, tokens []int64)) {
+		t.Helper()
+		env := setup(t)
+		s := NewStore(env.Pool, "a", time.Minute, 3)
+		// a has the larger turn_id and is inserted first; its session sorts first, so neither
+		// insertion order nor an index on session_id gives turn_id order by accident.
+		a, b := request("lock-a"), request("lock-b")
+		if a.Env.TurnID.String() < b.Env.TurnID.String() {
+			a.Env.TurnID, b.Env.TurnID = b.Env.TurnID, a.Env.TurnID
+		}
+		var ids []uuid.UUID
+		var tokens []int64
+		for _, r := range []ClaimRequest{a, b} {
+			c, err := s.Claim(ctx, r)
+			require.NoError(t, err)
+			ids, tokens = append(ids, r.Env.TurnID), append(tokens, c.Token)
+		}
+		hi, lo := ids[0], ids[1]
+
+		tx, err := env.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, `SELECT 1 FROM turns WHERE turn_id = $1 FOR UPDATE`, hi)
+		require.NoError(t, err)
+
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			stmt(s, ids, tokens)
+		}()
+		testenv.WaitFor(t, 5*time.Second, "the statement to lock the smaller turn_id first", func() bool {
+			_, err := env.Pool.Exec(ctx, `SELECT 1 FROM turns WHERE turn_id = $1 FOR UPDATE NOWAIT`, lo)
+			var pg *pgconn.PgError
+			return errors.As(err, &pg) && pg.Code == "55P03"
+		})
+		require.NoError(t, tx.Rollback(ctx))
+		<-done
+	}
+
+	t.Run("Renew", func(t *testing.T) {
+		t.Parallel()
+		run(t, func(s *Store, ids []uuid.UUID, tokens []int64) {
+			renewed, err := s.Renew(ctx, []Held{{ids[0], tokens[0]}, {ids[1], tokens[1]}})
+			assert.NoError(t, err)
+			assert.Len(t, renewed, 2)
+		})
+	})
+
+	t.Run("CompleteMany", func(t *testing.T) {
+		t.Parallel()
+		run(t, func(s *Store, ids []uuid.UUID, tokens []int64) {
+			res := s.CompleteMany(ctx, []Completion{{ids[0], tokens[0], wire.Output{Text: "a"}}, {ids[1], tokens[1], wire.Output{Text: "b"}}})
+			for _, r := range res {
+				assert.NoError(t, r.Err)
+			}
+		})
+	})
 }
