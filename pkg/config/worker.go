@@ -31,6 +31,10 @@ type WorkerSettings struct {
 	// RetentionBatch is how many rows one delete statement removes at most
 	// (TURNSTILE_RETENTION_BATCH), so retention never holds long locks. Defaults to 1000.
 	RetentionBatch int `env:"TURNSTILE_RETENTION_BATCH"`
+	// Vacuum is "auto" (the worker vacuums the turns and sessions tables when autovacuum does not
+	// cover them, see services/worker/internal/vacuum) or "off" (TURNSTILE_WORKER_VACUUM). Defaults
+	// to auto.
+	Vacuum string `env:"TURNSTILE_WORKER_VACUUM"`
 }
 
 func (s *WorkerSettings) applyDefaults() {
@@ -46,6 +50,9 @@ func (s *WorkerSettings) applyDefaults() {
 	if s.RetentionBatch == 0 {
 		s.RetentionBatch = RetentionBatchDefault
 	}
+	if s.Vacuum == "" {
+		s.Vacuum = "auto"
+	}
 }
 
 func (s WorkerSettings) validate() []error {
@@ -58,6 +65,7 @@ func (s WorkerSettings) validate() []error {
 		{s.RebalanceTimeout < 100*time.Millisecond, "TURNSTILE_WORKER_REBALANCE_TIMEOUT: must be at least 100ms"},
 		{s.RetentionInterval < 10*time.Millisecond, "TURNSTILE_RETENTION_INTERVAL: must be at least 10ms"},
 		{s.RetentionBatch < 1 || s.RetentionBatch > 100000, "TURNSTILE_RETENTION_BATCH: must be between 1 and 100000"},
+		{s.Vacuum != "auto" && s.Vacuum != "off", "TURNSTILE_WORKER_VACUUM: must be auto or off"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

@@ -29,6 +29,7 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/history"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
 	"github.com/turnstile-run/turnstile/services/worker/internal/retention"
+	"github.com/turnstile-run/turnstile/services/worker/internal/vacuum"
 )
 
 // Role builds the worker from shared deps.
@@ -40,6 +41,7 @@ type Worker struct {
 	consumer *consume.Consumer
 	renewer  *execute.Renewer
 	cleaner  *retention.Cleaner
+	vacuumer *vacuum.Vacuumer // nil with TURNSTILE_WORKER_VACUUM=off
 	watcher  *cancelwatch.Watcher
 	batchers []batcher
 	ready    atomic.Bool
@@ -81,10 +83,20 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		Batch:     cfg.Worker.RetentionBatch,
 		OnBatch:   func(n int, _ error) { m.retentionDeleted.Add(float64(n)) },
 	}, log)
+	var vacuumer *vacuum.Vacuumer
+	if cfg.Worker.Vacuum == "auto" {
+		vacuumer = vacuum.New(pool, vacuum.Config{OnVacuum: func(table string, _ int64, took time.Duration, err error) {
+			result := "ok"
+			if err != nil {
+				result = "error"
+			}
+			m.vacuums.WithLabelValues(table, result).Observe(took.Seconds())
+		}}, log)
+	}
 	watcher := cancelwatch.New(pool, func(id uuid.UUID) { renewer.CancelRequested(id) }, log)
 	claims, completions, publishes := newBatchers(store, pub, log, m)
 	w := &Worker{
-		deps: d, renewer: renewer, cleaner: cleaner, watcher: watcher, metrics: m,
+		deps: d, renewer: renewer, cleaner: cleaner, vacuumer: vacuumer, watcher: watcher, metrics: m,
 		batchers: []batcher{claims, completions, publishes},
 	}
 	var exec *execute.Executor
@@ -203,6 +215,11 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := w.cleaner.Start(ctx); err != nil {
 		return err
 	}
+	if w.vacuumer != nil {
+		if err := w.vacuumer.Start(ctx); err != nil {
+			return err
+		}
+	}
 	w.ready.Store(true)
 	return nil
 }
@@ -219,6 +236,9 @@ func (w *Worker) Stop(ctx context.Context) error {
 		errs = append(errs, b.Stop(ctx))
 	}
 	errs = append(errs, w.renewer.Stop(ctx), w.cleaner.Stop(ctx), w.watcher.Stop(ctx))
+	if w.vacuumer != nil {
+		errs = append(errs, w.vacuumer.Stop(ctx))
+	}
 	return errors.Join(errs...)
 }
 
@@ -283,6 +303,8 @@ type metrics struct {
 	deadLettered  *prometheus.CounterVec
 	// retentionDeleted counts finished turn rows deleted by retention.
 	retentionDeleted prometheus.Counter
+	// vacuums times the worker's own VACUUMs (autovacuum off) by table and result.
+	vacuums *prometheus.HistogramVec
 	// batchSize and batchDuration describe the group-commit batches by kind (claim, complete,
 	// publish).
 	batchSize     *prometheus.HistogramVec
@@ -319,6 +341,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "turnstile_worker_dead_lettered_total",
 			Help: "Records written to the dead-letter topic, by reason.",
 		}, []string{"reason"}),
+		vacuums: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "turnstile_worker_vacuum_duration_seconds",
+			Help:    "VACUUMs the worker ran itself because autovacuum does not cover the table, by table and result.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+		}, []string{"table", "result"}),
 		retentionDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "turnstile_worker_retention_deleted_rows_total",
 			Help: "Finished turn rows deleted because they were older than TURNSTILE_RETENTION.",
@@ -334,6 +361,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered)
+	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.vacuums, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered)
 	return m
 }

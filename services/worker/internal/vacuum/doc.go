@@ -1,0 +1,23 @@
+// Package vacuum keeps the dead rows of the turns and sessions tables bounded when Postgres's
+// autovacuum does not.
+//
+// Every claim, lease renewal and completion rewrites a turn's row (status and lease expiry are
+// indexed, so the updates are not HOT), so a busy worker pool leaves thousands of dead row versions
+// and index entries a second. Autovacuum removes them; with it off, they pile up, and every index
+// scan over turns walks more of them. Measured in the burst scenario on a Postgres with autovacuum
+// off: completions fell from about 290 to about 150 a second as dead rows passed 100,000, and one
+// manual VACUUM of turns took them back to about 335 a second at once (docs/BENCHMARKS.md).
+//
+// A Vacuumer runs in every worker. Every interval it asks whether autovacuum covers the tables
+// (the autovacuum setting, and the table's autovacuum_enabled storage option); if it does, it does
+// nothing. Otherwise, for each table whose dead rows exceed max(MinDead, DeadFraction × live rows)
+// (pg_stat_user_tables), it runs VACUUM (SKIP_LOCKED, ANALYZE): the statement takes no lock that
+// blocks reads or writes, SKIP_LOCKED lets a second worker skip a table the first is vacuuming
+// instead of queueing behind it, and ANALYZE keeps the planner's statistics, which autovacuum would
+// also have kept, current. TURNSTILE_WORKER_VACUUM=off turns it off. Only a table's owner (or a
+// superuser) may vacuum it — the role that ran the migrations owns them; for a table it does not
+// own the worker warns once and leaves it alone.
+//
+// Where autovacuum is on, migration 00060 tunes it for the turns table (a vacuum after 2% of its
+// rows changed, not 20%), so a large table is not left to bloat for hours.
+package vacuum
