@@ -69,11 +69,17 @@ func TestGatewayDrainOnSIGTERM(t *testing.T) {
 	pub := streams.NewPublisher(env.Redis, env.Config.KeyPrefix, 10000, time.Hour)
 	published := make(chan struct{})
 	half := make(chan struct{})
+	// The terminal event waits until the draining gateway has exited, so every client of it was
+	// closed (and must move) before its stream could end there.
+	drained := make(chan struct{})
 	go func() {
 		defer close(published)
 		for i := range total {
 			if i == total/4 {
 				close(half)
+			}
+			if i == total-1 {
+				<-drained
 			}
 			for s := range sessions {
 				typ := wire.EventType("turn.delta")
@@ -103,6 +109,7 @@ func TestGatewayDrainOnSIGTERM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, a.Wait(ctx), "the draining gateway exits cleanly")
+	close(drained)
 	<-published
 
 	moved := 0
