@@ -106,7 +106,10 @@ func (r *Recorder) Start(ctx context.Context) error {
 		}
 	}
 	if r.base != nil {
-		cfg := r.base.Config()
+		cfg := r.base.Config() // a deep copy: the given pool keeps its settings
+		if cfg.ConnConfig.RuntimeParams == nil {
+			cfg.ConnConfig.RuntimeParams = map[string]string{}
+		}
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 		cfg.MinConns, cfg.MaxConns = 0, 1 // one loop, one statement at a time
 		own, err := pgxpool.NewWithConfig(ctx, cfg)
