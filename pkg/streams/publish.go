@@ -92,15 +92,10 @@ type Published struct {
 }
 
 // Publish appends ev for turnID with its attempt's fencing token. It returns ErrStaleToken if a
-// newer attempt of the turn has already published.
+// newer attempt of the turn has already published. It is PublishMany of one message.
 func (p *Publisher) Publish(ctx context.Context, sessionID, turnID string, token int64, ev wire.Event, traceparent string) (Published, error) {
-	m := Message{SessionID: sessionID, TurnID: turnID, Token: token, Event: ev, Traceparent: traceparent}
-	keys, args := p.script(m)
-	res, err := publishScript.Run(ctx, p.rdb, keys, args...).Slice()
-	if err != nil {
-		return Published{}, fmt.Errorf("publish %s to session stream: %w", ev.Type, err)
-	}
-	return parseReply(ev.Type, res)
+	r := p.PublishMany(ctx, []Message{{SessionID: sessionID, TurnID: turnID, Token: token, Event: ev, Traceparent: traceparent}})[0]
+	return r.Published, r.Err
 }
 
 // Message is one event to publish with its turn's fencing token.
@@ -141,7 +136,7 @@ func (p *Publisher) PublishMany(ctx context.Context, ms []Message) []PublishResu
 			missing = append(missing, i)
 			continue
 		}
-		out[i] = p.result(ms[i].Event.Type, cmd, err)
+		out[i] = result(ms[i].Event.Type, cmd, err)
 	}
 	// Redis lost its script cache (a restart or SCRIPT FLUSH): the first use sends the script's body,
 	// which loads it again, one message at a time and in order.
@@ -149,12 +144,13 @@ func (p *Publisher) PublishMany(ctx context.Context, ms []Message) []PublishResu
 		m := ms[i]
 		keys, args := p.script(m)
 		cmd := publishScript.Run(ctx, p.rdb, keys, args...)
-		out[i] = p.result(m.Event.Type, cmd, cmd.Err())
+		out[i] = result(m.Event.Type, cmd, cmd.Err())
 	}
 	return out
 }
 
-func (p *Publisher) result(t wire.EventType, cmd *redis.Cmd, err error) PublishResult {
+// result reads one script run's reply.
+func result(t wire.EventType, cmd *redis.Cmd, err error) PublishResult {
 	if err != nil {
 		return PublishResult{Err: fmt.Errorf("publish %s to session stream: %w", t, err)}
 	}
