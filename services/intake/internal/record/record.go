@@ -3,7 +3,6 @@ package record
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -33,10 +32,9 @@ const (
 
 // Recorder batches queued rows into Postgres.
 type Recorder struct {
-	// base is the pool the recorder was given; pool is its own, made from base's configuration at
-	// Start with synchronous_commit off for the session, and closed when the loop ends.
+	// base is the pool the recorder was given; the loop writes through a pool of its own made from
+	// base's configuration (openPool), closed when the loop ends.
 	base     *pgxpool.Pool
-	pool     *pgxpool.Pool
 	interval time.Duration
 	log      *slog.Logger
 	in       chan Row
@@ -98,33 +96,29 @@ func (r *Recorder) Flush(ctx context.Context) {
 // Start runs the flush loop and returns at once. The loop writes through a connection of its own
 // (opened on first use) whose session has synchronous_commit off (see the package doc).
 func (r *Recorder) Start(ctx context.Context) error {
-	if done := r.loop.Done(); done != nil {
-		select {
-		case <-done:
-		default:
-			return nil // running
-		}
-	}
-	if r.base != nil {
-		cfg := r.base.Config() // a deep copy: the given pool keeps its settings
-		if cfg.ConnConfig.RuntimeParams == nil {
-			cfg.ConnConfig.RuntimeParams = map[string]string{}
-		}
-		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-		cfg.MinConns, cfg.MaxConns = 0, 1 // one loop, one statement at a time
-		own, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			return fmt.Errorf("queued-row recorder pool: %w", err)
-		}
-		r.pool = own
-	}
-	r.loop.Start(ctx, func(ctx context.Context) {
-		r.run(ctx)
-		if r.pool != nil {
-			r.pool.Close()
-		}
-	})
+	r.loop.Start(ctx, r.run)
 	return nil
+}
+
+// openPool makes the loop's own one-connection pool from the given pool's configuration, with
+// synchronous_commit off for its sessions; nil without a pool. The given pool keeps its settings:
+// Config returns a deep copy.
+func (r *Recorder) openPool(ctx context.Context) *pgxpool.Pool {
+	if r.base == nil {
+		return nil
+	}
+	cfg := r.base.Config()
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	cfg.MinConns, cfg.MaxConns = 0, 1 // one loop, one statement at a time
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		r.log.Error("queued-row recorder pool not created; rows will be dropped", "err", err)
+		return nil
+	}
+	return pool
 }
 
 // Stop flushes what is buffered and waits for the loop to end, or for ctx. Safe twice and before
@@ -132,6 +126,10 @@ func (r *Recorder) Start(ctx context.Context) error {
 func (r *Recorder) Stop(ctx context.Context) error { return r.loop.Stop(ctx, "queued-row recorder") }
 
 func (r *Recorder) run(ctx context.Context) {
+	pool := r.openPool(ctx)
+	if pool != nil {
+		defer pool.Close()
+	}
 	// The timer runs only while rows wait, so an idle replica does not wake up every interval.
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -143,7 +141,7 @@ func (r *Recorder) run(ctx context.Context) {
 		}
 	}
 	write := func() {
-		r.write(ctx, batch)
+		r.write(ctx, pool, batch)
 		batch = batch[:0]
 		if armed {
 			timer.Stop()
@@ -212,8 +210,8 @@ ON CONFLICT (turn_id) DO NOTHING`
 )` + insertTurns
 )
 
-func (r *Recorder) write(ctx context.Context, batch []Row) {
-	if r.pool == nil {
+func (r *Recorder) write(ctx context.Context, pool *pgxpool.Pool, batch []Row) {
+	if pool == nil {
 		r.dropped.WithLabelValues("no_database").Add(float64(len(batch)))
 		return
 	}
@@ -238,7 +236,7 @@ func (r *Recorder) write(ctx context.Context, batch []Row) {
 	// statement, one round trip, one implicit transaction.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	tag, err := r.pool.Exec(ctx, sql, ids, sessions, tenants, accepted, deadlines, needSession)
+	tag, err := pool.Exec(ctx, sql, ids, sessions, tenants, accepted, deadlines, needSession)
 	if err != nil {
 		reason := "database_error"
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -76,10 +76,11 @@ func TestRecorder(t *testing.T) {
 
 	t.Run("OwnSessionWithoutWaitingForTheDisk", func(t *testing.T) {
 		r := New(env.Pool, time.Millisecond, env.Log, prometheus.NewRegistry())
-		require.NoError(t, r.Start(ctx))
-		defer func() { require.NoError(t, r.Stop(ctx)) }()
+		pool := r.openPool(ctx) // the pool the loop writes through
+		require.NotNil(t, pool)
+		defer pool.Close()
 		var setting string
-		require.NoError(t, r.pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&setting))
+		require.NoError(t, pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&setting))
 		require.Equal(t, "off", setting)
 		require.NoError(t, env.Pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&setting))
 		require.Equal(t, "on", setting, "the pool it was given is left as it was")
