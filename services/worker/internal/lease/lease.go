@@ -151,24 +151,28 @@ LEFT JOIN sessions s ON s.session_id = r.session_id`
 // the claims of every turn batched with it.
 func (s *Store) ClaimMany(ctx context.Context, reqs []ClaimRequest) []batch.Result[Claim] {
 	out := make([]batch.Result[Claim], len(reqs))
-	args := claimArgs{}
+	encoded := make([]claimRow, len(reqs))
 	idx := make([]int, 0, len(reqs))
 	for i, req := range reqs {
-		if err := args.add(req); err != nil {
+		row, err := encodeClaim(req)
+		if err != nil {
 			out[i].Err = err
 			continue
 		}
+		encoded[i] = row
 		idx = append(idx, i)
 	}
 	for _, round := range rounds(idx, func(i int) uuid.UUID { return reqs[i].Env.TurnID }) {
-		s.claimRound(ctx, args.subset(round, idx), round, out)
+		s.claimRound(ctx, encoded, round, out)
 	}
 	return out
 }
 
-// claimRound claims the requests at positions pos (distinct turns) and writes their results to out.
-func (s *Store) claimRound(ctx context.Context, a claimArgs, pos []int, out []batch.Result[Claim]) {
+// claimRound claims the requests at positions pos of encoded (distinct turns) and writes their
+// results to out.
+func (s *Store) claimRound(ctx context.Context, encoded []claimRow, pos []int, out []batch.Result[Claim]) {
 	for try := 0; ; try++ {
+		a := claimArgsOf(encoded, pos)
 		rows, err := s.pool.Query(ctx, claimManySQL, a.ids, a.sessions, a.tenants, a.inputs, a.metadata,
 			a.accepted, a.deadlines, a.parts, a.offsets, s.owner, s.ttl.Milliseconds(), s.maxAttempts)
 		var again []int
@@ -203,7 +207,7 @@ func (s *Store) claimRound(ctx context.Context, a claimArgs, pos []int, out []ba
 			for i, k := range again {
 				sub[i] = pos[k]
 			}
-			a, pos = a.pick(again), sub
+			pos = sub
 			continue
 		case err == nil:
 			for _, k := range again {
@@ -213,8 +217,8 @@ func (s *Store) claimRound(ctx context.Context, a claimArgs, pos []int, out []ba
 		case retryable(err) && try < 2:
 			continue
 		case isDataError(err) && len(pos) > 1:
-			for k, p := range pos {
-				s.claimRound(ctx, a.pick([]int{k}), []int{p}, out)
+			for _, p := range pos {
+				s.claimRound(ctx, encoded, []int{p}, out)
 			}
 			return
 		default:
@@ -227,7 +231,39 @@ func (s *Store) claimRound(ctx context.Context, a claimArgs, pos []int, out []ba
 	}
 }
 
-// claimArgs holds claim requests as the statement's column arrays.
+// claimRow is one claim request as the statement takes it.
+type claimRow struct {
+	id                 uuid.UUID
+	session, tenant    string
+	input, metadata    []byte
+	accepted, deadline time.Time
+	partition          int32
+	offset             int64
+}
+
+func encodeClaim(req ClaimRequest) (claimRow, error) {
+	e := req.Env
+	input, err := json.Marshal(e.Input)
+	if err != nil {
+		return claimRow{}, fmt.Errorf("encode turn input: %w", err)
+	}
+	var md []byte
+	if e.Metadata != nil {
+		if md, err = json.Marshal(e.Metadata); err != nil {
+			return claimRow{}, fmt.Errorf("encode turn metadata: %w", err)
+		}
+	}
+	tenant := e.Tenant
+	if tenant == "" {
+		tenant = "default"
+	}
+	return claimRow{
+		id: e.TurnID, session: e.SessionID, tenant: tenant, input: input, metadata: md,
+		accepted: e.AcceptedAt, deadline: e.Deadline, partition: req.Partition, offset: req.Offset,
+	}, nil
+}
+
+// claimArgs holds claim rows as the statement's column arrays.
 type claimArgs struct {
 	ids                 []uuid.UUID
 	sessions, tenants   []string
@@ -237,65 +273,22 @@ type claimArgs struct {
 	offsets             []int64
 }
 
-func (a *claimArgs) add(req ClaimRequest) error {
-	e := req.Env
-	input, err := json.Marshal(e.Input)
-	if err != nil {
-		return fmt.Errorf("encode turn input: %w", err)
+// claimArgsOf returns the column arrays of the rows at positions pos.
+func claimArgsOf(rows []claimRow, pos []int) claimArgs {
+	var a claimArgs
+	for _, p := range pos {
+		r := rows[p]
+		a.ids = append(a.ids, r.id)
+		a.sessions = append(a.sessions, r.session)
+		a.tenants = append(a.tenants, r.tenant)
+		a.inputs = append(a.inputs, r.input)
+		a.metadata = append(a.metadata, r.metadata)
+		a.accepted = append(a.accepted, r.accepted)
+		a.deadlines = append(a.deadlines, r.deadline)
+		a.parts = append(a.parts, r.partition)
+		a.offsets = append(a.offsets, r.offset)
 	}
-	var md []byte
-	if e.Metadata != nil {
-		if md, err = json.Marshal(e.Metadata); err != nil {
-			return fmt.Errorf("encode turn metadata: %w", err)
-		}
-	}
-	tenant := e.Tenant
-	if tenant == "" {
-		tenant = "default"
-	}
-	a.ids = append(a.ids, e.TurnID)
-	a.sessions = append(a.sessions, e.SessionID)
-	a.tenants = append(a.tenants, tenant)
-	a.inputs = append(a.inputs, input)
-	a.metadata = append(a.metadata, md)
-	a.accepted = append(a.accepted, e.AcceptedAt)
-	a.deadlines = append(a.deadlines, e.Deadline)
-	a.parts = append(a.parts, req.Partition)
-	a.offsets = append(a.offsets, req.Offset)
-	return nil
-}
-
-// pick returns the rows at positions ks.
-func (a claimArgs) pick(ks []int) claimArgs {
-	var b claimArgs
-	for _, k := range ks {
-		b.ids = append(b.ids, a.ids[k])
-		b.sessions = append(b.sessions, a.sessions[k])
-		b.tenants = append(b.tenants, a.tenants[k])
-		b.inputs = append(b.inputs, a.inputs[k])
-		b.metadata = append(b.metadata, a.metadata[k])
-		b.accepted = append(b.accepted, a.accepted[k])
-		b.deadlines = append(b.deadlines, a.deadlines[k])
-		b.parts = append(b.parts, a.parts[k])
-		b.offsets = append(b.offsets, a.offsets[k])
-	}
-	return b
-}
-
-// subset returns the rows of the requests at positions round, where idx maps a row to its request.
-func (a claimArgs) subset(round, idx []int) claimArgs {
-	if len(round) == len(idx) {
-		return a
-	}
-	row := make(map[int]int, len(idx))
-	for k, i := range idx {
-		row[i] = k
-	}
-	ks := make([]int, len(round))
-	for j, i := range round {
-		ks[j] = row[i]
-	}
-	return a.pick(ks)
+	return a
 }
 
 // rounds splits the positions idx into rounds in which no key appears twice, keeping each key's
@@ -655,23 +648,12 @@ RETURNING t.fencing_token, t.attempt`
 // Expire records the turn as expired unless someone holds it or it ended, and returns the fresh token
 // its turn.expired event is published with. ErrFenced means it was left alone.
 func (s *Store) Expire(ctx context.Context, req ClaimRequest, msg string) (token int64, attempt int, err error) {
-	e := req.Env
-	input, err := json.Marshal(e.Input)
+	r, err := encodeClaim(req)
 	if err != nil {
-		return 0, 0, fmt.Errorf("encode turn input: %w", err)
+		return 0, 0, err
 	}
-	var md []byte
-	if e.Metadata != nil {
-		if md, err = json.Marshal(e.Metadata); err != nil {
-			return 0, 0, fmt.Errorf("encode turn metadata: %w", err)
-		}
-	}
-	tenant := e.Tenant
-	if tenant == "" {
-		tenant = "default"
-	}
-	err = s.pool.QueryRow(ctx, expireSQL, e.TurnID, e.SessionID, tenant, input, md, e.AcceptedAt, e.Deadline,
-		msg, req.Partition, req.Offset).Scan(&token, &attempt)
+	err = s.pool.QueryRow(ctx, expireSQL, r.id, r.session, r.tenant, r.input, r.metadata, r.accepted, r.deadline,
+		msg, r.partition, r.offset).Scan(&token, &attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ErrFenced
 	}
