@@ -40,10 +40,11 @@ type Worker struct {
 	deps     *app.Deps
 	consumer *consume.Consumer
 	renewer  *execute.Renewer
-	cleaner  *retention.Cleaner
-	vacuumer *vacuum.Vacuumer // nil with TURNSTILE_WORKER_VACUUM=off
+	// housekeeping are the table-upkeep loops: retention, and the vacuumer unless
+	// TURNSTILE_WORKER_VACUUM=off.
+	housekeeping []component
 	watcher  *cancelwatch.Watcher
-	batchers []batcher
+	batchers []component
 	ready    atomic.Bool
 	metrics  *metrics
 }
@@ -83,21 +84,21 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		Batch:     cfg.Worker.RetentionBatch,
 		OnBatch:   func(n int, _ error) { m.retentionDeleted.Add(float64(n)) },
 	}, log)
-	var vacuumer *vacuum.Vacuumer
+	housekeeping := []component{cleaner}
 	if cfg.Worker.Vacuum == "auto" {
-		vacuumer = vacuum.New(pool, vacuum.Config{OnVacuum: func(table string, _ int64, took time.Duration, err error) {
+		housekeeping = append(housekeeping, vacuum.New(pool, vacuum.Config{OnVacuum: func(table string, _ int64, took time.Duration, err error) {
 			result := "ok"
 			if err != nil {
 				result = "error"
 			}
 			m.vacuums.WithLabelValues(table, result).Observe(took.Seconds())
-		}}, log)
+		}}, log))
 	}
 	watcher := cancelwatch.New(pool, func(id uuid.UUID) { renewer.CancelRequested(id) }, log)
 	claims, completions, publishes := newBatchers(store, pub, log, m)
 	w := &Worker{
-		deps: d, renewer: renewer, cleaner: cleaner, vacuumer: vacuumer, watcher: watcher, metrics: m,
-		batchers: []batcher{claims, completions, publishes},
+		deps: d, renewer: renewer, housekeeping: housekeeping, watcher: watcher, metrics: m,
+		batchers: []component{claims, completions, publishes},
 	}
 	var exec *execute.Executor
 	cons, err := consume.New(consume.Config{
@@ -212,11 +213,8 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := w.consumer.Start(ctx); err != nil {
 		return err
 	}
-	if err := w.cleaner.Start(ctx); err != nil {
-		return err
-	}
-	if w.vacuumer != nil {
-		if err := w.vacuumer.Start(ctx); err != nil {
+	for _, h := range w.housekeeping {
+		if err := h.Start(ctx); err != nil {
 			return err
 		}
 	}
@@ -235,15 +233,15 @@ func (w *Worker) Stop(ctx context.Context) error {
 	for _, b := range w.batchers {
 		errs = append(errs, b.Stop(ctx))
 	}
-	errs = append(errs, w.renewer.Stop(ctx), w.cleaner.Stop(ctx), w.watcher.Stop(ctx))
-	if w.vacuumer != nil {
-		errs = append(errs, w.vacuumer.Stop(ctx))
+	errs = append(errs, w.renewer.Stop(ctx), w.watcher.Stop(ctx))
+	for _, h := range w.housekeeping {
+		errs = append(errs, h.Stop(ctx))
 	}
 	return errors.Join(errs...)
 }
 
-// batcher is the lifecycle of a group-commit batcher.
-type batcher interface {
+// component is the lifecycle of a background part of the worker.
+type component interface {
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
 }
