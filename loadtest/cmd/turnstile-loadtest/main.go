@@ -285,12 +285,7 @@ func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar) (*gen.
 	// the normal phase left outstanding, so the drain is measured under the load it is predicted
 	// for, however long it takes.
 	bar.phase("drain at normal load", o.drainMax)
-	for g.Elapsed()-b1 < o.drainMax && ctx.Err() == nil {
-		g.Arrive(ctx, "after", b.NormalRate, time.Second)
-		if float64(g.Outstanding()) <= float64(base)+b.NormalRate {
-			break
-		}
-	}
+	arriveUntilDrained(ctx, g, "after", b.NormalRate, base+int(b.NormalRate), b1+o.drainMax)
 	g.Arrive(ctx, "after", b.NormalRate, 10*time.Second)
 	g.CloseSessions()
 	bar.phase("final drain", o.drainMax)
@@ -315,15 +310,8 @@ func rehearse(ctx context.Context, o options, g *gen.Generator, bar *bar, b *gen
 	// drain-max: capacity under a deep backlog can be well below the calibrated μ, which is what
 	// the rehearsal is there to measure.
 	backlog := g.Outstanding()
-	end := r1 + o.drainMax
-	drainedAt := time.Duration(-1)
-	for drainedAt < 0 && g.Elapsed() < end && ctx.Err() == nil {
-		g.Arrive(ctx, "rehearse-normal", b.NormalRate, time.Second)
-		if g.Outstanding() <= int(b.NormalRate) {
-			drainedAt = g.Elapsed()
-		}
-	}
-	if drainedAt < 0 {
+	drainedAt, ok := arriveUntilDrained(ctx, g, "rehearse-normal", b.NormalRate, int(b.NormalRate), r1+o.drainMax)
+	if !ok {
 		return fmt.Errorf("the rehearsal's backlog of %d turns did not drain under normal load within %v", backlog, o.drainMax)
 	}
 	// Completions while the backlog lasted, the edge second at each end left out.
@@ -333,6 +321,19 @@ func rehearse(ctx context.Context, o options, g *gen.Generator, bar *bar, b *gen
 		return fmt.Errorf("rehearsal backlog did not drain within %v", o.drainMax)
 	}
 	return nil
+}
+
+// arriveUntilDrained posts at rate, a second at a time, until at most outstanding turns are
+// unfinished or the generator's clock reaches end; it reports when the backlog got there, and
+// whether it did.
+func arriveUntilDrained(ctx context.Context, g *gen.Generator, phase string, rate float64, outstanding int, end time.Duration) (time.Duration, bool) {
+	for g.Elapsed() < end && ctx.Err() == nil {
+		g.Arrive(ctx, phase, rate, time.Second)
+		if g.Outstanding() <= outstanding {
+			return g.Elapsed(), true
+		}
+	}
+	return 0, false
 }
 
 func summarise(w io.Writer, r gen.Report, files []string) {
