@@ -317,15 +317,22 @@ func produceRaw(t *testing.T, env *testenv.Env, key string, value []byte) {
 	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: env.Config.Topic, Key: []byte(key), Value: value}).FirstErr())
 }
 
-// committedOffset is the worker group's committed offset of partition 0 of the turns topic.
-func committedOffset(t *testing.T, env *testenv.Env) int64 {
+// admin returns an admin client of the test's broker; the caller closes it.
+func admin(t *testing.T, env *testenv.Env) *kadm.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Config.BrokerList()...))
 	require.NoError(t, err)
-	defer cl.Close()
+	return kadm.NewClient(cl)
+}
+
+// committedOffset is the worker group's committed offset of partition 0 of the turns topic.
+func committedOffset(t *testing.T, env *testenv.Env) int64 {
+	t.Helper()
+	adm := admin(t, env)
+	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, env.Config.ConsumerGroup)
+	offs, err := adm.FetchOffsets(ctx, env.Config.ConsumerGroup)
 	require.NoError(t, err)
 	o, ok := offs.Lookup(env.Config.Topic, 0)
 	if !ok {
