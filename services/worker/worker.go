@@ -43,10 +43,10 @@ type Worker struct {
 	// housekeeping are the table-upkeep loops: retention, and the vacuumer unless
 	// TURNSTILE_WORKER_VACUUM=off.
 	housekeeping []component
-	watcher  *cancelwatch.Watcher
-	batchers []component
-	ready    atomic.Bool
-	metrics  *metrics
+	watcher      *cancelwatch.Watcher
+	batchers     []component
+	ready        atomic.Bool
+	metrics      *metrics
 }
 
 // New builds a worker: it connects to Postgres (migrating when configured) and prepares the Redis
