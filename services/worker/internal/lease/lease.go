@@ -87,20 +87,26 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 
 // claimManySQL claims many turns at once: the requests arrive as arrays, are inserted as running
 // (or take over a queued turn or one whose lease expired, unless cancellation was requested or
-// the attempts are spent) in turn_id order — so two batches that share turns
-// lock them in the same order and cannot deadlock — and every request gets one row back: the claim,
-// or the row as it was when nothing was taken, with the session's history sequence number. ord is
-// the request's 1-based position. A request
-// with neither (its row was inserted by another worker after this statement's snapshot, or changed
-// under it) comes back with a NULL outcome and is sent again.
+// the attempts are spent) in turn_id order — so two batches that share turns lock them in the same
+// order and cannot deadlock.
+//
+// It returns a row per turn taken (with the session's history sequence number) and a row per turn
+// that existed before the statement (with the outcome that row, as it was, implies if the turn was
+// not taken); the caller matches them to requests by turn_id (readClaims). A request with neither
+// (its row was inserted by another worker after this statement's snapshot), or whose row as it was
+// was claimable yet was not taken (it changed under the statement), is sent again.
+//
+// Nothing is joined to anything: the rows go back unjoined, and every lookup is a probe by primary
+// key, per request (the turn as it was) or per claimed row (the session's sequence number). The plan
+// therefore does not depend on statistics. Joins of the requests with turns, sessions or the CTEs,
+// estimated from stale statistics as a handful of rows, were planned as sequential scans of turns
+// and of all sessions, or as nested loops over the requests: a batch cost grew with the tables or
+// with the square of the batch (TestStatementsProbeByKey).
 const claimManySQL = `
 WITH req AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::timestamptz[],
-        $7::timestamptz[], $8::integer[], $9::bigint[]) WITH ORDINALITY
-        AS r(turn_id, session_id, tenant, input, metadata, accepted_at, deadline, kpart, koff, ord)
-), prev AS (
-    SELECT t.turn_id, t.status, t.attempt, t.handoffs, t.fencing_token, t.lease_expires_at, t.cancel_requested
-    FROM turns t WHERE t.turn_id = ANY($1::uuid[])
+        $7::timestamptz[], $8::integer[], $9::bigint[])
+        AS r(turn_id, session_id, tenant, input, metadata, accepted_at, deadline, kpart, koff)
 ), claimed AS (
     INSERT INTO turns AS t (turn_id, session_id, tenant, status, attempt, fencing_token, lease_owner,
         lease_expires_at, input, metadata, accepted_at, deadline, started_at, kafka_partition, kafka_offset)
@@ -123,26 +129,25 @@ WITH req AS (
     WHERE NOT t.cancel_requested
       AND t.attempt - t.handoffs < $12
       AND (t.status = 'queued' OR (t.status = 'running' AND t.lease_expires_at < now()))
-    RETURNING t.turn_id, t.attempt, t.fencing_token, t.lease_expires_at
+    RETURNING t.turn_id, t.session_id, t.attempt, t.fencing_token, t.lease_expires_at
 )
-SELECT r.ord,
+SELECT c.turn_id, 'ACQUIRED', c.attempt, c.fencing_token, 'running', c.lease_expires_at,
+    coalesce((SELECT s.last_seq FROM sessions s WHERE s.session_id = c.session_id), 0)
+FROM claimed c
+UNION ALL
+SELECT p.turn_id,
     CASE
-        WHEN c.turn_id IS NOT NULL THEN 'ACQUIRED'
-        WHEN p.turn_id IS NULL THEN NULL
         WHEN p.status NOT IN ('queued', 'running') THEN 'DONE'
         WHEN p.status = 'running' AND p.lease_expires_at >= now() THEN 'LEASED'
         WHEN p.cancel_requested THEN 'CANCELLED'
         WHEN p.attempt - p.handoffs >= $12 THEN 'EXHAUSTED'
         ELSE NULL -- claimable by the snapshot, yet not taken: the row changed under the statement
     END,
-    coalesce(c.attempt, p.attempt, 0), coalesce(c.fencing_token, p.fencing_token, 0),
-    CASE WHEN c.turn_id IS NOT NULL THEN 'running' ELSE coalesce(p.status, '') END,
-    coalesce(c.lease_expires_at, p.lease_expires_at, now()),
-    coalesce(s.last_seq, 0)
-FROM req r
-LEFT JOIN claimed c ON c.turn_id = r.turn_id
-LEFT JOIN prev p ON p.turn_id = r.turn_id
-LEFT JOIN sessions s ON s.session_id = r.session_id`
+    p.attempt, p.fencing_token, p.status, coalesce(p.lease_expires_at, now()), 0
+FROM req r CROSS JOIN LATERAL (
+    SELECT t.turn_id, t.status, t.attempt, t.handoffs, t.fencing_token, t.lease_expires_at, t.cancel_requested
+    FROM turns t WHERE t.turn_id = r.turn_id OFFSET 0
+) p`
 
 // ClaimMany claims every request in one statement, each under Claim's rules, and returns one
 // result per request in order. Requests for the same turn are claimed one after the other, as
@@ -177,25 +182,7 @@ func (s *Store) claimRound(ctx context.Context, encoded []claimRow, pos []int, o
 			a.accepted, a.deadlines, a.parts, a.offsets, s.owner, s.ttl.Milliseconds(), s.maxAttempts)
 		var again []int
 		if err == nil {
-			for rows.Next() {
-				var ord int
-				var outcome *string
-				var c Claim
-				var status string
-				if err = rows.Scan(&ord, &outcome, &c.Attempt, &c.Token, &status, &c.LeaseExpiresAt, &c.SessionSeq); err != nil {
-					break
-				}
-				if outcome == nil {
-					again = append(again, ord-1)
-					continue
-				}
-				c.Outcome, c.Status = Outcome(*outcome), wire.Status(status)
-				out[pos[ord-1]] = batch.Result[Claim]{Val: c}
-			}
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
+			again, err = readClaims(rows, pos, a.ids, out)
 		}
 		switch {
 		case err == nil && len(again) == 0:
@@ -229,6 +216,52 @@ func (s *Store) claimRound(ctx context.Context, encoded []claimRow, pos []int, o
 			return
 		}
 	}
+}
+
+// readClaims reads claimManySQL's rows for the requests at positions pos (whose turn IDs are ids,
+// all distinct) into out, and returns the indexes into pos of the requests to send again: those the
+// statement neither took nor found, or found claimable and did not take.
+func readClaims(rows pgx.Rows, pos []int, ids []uuid.UUID, out []batch.Result[Claim]) ([]int, error) {
+	defer rows.Close()
+	at := make(map[uuid.UUID]int, len(ids))
+	for i, id := range ids {
+		at[id] = i
+	}
+	// A claimed row and a prev row may both come back for one turn (the row as it was before this
+	// statement took it over): the claim wins.
+	got := make([]*Claim, len(ids))
+	for rows.Next() {
+		var id uuid.UUID
+		var outcome *string
+		var c Claim
+		var status string
+		if err := rows.Scan(&id, &outcome, &c.Attempt, &c.Token, &status, &c.LeaseExpiresAt, &c.SessionSeq); err != nil {
+			return nil, err
+		}
+		i, ok := at[id]
+		if !ok {
+			return nil, fmt.Errorf("claim returned turn %s, which was not asked for", id)
+		}
+		if outcome == nil || (got[i] != nil && got[i].Outcome == Acquired) {
+			// outcome NULL: the row as it was was claimable, so unless it was claimed it changed
+			// under the statement.
+			continue
+		}
+		c.Outcome, c.Status = Outcome(*outcome), wire.Status(status)
+		got[i] = &c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var again []int
+	for i, c := range got {
+		if c == nil {
+			again = append(again, i)
+			continue
+		}
+		out[pos[i]] = batch.Result[Claim]{Val: *c}
+	}
+	return again, nil
 }
 
 // claimRow is one claim request as the statement takes it.
@@ -336,20 +369,42 @@ type Held struct {
 	Token  int64
 }
 
-// lockTurnsSQL locks the turns named by $1 in turn_id order. A statement that changes many turns
-// joins it, so that its row locks are taken in that order whatever plan Postgres picks for the rest
-// (an UPDATE … FROM takes its locks in the order its join emits rows: the order of the requests, or
-// of whichever index it scans). The renewal and a completion batch of one worker share rows; taken
-// in different orders they deadlocked, and Postgres breaks a deadlock only after deadlock_timeout
-// (1s by default), stalling every turn of both statements meanwhile.
-const lockTurnsSQL = `(SELECT turn_id FROM turns WHERE turn_id = ANY($1::uuid[]) ORDER BY turn_id FOR UPDATE)`
+// The statements that change many turns lock them through lockedTurns: a lateral probe by primary
+// key per request, the requests taken in turn_id order. The probes run in that order, so their row
+// locks are taken in turn_id order whatever the rest of the plan (an UPDATE … FROM otherwise takes
+// its locks in the order its join emits rows: the order of the requests, or of whichever index it
+// scans). The renewal and a completion batch of one worker share rows; taken in different orders
+// they deadlocked, and Postgres breaks a deadlock only after deadlock_timeout (1s by default),
+// stalling every turn of both statements meanwhile.
+//
+// A lateral probe is also a plan that does not depend on statistics. Joined to the requests as a
+// plain table, turns was planned from stale statistics as a scan of the whole table, or of the
+// partial index of running turns (every turn in flight and every dead entry, for every request),
+// under a nested loop that read the requests' arrays again for every row: a batch's cost grew with
+// the table, with the turns in flight and with the square of the batch (TestStatementsProbeByKey).
+// The status condition is checked above the probe, and OFFSET 0 keeps Postgres from pushing it down
+// into the probe, where it would make the partial index of running turns a candidate again.
+//
+// lockedTurns is the body of a CTE: req must have columns turn_id and token; it yields req's
+// columns (r.*) and the locked row's (l.*) for the requests whose token is still the running turn's.
+const lockedTurns = `
+    SELECT r.*, l.* FROM (SELECT * FROM req ORDER BY turn_id) r
+    CROSS JOIN LATERAL (
+        SELECT t.fencing_token AS held_token, t.status AS held_status, t.session_id, t.tenant,
+            t.input->>'text' AS question
+        FROM turns t WHERE t.turn_id = r.turn_id OFFSET 0 FOR UPDATE
+    ) l
+    WHERE l.held_token = r.token AND l.held_status = 'running'`
 
-// renewSQL extends the leases still held, locking them in turn_id order (see lockTurnsSQL).
+// renewSQL extends the leases still held, locking them in turn_id order (see lockedTurns).
+// lease_owner is checked after the lock: a renewal that raced a release must not extend it.
 const renewSQL = `
+WITH req AS MATERIALIZED (
+    SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS l(turn_id, token)
+), held AS MATERIALIZED (` + lockedTurns + `
+)
 UPDATE turns t SET lease_expires_at = now() + $3 * interval '1 millisecond', updated_at = now()
-FROM unnest($1::uuid[], $2::bigint[]) AS l(turn_id, token), ` + lockTurnsSQL + ` AS locked
-WHERE t.turn_id = locked.turn_id AND t.turn_id = l.turn_id AND t.fencing_token = l.token
-  AND t.status = 'running' AND t.lease_owner IS NOT NULL
+FROM held h WHERE t.turn_id = h.turn_id AND t.lease_owner IS NOT NULL
 RETURNING t.turn_id, t.cancel_requested`
 
 // Renew extends every given lease in one statement and returns those still held, with their cancel
@@ -427,35 +482,42 @@ type Completion struct {
 
 // completeManySQL marks many turns succeeded and appends each one's user and assistant messages to
 // its session history in one statement, each row conditional on its own token. Turns are locked
-// in turn_id order (lockTurnsSQL) and sessions bumped in session_id order, so it cannot deadlock
-// with another batch or with the renewal; should one batch
-// complete several turns of one session, their messages are numbered in request order. The result
-// names the 1-based positions of the requests that completed, with the sequence number of their
-// assistant message; the others were fenced.
+// in turn_id order (lockedTurns) and sessions bumped in session_id order, so it cannot deadlock
+// with another batch or with the renewal; should one batch complete several turns of one session,
+// their messages are numbered in request order. The result names the 1-based positions of the
+// requests that completed, with the sequence number of their assistant message; the others were
+// fenced.
+//
+// Each turn's messages are numbered from its session's new last_seq, which only the upsert's
+// RETURNING knows. Joining those rows back to the turns was planned, from the CTEs' estimates of a
+// row or two, as a nested loop (the square of the batch); the statement instead folds them into one
+// jsonb object keyed by session and looks each turn's session up in it, whatever the plan.
 const completeManySQL = `
-WITH req AS (
+WITH req AS MATERIALIZED (
     SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[], $4::text[]) WITH ORDINALITY
-        AS r(turn_id, token, output, text, ord)
-), done AS (
-    UPDATE turns t SET status = 'succeeded', output = r.output, error = NULL, finished_at = now(),
+        AS r(turn_id, token, output, answer, ord)
+), done AS MATERIALIZED (` + lockedTurns + `
+), updated AS (
+    UPDATE turns t SET status = 'succeeded', output = d.output, error = NULL, finished_at = now(),
         lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-    FROM req r, ` + lockTurnsSQL + ` AS locked
-    WHERE t.turn_id = locked.turn_id AND t.turn_id = r.turn_id AND t.fencing_token = r.token AND t.status = 'running'
-    RETURNING t.turn_id, t.session_id, t.tenant, t.input->>'text' AS text, r.text AS answer, r.ord
-), per AS (
-    SELECT session_id, min(tenant) AS tenant, count(*) AS n FROM done GROUP BY session_id
+    FROM done d WHERE t.turn_id = d.turn_id
 ), seq AS (
     INSERT INTO sessions AS s (session_id, tenant, last_seq)
-    SELECT session_id, tenant, 2 * n FROM per ORDER BY session_id
+    SELECT session_id, min(tenant), 2 * count(*) FROM done GROUP BY session_id ORDER BY session_id
     ON CONFLICT (session_id) DO UPDATE SET last_seq = s.last_seq + EXCLUDED.last_seq, updated_at = now()
     RETURNING s.session_id, s.last_seq
+), last AS MATERIALIZED (
+    SELECT jsonb_object_agg(session_id, last_seq) AS by_session FROM seq
+), ranked AS (
+    -- later: how many of the session's turns in this batch come after this one.
+    SELECT session_id, turn_id, ord, question, answer, count(*) OVER w - row_number() OVER w AS later
+    FROM done
+    WINDOW w AS (PARTITION BY session_id ORDER BY ord ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 ), numbered AS (
-    SELECT d.*, q.last_seq - 2 * (count(*) OVER w - row_number() OVER w) AS top
-    FROM done d JOIN seq q ON q.session_id = d.session_id
-    WINDOW w AS (PARTITION BY d.session_id ORDER BY d.ord ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+    SELECT r.*, ((SELECT by_session FROM last)->>r.session_id)::bigint - 2 * r.later AS top FROM ranked r
 ), msgs AS (
     INSERT INTO session_messages (session_id, seq, turn_id, role, content)
-    SELECT session_id, top - 1, turn_id, 'user', coalesce(text, '') FROM numbered
+    SELECT session_id, top - 1, turn_id, 'user', coalesce(question, '') FROM numbered
     UNION ALL
     SELECT session_id, top, turn_id, 'assistant', answer FROM numbered
 )

@@ -1,0 +1,163 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// planNode is one node of EXPLAIN (ANALYZE, FORMAT JSON).
+type planNode struct {
+	NodeType    string     `json:"Node Type"`
+	Relation    string     `json:"Relation Name"`
+	Index       string     `json:"Index Name"`
+	ActualLoops float64    `json:"Actual Loops"`
+	Plans       []planNode `json:"Plans"`
+}
+
+// scaling returns the nodes of plan that make a batch cost more than its rows' index probes: a
+// sequential scan of turns or sessions (a batch then costs as much as the table), a scan of the
+// partial index of running turns (as much as the turns in flight), and anything run more than once
+// that is not an index probe by key (as much as the batch again, for every row).
+func scaling(n planNode, under string) []string {
+	var bad []string
+	path := under + "/" + n.NodeType
+	switch {
+	case n.NodeType == "Seq Scan" && (n.Relation == "turns" || n.Relation == "sessions"):
+		bad = append(bad, path+" on "+n.Relation)
+	case n.Index == "turns_running_lease_idx":
+		bad = append(bad, path+" using "+n.Index)
+	case n.ActualLoops > 1 && !probeByKey(n):
+		bad = append(bad, fmt.Sprintf("%s run %v times", path, n.ActualLoops))
+	}
+	for _, c := range n.Plans {
+		bad = append(bad, scaling(c, path)...)
+	}
+	return bad
+}
+
+// probeByKey reports whether n is (part of) a lookup of one row by primary key, which is what a
+// batch statement may run once per row.
+func probeByKey(n planNode) bool {
+	switch n.NodeType {
+	case "Index Scan", "Index Only Scan":
+		return n.Index == "turns_pkey" || n.Index == "sessions_pkey"
+	case "LockRows", "Subquery Scan", "Result", "Limit":
+		for _, c := range n.Plans {
+			if !probeByKey(c) {
+				return false
+			}
+		}
+		return len(n.Plans) > 0
+	}
+	return false
+}
+
+// TestStatementsProbeByKey checks that the batch statements' plans cost each row an index probe by
+// primary key, whatever the statistics say: with the statistics taken while the tables were empty
+// (as on a server whose autovacuum has not caught up) and with Postgres's generic plan for a
+// prepared statement (which estimates every array at ten rows), the claim, the renewal and the
+// completion of a batch of turns neither scan turns or sessions, nor scan the partial index of running
+// turns, nor run anything but a key probe once per row. Each of those made a batch's cost grow with
+// the table, with the turns in flight or with the square of the batch.
+func TestStatementsProbeByKey(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	ctx := context.Background()
+	_, err := env.Pool.Exec(ctx, `ANALYZE turns; ANALYZE sessions`)
+	require.NoError(t, err)
+	_, err = env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, attempt, fencing_token,
+		accepted_at, finished_at, output)
+		SELECT gen_random_uuid(), 'old-' || g, 'default', 'succeeded', 1, nextval('fencing_token_seq'), now(), now(), '{}'
+		FROM generate_series(1, 20000) g;
+		INSERT INTO sessions (session_id, tenant, last_seq) SELECT 'old-' || g, 'default', 2 FROM generate_series(1, 20000) g`)
+	require.NoError(t, err)
+
+	s := NewStore(env.Pool, "plan", time.Minute, 3)
+	const n = 200
+	reqs := make([]ClaimRequest, n)
+	for i := range reqs {
+		reqs[i] = request("plan-" + strconv.Itoa(i))
+	}
+	a := claimArgsOf(encodedAll(t, reqs), positions(n))
+	claimArgs := []any{a.ids, a.sessions, a.tenants, a.inputs, a.metadata, a.accepted, a.deadlines, a.parts, a.offsets,
+		s.owner, s.ttl.Milliseconds(), s.maxAttempts}
+
+	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
+		t.Run(mode, func(t *testing.T) {
+			conn, err := env.Pool.Acquire(ctx)
+			require.NoError(t, err)
+			defer conn.Release()
+			_, err = conn.Exec(ctx, "SET plan_cache_mode = "+mode)
+			require.NoError(t, err)
+			tx, err := conn.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+
+			explain := func(name, sql string, args ...any) {
+				t.Helper()
+				// PREPARE makes the generic plan possible: EXPLAIN of a statement with its values
+				// bound is planned for those values.
+				_, err := tx.Exec(ctx, "PREPARE stmt AS "+sql)
+				require.NoError(t, err)
+				defer func() { _, _ = tx.Exec(ctx, "DEALLOCATE stmt") }()
+				// EXECUTE's arguments must be literals: Postgres takes no parameters in EXPLAIN.
+				var types []string
+				require.NoError(t, tx.QueryRow(ctx, `SELECT parameter_types::text[] FROM pg_prepared_statements
+					WHERE name = 'stmt'`).Scan(&types))
+				lits := make([]string, len(args))
+				for i, a := range args {
+					require.NoError(t, tx.QueryRow(ctx, "SELECT quote_literal($1::"+types[i]+"::text)", a).Scan(&lits[i]))
+					lits[i] += "::" + types[i]
+				}
+				var out []byte
+				require.NoError(t, tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE stmt("+strings.Join(lits, ", ")+")").Scan(&out))
+				var plans []struct {
+					Plan planNode `json:"Plan"`
+				}
+				require.NoError(t, json.Unmarshal(out, &plans))
+				require.Empty(t, scaling(plans[0].Plan, ""), "%s plan:\n%s", name, out)
+			}
+
+			explain("claim", claimManySQL, claimArgs...)
+			var tokens []int64
+			require.NoError(t, tx.QueryRow(ctx, `SELECT array_agg(fencing_token ORDER BY ord)
+				FROM turns JOIN unnest($1::uuid[]) WITH ORDINALITY AS r(turn_id, ord) USING (turn_id)`, a.ids).Scan(&tokens))
+			require.Len(t, tokens, n, "the claim took every turn")
+			explain("renew", renewSQL, a.ids, tokens, s.ttl.Milliseconds())
+			outputs, texts := make([][]byte, n), make([]string, n)
+			for i := range outputs {
+				outputs[i], texts[i] = []byte(`{"text":"ok"}`), "ok"
+			}
+			explain("complete", completeManySQL, a.ids, tokens, outputs, texts)
+			var done int
+			require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM turns WHERE turn_id = ANY($1) AND status = 'succeeded'`, a.ids).Scan(&done))
+			require.Equal(t, n, done, "the completion finished every turn")
+		})
+	}
+}
+
+func encodedAll(t *testing.T, reqs []ClaimRequest) []claimRow {
+	t.Helper()
+	rows := make([]claimRow, len(reqs))
+	for i, r := range reqs {
+		row, err := encodeClaim(r)
+		require.NoError(t, err)
+		rows[i] = row
+	}
+	return rows
+}
+
+func positions(n int) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = i
+	}
+	return p
+}
