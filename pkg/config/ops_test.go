@@ -12,15 +12,24 @@ func TestOpsSettings(t *testing.T) {
 	c := Default()
 	require.Equal(t, time.Second, c.Ops.BacklogInterval)
 	require.Empty(t, c.Ops.OTLPEndpoint, "trace export is off by default")
-	require.Equal(t, 1.0, c.Ops.TraceSampleRatio)
+	require.Nil(t, c.Ops.TraceSampleRatio)
+	require.Equal(t, 0.0, c.Ops.SampleRatio(), "nothing is sampled when nothing is exported")
 	require.NoError(t, c.Validate())
 
 	c.Ops.OTLPEndpoint = "http://otel-collector:4318"
 	require.NoError(t, c.Validate())
+	require.Equal(t, 1.0, c.Ops.SampleRatio(), "everything is sampled when traces are exported")
+	tenth, zero := 0.1, 0.0
+	c.Ops.TraceSampleRatio = &tenth
+	require.Equal(t, 0.1, c.Ops.SampleRatio())
+	c.Ops.TraceSampleRatio = &zero
+	require.Equal(t, 0.0, c.Ops.SampleRatio(), "an explicit 0 is kept, not taken for unset")
+
+	one, over := 1.0, 1.5
 	for _, bad := range []OpsSettings{
-		{BacklogInterval: time.Millisecond, TraceSampleRatio: 1},
-		{BacklogInterval: time.Second, TraceSampleRatio: 1.5},
-		{BacklogInterval: time.Second, TraceSampleRatio: 1, OTLPEndpoint: "otel-collector:4318"},
+		{BacklogInterval: time.Millisecond, TraceSampleRatio: &one},
+		{BacklogInterval: time.Second, TraceSampleRatio: &over},
+		{BacklogInterval: time.Second, TraceSampleRatio: &one, OTLPEndpoint: "otel-collector:4318"},
 	} {
 		c := Default()
 		c.Ops = bad

@@ -25,11 +25,12 @@ const InstrumentationName = "github.com/turnstile-run/turnstile"
 // Propagator is the W3C Trace Context propagator used on every carrier.
 var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
 
-// NewProvider builds the process's tracer provider: sampled by ratio (parent-based), exporting over
-// OTLP/HTTP in batches when s.OTLPEndpoint is set, otherwise not exporting at all.
+// NewProvider builds the process's tracer provider: sampled by ratio (parent-based, s.SampleRatio:
+// by default everything when exporting and nothing otherwise), exporting over OTLP/HTTP in batches
+// when s.OTLPEndpoint is set, otherwise not exporting at all.
 func NewProvider(s config.OpsSettings, service, instance string) (*sdktrace.TracerProvider, error) {
 	opts := []sdktrace.TracerProviderOption{
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(s.TraceSampleRatio))),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(s.SampleRatio()))),
 		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName(service), semconv.ServiceInstanceID(instance))),
 	}
 	if s.OTLPEndpoint != "" {

@@ -95,7 +95,15 @@ func TestExportIsOffByDefault(t *testing.T) {
 	require.NoError(t, err)
 	_, span := tp.Tracer("t").Start(context.Background(), "x")
 	require.True(t, span.SpanContext().IsValid(), "spans are made even without export, so logs carry trace IDs")
+	require.False(t, span.IsRecording(), "a new trace is not recorded when nothing would export it")
 	span.End()
+	// A caller's sampled decision is kept, exported or not, so the processes after this one see it.
+	parent := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled, Remote: true,
+	}))
+	_, child := tp.Tracer("t").Start(parent, "y")
+	require.True(t, child.SpanContext().IsSampled())
+	child.End()
 	require.NoError(t, tp.Shutdown(context.Background()))
 
 	s.OTLPEndpoint = "http://127.0.0.1:1/v1/traces"
