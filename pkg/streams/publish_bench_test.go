@@ -80,11 +80,13 @@ func BenchmarkPublishBaselineXADD(b *testing.B) {
 //     fresh sessions take three ops: all their turn.started, then all their turn.delta, then all
 //     their turn.completed, as the worker's publish batcher sees them (a turn waits for each
 //     publish before the next, so its events land in different batches).
+//   - FreshTurnsWhole500: the same events in batches of 500 where each turn's three events are
+//     adjacent (a session's events share a batch).
 //
 // When Redis runs on this machine, redis-cpu-µs/event is the CPU time the redis-server process
 // spent (utime+stime from /proc/<pid>/stat, 10 ms ticks) divided by the events published; it
-// includes whatever else that Redis served meanwhile. -benchtime=120x makes FreshTurns500 20,000
-// sessions × 3 events, enough ticks for a stable figure.
+// includes whatever else that Redis served meanwhile. -benchtime=120x makes the Fresh benchmarks
+// 20,000 sessions × 3 events, enough ticks for a stable figure.
 func BenchmarkPublishMany(b *testing.B) {
 	ctx := context.Background()
 	ev := wire.NewEvent(wire.EventDelta, wire.DeltaData{EventBase: wire.EventBase{TurnID: "t", Attempt: 1}, Index: 0, Text: "word "})
@@ -99,30 +101,49 @@ func BenchmarkPublishMany(b *testing.B) {
 		benchPublishMany(ctx, b, rdb, p, func(int) []Message { return ms })
 	})
 
+	const batch = 500
 	b.Run("FreshTurns500", func(b *testing.B) {
 		rdb, prefix := benchRedis(ctx, b)
 		p := NewPublisher(rdb, prefix, 10000, time.Hour)
-		const batch = 500
 		ms := make([]Message, batch)
 		benchPublishMany(ctx, b, rdb, p, func(op int) []Message {
 			block, kind := op/3, op%3
 			for i := range ms {
-				sid := "f" + strconv.Itoa(block*batch+i)
-				base := wire.EventBase{TurnID: "t-" + sid, Attempt: 1}
-				var e wire.Event
-				switch kind {
-				case 0:
-					e = wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: sid})
-				case 1:
-					e = wire.NewEvent(wire.EventDelta, wire.DeltaData{EventBase: base, Index: 0, Text: "word "})
-				default:
-					e = wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: base})
-				}
-				ms[i] = Message{SessionID: sid, TurnID: base.TurnID, Token: 1, Event: e}
+				ms[i] = noopTurnEvent(block*batch+i, kind)
 			}
 			return ms
 		})
 	})
+
+	b.Run("FreshTurnsWhole500", func(b *testing.B) {
+		rdb, prefix := benchRedis(ctx, b)
+		p := NewPublisher(rdb, prefix, 10000, time.Hour)
+		ms := make([]Message, batch)
+		benchPublishMany(ctx, b, rdb, p, func(op int) []Message {
+			for i := range ms {
+				n := op*batch + i
+				ms[i] = noopTurnEvent(n/3, n%3)
+			}
+			return ms
+		})
+	})
+}
+
+// noopTurnEvent is event kind (0 turn.started, 1 turn.delta, 2 turn.completed) of the no-op turn
+// of fresh session n.
+func noopTurnEvent(n, kind int) Message {
+	sid := "f" + strconv.Itoa(n)
+	base := wire.EventBase{TurnID: "t-" + sid, Attempt: 1}
+	var e wire.Event
+	switch kind {
+	case 0:
+		e = wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: sid})
+	case 1:
+		e = wire.NewEvent(wire.EventDelta, wire.DeltaData{EventBase: base, Index: 0, Text: "word "})
+	default:
+		e = wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: base})
+	}
+	return Message{SessionID: sid, TurnID: base.TurnID, Token: 1, Event: e}
 }
 
 // benchPublishMany runs PublishMany on next(op) per op and reports events/s and, when Redis is on
