@@ -51,9 +51,9 @@ var ErrStaleToken = errors.New("stale fencing token")
 //     upgrade, say), and then returns the real newest entry, which becomes prev. With an empty
 //     reply, EXISTS tells a stream that still ends at "last" from a lost one. Without an epoch (the
 //     meta hash was lost but the stream may not have been) or without "last" (meta written by an
-//     older version), the newest entry is read whole, as before. Only an entry removed by hand
-//     (XDEL of the newest, or trimming everything) leaves prev naming it rather than the entry
-//     before it.
+//     older version), the newest entry is read whole, as before. Only removing the newest entry by
+//     hand (XDEL, or trimming the stream empty) makes a difference: the next prev names the removed
+//     entry, where the script per event named the newest remaining one (or none).
 //   - Trimming and TTLs once per session per call rather than per event: MINID is the same for the
 //     whole call, an entry appended now is never older than it, and trimming removes whole nodes
 //     from the head, so one trim after the session's last append removes what one after each
@@ -61,7 +61,8 @@ var ErrStaleToken = errors.New("stale fencing token")
 //     large a backlog of expired entries reaches; the next call goes on). The TTLs end where the
 //     call's last append would have left them.
 //   - The call's sessions share its one fresh epoch: an epoch only has to differ from the same
-//     session's earlier ones, and a session starts at most one generation per call.
+//     session's earlier ones, and a session's keys cannot vanish while the call runs, so it starts
+//     at most one generation in it.
 //
 // The call is atomic, so no reader can tell it from its events' scripts run one after another.
 // Events come grouped by session (see KEYS and ARGV), each session's in the order given; sessions
