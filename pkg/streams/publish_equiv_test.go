@@ -107,7 +107,7 @@ func TestPublishManyMatchesLegacy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := benchRedis(ctx, t)
-	oldPrefix, newPrefix := prefix+"-legacy", prefix+"-batch"
+	oldPrefix, newPrefix := prefix+":legacy", prefix+":batch" // under prefix, which the cleanup deletes
 	const maxLen = 100000
 	single := NewPublisher(rdb, newPrefix, maxLen, time.Hour)
 	perSession := NewPublisher(rdb, newPrefix, maxLen, time.Hour)
