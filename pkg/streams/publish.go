@@ -17,56 +17,204 @@ import (
 // zombie and must stop.
 var ErrStaleToken = errors.New("stale fencing token")
 
-// publishScript: KEYS = events, meta. ARGV = turn_id, token, type, data, terminal, maxlen,
-// minid_ms, ttl_ms, notify channel, fresh epoch, traceparent.
-// Returns {status, entry id, epoch}: status 1 appended, 0 terminal already present, -1 stale token.
+// publishScript publishes a batch of events, each exactly as if it were published alone. What each
+// event does:
+//
+//   - Fencing: a token older than the newest one the turn has published with (meta f:<turn>) is
+//     stale (status -1) and changes nothing, so a zombie attempt changes nothing once a newer attempt
+//     has spoken; otherwise a newer token is recorded.
+//   - Generations: with no epoch in the meta hash, or no stream key, a new generation starts under
+//     the fresh epoch the caller minted: whatever the old stream held is gone, so its readers must
+//     reset. The fencing tokens (f:*) and terminal markers (t:*) are kept: a turn's newest attempt
+//     and its one terminal event stay facts across generations, so a zombie cannot slip in after a
+//     loss.
+//   - At most one terminal event per turn: a repeated one appends nothing and returns the existing
+//     one's cursor (status 0) from the marker t:<turn> = "<epoch>:<id>".
+//   - The append (status 1): XADD with approximate MAXLEN; the entry's "prev" field names the entry
+//     before it, so a reader can tell a cursor just before the oldest retained entry (nothing lost)
+//     from one further back (trimmed history), which Redis does not record for trimming. The notify
+//     channel gets the cursor "<epoch>:<id>".
+//   - After the session's last append in the call: trim by age (approximate MINID) and set the idle
+//     TTL of both keys.
+//
+// How it costs Redis less than the script per event it replaces (docs/BENCHMARKS.md has the
+// figures; each of these was measured and kept because it pays):
+//
+//   - One call for many events: a script run has a fixed cost of about a quarter of what the old
+//     script cost per event, paid once per call instead.
+//   - One HMGET reads a turn's fence and terminal marker, with the session's first event also its
+//     epoch and "last" (below); one HSET per event writes what changed.
+//   - meta "last" is the newest entry this script appended, so prev needs no read of the newest
+//     entry: XREVRANGE … COUNT 1 returns it with every field, and turning that into Lua cost about
+//     as much as the XADD. "last" is checked, not trusted: XREVRANGE + (last COUNT 1 is empty
+//     unless something else appended after it (an older version of this script during a rolling
+//     upgrade, say), and then returns the real newest entry, which becomes prev. With an empty
+//     reply, EXISTS tells a stream that still ends at "last" from a lost one. Without an epoch (the
+//     meta hash was lost but the stream may not have been) or without "last" (meta written by an
+//     older version), the newest entry is read whole, as before. Only removing the newest entry by
+//     hand (XDEL, or trimming the stream empty) makes a difference: the next prev names the removed
+//     entry, where the script per event named the newest remaining one (or none).
+//   - Trimming and TTLs once per session per call rather than per event: MINID is the same for the
+//     whole call, an entry appended now is never older than it, and trimming removes whole nodes
+//     from the head, so one trim after the session's last append removes what one after each
+//     append would (short of Redis's cap on one approximate trim, 100 nodes' worth, which only that
+//     large a backlog of expired entries reaches; the next call goes on). The TTLs end where the
+//     call's last append would have left them.
+//   - The call's sessions share its one fresh epoch: an epoch only has to differ from the same
+//     session's earlier ones, and a session's keys cannot vanish while the call runs, so it starts
+//     at most one generation in it.
+//
+// The call is atomic, so no reader can tell it from its events' scripts run one after another.
+// Events come grouped by session (see KEYS and ARGV), each session's in the order given; sessions
+// share no keys, so their relative order cannot matter. A Redis error that belongs to one session's
+// keys (a key of the wrong type) fails that session's events (status -2, with the message), and
+// memory full before the first write fails the events that would have written, as with a script
+// per event.
+//
+// KEYS: per session block b = 1..B, KEYS[2b-1] its stream and KEYS[2b] its meta hash.
+// ARGV: [1] maxlen, [2] minid (ms), [3] ttl (ms), [4] fresh epoch; then per block its notify channel
+// and its event count n, then n events of 6: turn id, token, type, data, terminal ("1" or "0"),
+// traceparent.
+// Returns 2 values per event, blocks in order: status, and the cursor (statuses 1 and 0), "" (-1)
+// or the error message (-2).
 var publishScript = redis.NewScript(`
-local fkey = 'f:' .. ARGV[1]
-local token = tonumber(ARGV[2])
-local fence = redis.call('HGET', KEYS[2], fkey)
-if fence and tonumber(fence) > token then
-  return {-1, '', ''}
+local KEYS, ARGV, rcall, rpcall = KEYS, ARGV, redis.call, redis.pcall
+local tonumber, type, unpack = tonumber, type, unpack
+local maxlen, minid, ttl, fresh = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local out, o = {}, 0
+-- h holds one event's HSET arguments: one table for the whole call, so no event allocates one.
+local h, hn = {}, 0
+local function field(f, v)
+  h[hn + 1], h[hn + 2] = f, v
+  hn = hn + 2
 end
-local epoch = redis.call('HGET', KEYS[2], 'epoch')
-if redis.call('EXISTS', KEYS[1]) == 0 or not epoch then
-  -- A new generation: whatever the old stream held is gone, so readers of it must reset. The
-  -- fencing tokens (f:*) and terminal markers (t:*) are kept: a turn's newest attempt and its one
-  -- terminal event stay facts across generations, so a zombie cannot slip in after a loss.
-  epoch = ARGV[10]
-  redis.call('HSET', KEYS[2], 'epoch', epoch)
-end
-if not fence or tonumber(fence) < token then
-  redis.call('HSET', KEYS[2], fkey, ARGV[2])
-end
-local tkey = 't:' .. ARGV[1]
-if ARGV[5] == '1' then
-  local t = redis.call('HGET', KEYS[2], tkey)
-  if t then
-    local te, tid = string.match(t, '^([^:]*):(.*)$')
-    if not te then
-      te, tid = epoch, t
+local a, b, nargs = 5, 0, #ARGV
+while a <= nargs do
+  b = b + 1
+  local events, meta = KEYS[2 * b - 1], KEYS[2 * b]
+  local notify, n = ARGV[a], tonumber(ARGV[a + 1])
+  a = a + 2
+  -- The session as far as this call knows it; it updates these with its own writes, and nothing
+  -- else writes while it runs. prev and exists are nil until known.
+  local loaded, err = false, nil
+  local epoch, last = false, false
+  local exists, prev
+  local appended = false
+  -- The turn whose meta fields were read last, and its fence and terminal marker (strings).
+  local turn, fkey, tkey, fence, term
+  for _ = 1, n do
+    local t, token, terminal = ARGV[a], ARGV[a + 1], ARGV[a + 4] == '1'
+    local status, res = -1, ''
+    hn = 0
+    repeat
+      if err then
+        status, res = -2, err
+        break
+      end
+      if t ~= turn then
+        local fk, tk = 'f:' .. t, 't:' .. t
+        local r
+        if loaded then
+          r = rpcall('HMGET', meta, fk, tk)
+        else
+          r = rpcall('HMGET', meta, fk, tk, 'epoch', 'last')
+        end
+        if r.err then
+          err, status, res = r.err, -2, r.err
+          break
+        end
+        if not loaded then
+          loaded = true
+          -- last names an entry of the epoch's stream: without an epoch it names nothing.
+          epoch = r[3]
+          last = epoch and r[4]
+        end
+        turn, fkey, tkey, fence, term = t, fk, tk, r[1], r[2]
+      end
+      -- Tokens are compared as numbers, but an equal string (the same attempt again) needs no
+      -- conversion.
+      local newer = not fence
+      if fence and fence ~= token then
+        local f, k = tonumber(fence), tonumber(token)
+        if f > k then
+          break
+        end
+        newer = f < k
+      end
+      local repeated = terminal and term
+      if prev == nil then
+        local r
+        if last then
+          r = rpcall('XREVRANGE', events, '+', '(' .. last, 'COUNT', 1)
+        else
+          r = rpcall('XREVRANGE', events, '+', '-', 'COUNT', 1)
+        end
+        if r.err then
+          err, status, res = r.err, -2, r.err
+          break
+        end
+        if r[1] then
+          exists, prev = true, r[1][1]
+        elseif epoch then
+          -- Nothing after last (or no entries at all): is the stream there?
+          exists = rcall('EXISTS', events) == 1
+          prev = exists and last or ''
+        else
+          -- No epoch: a new generation starts whether the stream is absent or empty.
+          exists, prev = false, ''
+        end
+      end
+      if not epoch or not exists then
+        epoch = fresh
+        field('epoch', fresh)
+      end
+      if newer then
+        fence = token
+        field(fkey, token)
+      end
+      if repeated then
+        -- A marker from before markers named their epoch is the current epoch's.
+        status, res = 0, term
+        if not string.find(term, ':', 1, true) then
+          res = epoch .. ':' .. term
+        end
+        break
+      end
+      local id = rpcall('XADD', events, 'MAXLEN', '~', maxlen, '*',
+        'type', ARGV[a + 2], 'turn', t, 'data', ARGV[a + 3], 'tp', ARGV[a + 5], 'prev', prev)
+      if type(id) == 'table' then
+        status, res = -2, id.err
+        break
+      end
+      exists, prev, appended = true, id, true
+      local cursor = epoch .. ':' .. id
+      if terminal then
+        term = cursor
+        field(tkey, cursor)
+      end
+      field('last', id)
+      rcall('PUBLISH', notify, cursor)
+      status, res = 1, cursor
+    until true
+    if hn > 0 then
+      -- Written even when the append failed, as the fence and epoch were before it; an error
+      -- here (memory full before anything was written) is the event's own.
+      local r = rpcall('HSET', meta, unpack(h, 1, hn))
+      if type(r) == 'table' and status ~= -2 then
+        status, res = -2, r.err
+      end
     end
-    return {0, tid, te}
+    out[o + 1], out[o + 2] = status, res
+    o = o + 2
+    a = a + 6
+  end
+  if appended then
+    rcall('XTRIM', events, 'MINID', '~', minid)
+    rcall('PEXPIRE', events, ttl)
+    rcall('PEXPIRE', meta, ttl)
   end
 end
--- Each entry names its predecessor, so a reader can tell a cursor just before the oldest retained
--- entry (nothing lost) from one further back (trimmed history): Redis does not record the newest
--- entry that trimming removed.
-local prev = ''
-local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-if newest[1] then
-  prev = newest[1][1]
-end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[6], '*',
-  'type', ARGV[3], 'turn', ARGV[1], 'data', ARGV[4], 'tp', ARGV[11], 'prev', prev)
-if ARGV[5] == '1' then
-  redis.call('HSET', KEYS[2], tkey, epoch .. ':' .. id)
-end
-redis.call('XTRIM', KEYS[1], 'MINID', '~', ARGV[7])
-redis.call('PEXPIRE', KEYS[1], ARGV[8])
-redis.call('PEXPIRE', KEYS[2], ARGV[8])
-redis.call('PUBLISH', ARGV[9], epoch .. ':' .. id)
-return {1, id, epoch}
+return out
 `)
 
 // Publisher appends fenced events to session streams.
@@ -76,12 +224,25 @@ type Publisher struct {
 	maxLen    int64
 	retention time.Duration
 	now       func() time.Time
+	// bySession makes each script call hold one session's events: a cluster client sends a call
+	// to the node of its first key, so all of a call's keys must share that key's slot.
+	bySession bool
 }
+
+// maxScriptEvents bounds the events of one script call. Redis runs nothing else while a script
+// runs, so a call must stay short for the readers waiting behind it: 64 events take about a
+// millisecond of Redis time on the 2-core benchmark machine, no longer than the pipelined scripts
+// Redis used to run from one read of the connection, and the fixed cost of a call is spread
+// thinly enough at that size (all of a 500-event batch in one call saved only 4% more).
+const maxScriptEvents = 64
 
 // NewPublisher returns a publisher. maxLen and retention bound each stream (approximately, as Redis
 // trims whole macro-nodes); retention is also the idle TTL of a session's keys.
 func NewPublisher(rdb redis.UniversalClient, prefix string, maxLen int64, retention time.Duration) *Publisher {
-	return &Publisher{rdb: rdb, prefix: prefix, maxLen: maxLen, retention: retention, now: time.Now}
+	// Only a single-node client (plain or Sentinel-managed, both *redis.Client) may mix sessions in
+	// one call; a cluster or ring client routes a call by its first key.
+	_, single := rdb.(*redis.Client)
+	return &Publisher{rdb: rdb, prefix: prefix, maxLen: maxLen, retention: retention, now: time.Now, bySession: !single}
 }
 
 // Published describes an appended (or, for a repeated terminal event, the existing) entry.
@@ -112,85 +273,156 @@ type PublishResult struct {
 	Err       error
 }
 
-// PublishMany publishes every message, each through the fenced script exactly as Publish would, in
-// one pipelined round trip (one per node on Redis Cluster). Messages run in the order given, so two
-// events of one turn keep their order when they share a call. Each message gets its own result: a
-// stale token fails only its own message.
+// PublishMany publishes every message, each fenced exactly as Publish would, in one pipelined round
+// trip (one per node on Redis Cluster) of script calls of up to maxScriptEvents messages each. A
+// session's messages run in the order given, so two events of one turn keep their order when they
+// share a call. Each message gets its own result: a stale token fails only its own message.
 func (p *Publisher) PublishMany(ctx context.Context, ms []Message) []PublishResult {
 	out := make([]PublishResult, len(ms))
 	if len(ms) == 0 {
 		return out
 	}
-	cmds := make([]*redis.Cmd, len(ms))
+	minID := strconv.FormatInt(p.now().Add(-p.retention).UnixMilli(), 10)
+	calls := p.calls(ms)
+	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for i, m := range ms {
-			keys, args := p.script(m)
-			cmds[i] = publishScript.EvalSha(ctx, pipe, keys, args...)
+		for i := range calls {
+			c := &calls[i]
+			c.keys, c.args = p.script(ms, c.blocks, minID)
+			cmds[i] = publishScript.EvalSha(ctx, pipe, c.keys, c.args...)
 		}
 		return nil
 	})
 	var missing []int
 	for i, cmd := range cmds {
-		err := cmd.Err()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			missing = append(missing, i)
 			continue
 		}
-		out[i] = result(ms[i].Event.Type, cmd, err)
+		calls[i].results(ms, cmd, out)
 	}
 	// Redis lost its script cache (a restart or SCRIPT FLUSH): the first use sends the script's body,
-	// which loads it again, one message at a time and in order.
+	// which loads it again, one call at a time and in order.
 	for _, i := range missing {
-		m := ms[i]
-		keys, args := p.script(m)
-		cmd := publishScript.Run(ctx, p.rdb, keys, args...)
-		out[i] = result(m.Event.Type, cmd, cmd.Err())
+		c := &calls[i]
+		c.results(ms, publishScript.Run(ctx, p.rdb, c.keys, c.args...), out)
 	}
 	return out
 }
 
-// result reads one script run's reply.
-func result(t wire.EventType, cmd *redis.Cmd, err error) PublishResult {
-	if err != nil {
-		return PublishResult{Err: fmt.Errorf("publish %s to session stream: %w", t, err)}
+// scriptCall is one call of publishScript: its messages, as indexes into PublishMany's, in session
+// blocks, and its keys and arguments.
+type scriptCall struct {
+	blocks [][]int // each block one session's messages, in the order given
+	keys   []string
+	args   []any
+}
+
+// calls groups ms by session, in order of each session's first message and keeping each session's
+// order, and cuts the groups into script calls of up to maxScriptEvents messages. A session whose
+// messages do not fit in one call continues in the next, which runs after it. On one node a call
+// holds as many sessions as fit. Otherwise (Redis Cluster) a call holds one session: all of a
+// call's keys must share a cluster slot, and a session's keys do (its ID is their hash tag).
+// Grouping by slot instead would put two sessions in one call only when they happen to share one of
+// the 16,384 slots, about 8 pairs in a batch of 500 sessions: not worth the hashing.
+func (p *Publisher) calls(ms []Message) []scriptCall {
+	var order []string
+	bySession := make(map[string][]int)
+	for i, m := range ms {
+		if _, ok := bySession[m.SessionID]; !ok {
+			order = append(order, m.SessionID)
+		}
+		bySession[m.SessionID] = append(bySession[m.SessionID], i)
 	}
+	var out []scriptCall
+	var cur scriptCall
+	n := 0 // messages in cur
+	flush := func() {
+		if n > 0 {
+			out = append(out, cur)
+		}
+		cur, n = scriptCall{}, 0
+	}
+	for _, s := range order {
+		rest := bySession[s]
+		for len(rest) > 0 {
+			k := min(len(rest), maxScriptEvents-n)
+			cur.blocks = append(cur.blocks, rest[:k:k])
+			rest, n = rest[k:], n+k
+			if n == maxScriptEvents {
+				flush()
+			}
+		}
+		if p.bySession {
+			flush()
+		}
+	}
+	flush()
+	return out
+}
+
+// script lays out the keys and arguments of publishScript for the messages ms[i] of blocks.
+func (p *Publisher) script(ms []Message, blocks [][]int, minID string) ([]string, []any) {
+	n := 0
+	for _, blk := range blocks {
+		n += len(blk)
+	}
+	keys := make([]string, 0, 2*len(blocks))
+	args := make([]any, 0, 4+2*len(blocks)+6*n)
+	args = append(args, p.maxLen, minID, p.retention.Milliseconds(), NewEpoch())
+	for _, blk := range blocks {
+		k := KeysFor(p.prefix, ms[blk[0]].SessionID)
+		keys = append(keys, k.Events, k.Meta)
+		args = append(args, k.Notify, len(blk))
+		for _, i := range blk {
+			m := ms[i]
+			terminal := "0"
+			if m.Event.Type.Terminal() {
+				terminal = "1"
+			}
+			args = append(args, m.TurnID, m.Token, string(m.Event.Type), string(m.Event.Data), terminal, m.Traceparent)
+		}
+	}
+	return keys, args
+}
+
+// results reads the call's reply into out. An error of the whole call is each of its messages'.
+func (c *scriptCall) results(ms []Message, cmd *redis.Cmd, out []PublishResult) {
 	res, err := cmd.Slice()
-	if err != nil {
-		return PublishResult{Err: fmt.Errorf("publish %s to session stream: %w", t, err)}
-	}
-	pub, err := parseReply(t, res)
-	return PublishResult{Published: pub, Err: err}
-}
-
-// script returns the publish script's keys and arguments for m.
-func (p *Publisher) script(m Message) ([]string, []any) {
-	k := KeysFor(p.prefix, m.SessionID)
-	terminal := "0"
-	if m.Event.Type.Terminal() {
-		terminal = "1"
-	}
-	minID := strconv.FormatInt(p.now().Add(-p.retention).UnixMilli(), 10)
-	return []string{k.Events, k.Meta}, []any{
-		m.TurnID, m.Token, string(m.Event.Type), string(m.Event.Data), terminal, p.maxLen,
-		minID, p.retention.Milliseconds(), k.Notify, NewEpoch(), m.Traceparent,
+	j := 0
+	for _, blk := range c.blocks {
+		for _, i := range blk {
+			t := ms[i].Event.Type
+			switch {
+			case err != nil:
+				out[i] = PublishResult{Err: fmt.Errorf("publish %s to session stream: %w", t, err)}
+			case len(res) < 2*j+2:
+				out[i] = PublishResult{Err: fmt.Errorf("publish %s: script reply of %d values is short", t, len(res))}
+			default:
+				pub, perr := parseReply(t, res[2*j], res[2*j+1])
+				out[i] = PublishResult{Published: pub, Err: perr}
+			}
+			j++
+		}
 	}
 }
 
-func parseReply(t wire.EventType, res []any) (Published, error) {
-	if len(res) != 3 {
-		return Published{}, fmt.Errorf("publish %s: unexpected script reply %v", t, res)
-	}
-	status, _ := res[0].(int64)
-	if status == -1 {
+// parseReply reads one event's status and the string that goes with it (see publishScript).
+func parseReply(t wire.EventType, status, v any) (Published, error) {
+	s, _ := v.(string)
+	switch st, _ := status.(int64); st {
+	case -1:
 		return Published{}, ErrStaleToken
+	case -2:
+		return Published{}, fmt.Errorf("publish %s to session stream: %w", t, errors.New(s))
+	case 0, 1:
+		c, err := ParseCursor(s)
+		if err != nil {
+			return Published{}, fmt.Errorf("publish %s: cursor %q: %w", t, s, err)
+		}
+		return Published{Cursor: c, Appended: st == 1}, nil
 	}
-	idStr, _ := res[1].(string)
-	epoch, _ := res[2].(string)
-	id, err := ParseEntryID(idStr)
-	if err != nil {
-		return Published{}, fmt.Errorf("publish %s: entry id %q: %w", t, idStr, err)
-	}
-	return Published{Cursor: Cursor{Epoch: epoch, ID: id}, Appended: status == 1}, nil
+	return Published{}, fmt.Errorf("publish %s: unexpected script status %v", t, status)
 }
 
 // NewEpoch mints a random epoch name: 10 characters of [a-z0-9].

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"os/exec"
@@ -15,7 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // startRedisCluster starts a three-master Redis Cluster on free loopback ports with
@@ -89,4 +92,41 @@ func TestScaleOutRedisCluster(t *testing.T) {
 		return err
 	}))
 	require.GreaterOrEqual(t, holders.Load(), int32(2), "8 sessions' keys should spread over at least 2 of 3 masters")
+}
+
+// TestPublishManyOnRedisCluster publishes batches that mix many sessions through a cluster client:
+// a script call may only touch one slot, so the publisher sends each session's events in calls of
+// their own. Every event must land, in order, each naming its predecessor.
+func TestPublishManyOnRedisCluster(t *testing.T) {
+	addrs := startRedisCluster(t)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prefix := "ts-" + testenv.RandomHex(4)
+	pub := streams.NewPublisher(rdb, prefix, 10000, time.Hour)
+	const sessions, rounds = 60, 3
+	for r := range rounds {
+		var ms []streams.Message
+		for i := range 2 * sessions { // two events per session per batch, sessions interleaved
+			s := "s" + strconv.Itoa(i%sessions)
+			data, _ := json.Marshal(map[string]int{"n": r*2 + i/sessions})
+			ms = append(ms, streams.Message{SessionID: s, TurnID: "t", Token: 1, Event: wire.Event{Type: wire.EventDelta, Data: data}})
+		}
+		for i, res := range pub.PublishMany(ctx, ms) {
+			require.NoError(t, res.Err, "round %d message %d", r, i)
+			require.True(t, res.Published.Appended)
+		}
+	}
+	for i := range sessions {
+		entries, err := rdb.XRange(ctx, streams.KeysFor(prefix, "s"+strconv.Itoa(i)).Events, "-", "+").Result()
+		require.NoError(t, err)
+		require.Len(t, entries, 2*rounds)
+		for n, e := range entries {
+			require.JSONEq(t, `{"n":`+strconv.Itoa(n)+`}`, e.Values["data"].(string))
+			if n > 0 {
+				require.Equal(t, entries[n-1].ID, e.Values["prev"])
+			}
+		}
+	}
 }
