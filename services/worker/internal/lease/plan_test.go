@@ -86,8 +86,10 @@ func TestStatementsProbeByKey(t *testing.T) {
 		reqs[i] = request("plan-" + strconv.Itoa(i))
 	}
 	a := claimArgsOf(encodedAll(t, reqs), positions(n))
-	claimArgs := []any{a.ids, a.sessions, a.tenants, a.inputs, a.metadata, a.accepted, a.deadlines, a.parts, a.offsets,
-		s.owner, s.ttl.Milliseconds(), s.maxAttempts}
+	claimArgs := []any{
+		a.ids, a.sessions, a.tenants, a.inputs, a.metadata, a.accepted, a.deadlines, a.parts, a.offsets,
+		s.owner, s.ttl.Milliseconds(), s.maxAttempts,
+	}
 
 	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
 		t.Run(mode, func(t *testing.T) {
