@@ -24,8 +24,8 @@ type OpsSettings struct {
 	OTLPEndpoint string `env:"TURNSTILE_OTLP_ENDPOINT"`
 	// TraceSampleRatio is the fraction of new traces sampled (a parent's decision is kept).
 	// TURNSTILE_TRACE_SAMPLE_RATIO, default (nil) 1 when OTLPEndpoint is set and 0 when it is not:
-	// a sampled span is recorded in full (its attributes, events and timings), which costs the
-	// worker a sixth of its CPU on no-op turns, and with no exporter nobody would ever read it.
+	// a sampled span is recorded in full (its attributes, events and timings), a few percent of the
+	// worker's CPU on no-op turns, and with no exporter nobody would ever read it.
 	// Unsampled spans still carry trace and span IDs, so logs and propagation are the same.
 	TraceSampleRatio *float64 `env:"TURNSTILE_TRACE_SAMPLE_RATIO"`
 }
