@@ -105,16 +105,8 @@ func (m *Monitor) Start(ctx context.Context) error {
 func (m *Monitor) Stop(ctx context.Context) error { return m.loop.Stop(ctx, "backlog monitor") }
 
 func (m *Monitor) run(ctx context.Context) {
-	t := time.NewTicker(m.cfg.Interval)
-	defer t.Stop()
-	for {
-		m.Refresh(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	m.Refresh(ctx)
+	lifecycle.Every(ctx, m.cfg.Interval, m.Refresh)
 }
 
 // Refresh queries once and updates the value; the loop calls it every interval.

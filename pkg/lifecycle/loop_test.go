@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -64,4 +65,23 @@ func TestLoop(t *testing.T) {
 		close(release)
 		require.NoError(t, l.Stop(context.Background(), "x"))
 	})
+}
+
+func TestEvery(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		Every(ctx, time.Millisecond, func(fctx context.Context) {
+			assert.Equal(t, ctx, fctx, "fn gets Every's context")
+			calls++
+			if calls == 3 {
+				cancel()
+			}
+		})
+	}()
+	<-returned
+	require.Equal(t, 3, calls, "fn ran on every tick until the context ended, and not once after")
 }

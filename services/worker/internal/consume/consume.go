@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
 	"github.com/turnstile-run/turnstile/services/worker/internal/offsets"
 )
@@ -555,16 +556,7 @@ func (c *Consumer) resetCommitted(offs map[string]map[int32]kgo.EpochOffset) {
 }
 
 func (c *Consumer) commitLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.CommitInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.commitPartitions(ctx, nil)
-		}
-	}
+	lifecycle.Every(ctx, c.cfg.CommitInterval, func(ctx context.Context) { c.commitPartitions(ctx, nil) })
 }
 
 // Stop drains: fetching stops, running turns get DrainTimeout to finish, the rest are handed off,

@@ -72,18 +72,7 @@ func (r *Renewer) Held() int {
 
 // Start begins renewing.
 func (r *Renewer) Start(ctx context.Context) error {
-	r.loop.Start(ctx, func(ctx context.Context) {
-		t := time.NewTicker(r.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				r.renewOnce(ctx)
-			}
-		}
-	})
+	r.loop.Start(ctx, func(ctx context.Context) { lifecycle.Every(ctx, r.interval, r.renewOnce) })
 	return nil
 }
 

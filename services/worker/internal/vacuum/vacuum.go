@@ -62,18 +62,11 @@ func (v *Vacuumer) Start(ctx context.Context) error {
 func (v *Vacuumer) Stop(ctx context.Context) error { return v.loop.Stop(ctx, "vacuumer") }
 
 func (v *Vacuumer) run(ctx context.Context) {
-	t := time.NewTicker(v.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	lifecycle.Every(ctx, v.cfg.Interval, func(ctx context.Context) {
 		if err := v.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			v.log.Warn("checking dead rows failed; trying again next interval", "err", err)
 		}
-	}
+	})
 }
 
 // statsSQL reports, per table of the current schema, whether autovacuum covers it, whether this
