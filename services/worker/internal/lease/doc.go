@@ -12,12 +12,15 @@
 // arrays (unnest), every row keeps its own conditions — the claim's lease rules, the completion's
 // token — and every request gets its own outcome back in the same round trip (for a claim that took
 // nothing, the row as it was; for a completion, ErrFenced or the sequence number of the messages it
-// appended). Rows are locked in key order (turn_id, session_id) — the renewal and the completion
-// join a FOR UPDATE subquery ordered by turn_id, since an UPDATE … FROM otherwise locks rows in
-// whatever order its plan emits them — so two statements that share rows cannot deadlock; a statement aborted by a deadlock or serialization failure changed nothing and
-// runs again; two requests for one turn go to consecutive statements, as two calls would. A claim
-// batch that Postgres refuses for its data (one bad row) is claimed row by row, so one poison record
-// cannot fail the claims of the turns batched with it. The worker sends its claims and completions
+// appended). Every row is reached by a probe on its primary key, so a batch costs the same however
+// large the tables and whatever their statistics (TestStatementsProbeByKey). Rows are locked in key
+// order (turn_id, session_id) — the renewal and the completion probe their turns FOR UPDATE in
+// turn_id order (lockedTurns), since an UPDATE … FROM otherwise locks rows in whatever order its
+// plan emits them — so two statements that share rows cannot deadlock; a statement aborted by a
+// deadlock or serialization failure changed nothing and runs again; two requests for one turn go
+// to consecutive statements, as two calls would. A claim batch that Postgres refuses for its data
+// (one bad row) is claimed row by row, so one poison record cannot fail the claims of the turns
+// batched with it. The worker sends its claims and completions
 // through group-commit batchers (package batch); Claim and Complete remain for single calls.
 //
 // A claim also returns the session's history sequence number (sessions.last_seq): a session's turns

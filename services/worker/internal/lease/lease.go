@@ -400,7 +400,7 @@ const lockedTurns = `
 // lease_owner is checked after the lock: a renewal that raced a release must not extend it.
 const renewSQL = `
 WITH req AS MATERIALIZED (
-    SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS l(turn_id, token)
+    SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS r(turn_id, token)
 ), held AS MATERIALIZED (` + lockedTurns + `
 )
 UPDATE turns t SET lease_expires_at = now() + $3 * interval '1 millisecond', updated_at = now()
