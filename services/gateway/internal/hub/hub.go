@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 )
 
@@ -118,29 +119,22 @@ func (h *Hub) dispatch(msg any) {
 // hub, not a ticker per feed: a replica may hold thousands of idle sessions, and polling each every
 // second cost Redis a transaction per idle session per second.
 func (h *Hub) resyncLoop(ctx context.Context) {
-	t := time.NewTicker(min(resyncTick, h.cfg.Resync))
-	defer t.Stop()
 	var due []*feed
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			due = due[:0]
-			limit := now.Add(-h.cfg.Resync).UnixNano()
-			h.mu.Lock()
-			for _, f := range h.feeds {
-				if f.lastRead.Load() <= limit {
-					due = append(due, f)
-				}
+	lifecycle.Every(ctx, min(resyncTick, h.cfg.Resync), func(context.Context) {
+		limit := time.Now().Add(-h.cfg.Resync).UnixNano()
+		h.mu.Lock()
+		for _, f := range h.feeds {
+			if f.lastRead.Load() <= limit {
+				due = append(due, f)
 			}
-			h.mu.Unlock()
-			for _, f := range due {
-				f.notify()
-			}
-			clear(due)
 		}
-	}
+		h.mu.Unlock()
+		for _, f := range due {
+			f.notify()
+		}
+		clear(due)
+		due = due[:0]
+	})
 }
 
 // Stop closes every feed and the Pub/Sub connection. Safe twice or before Start.
