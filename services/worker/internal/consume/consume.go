@@ -293,21 +293,34 @@ func (c *Consumer) addLocked(rec *kgo.Record) {
 // between partitions: each pass over the partitions starts at most one record of each, so no
 // partition's backlog waits while another's is worked off.
 func (c *Consumer) scheduleLocked() {
-	for !c.closing && c.inflight < c.cfg.MaxInflight {
-		sk, ps := c.nextReadyLocked()
-		if ps == nil {
+	for {
+		sk, q, ok := c.takeLocked()
+		if !ok {
 			break
 		}
-		s := c.sessions[sk]
-		q := s.queue[0]
-		s.queue = s.queue[1:]
-		s.running = true
-		c.inflight++
-		ps.held--
 		c.turns.Add(1)
 		go c.run(sk, q)
 	}
 	c.pauseLocked()
+}
+
+// takeLocked takes the head record of the next ready session if the in-flight limit lets it start,
+// and marks the session running.
+func (c *Consumer) takeLocked() (sessionKey, queued, bool) {
+	if c.closing || c.inflight >= c.cfg.MaxInflight {
+		return sessionKey{}, queued{}, false
+	}
+	sk, ps := c.nextReadyLocked()
+	if ps == nil {
+		return sessionKey{}, queued{}, false
+	}
+	s := c.sessions[sk]
+	q := s.queue[0]
+	s.queue = s.queue[1:]
+	s.running = true
+	c.inflight++
+	ps.held--
+	return sk, q, true
 }
 
 // nextReadyLocked takes the next ready session, round-robin by partition and the oldest head record
@@ -331,35 +344,53 @@ func (c *Consumer) nextReadyLocked() (sessionKey, *partState) {
 
 func (c *Consumer) run(sk sessionKey, q queued) {
 	defer c.turns.Done()
-	res := c.handle(c.turnsCtx, q.rec)
-	c.mu.Lock()
+	for {
+		res := c.handle(c.turnsCtx, q.rec)
+		c.mu.Lock()
+		c.finishLocked(sk, q, res)
+		// The goroutine goes on with the next record that may start, rather than ending while another
+		// one is started: a turn's call depth grows a fresh goroutine's stack several times (a copy
+		// each time), which the profile of a busy worker showed as 8% of its CPU.
+		next, nextQ, more := c.takeLocked()
+		c.scheduleLocked()
+		c.mu.Unlock()
+		if c.onFinish != nil {
+			c.onFinish()
+		}
+		if !more {
+			return
+		}
+		sk, q = next, nextQ
+	}
+}
+
+// finishLocked records the end of a record's turn: its offset may be committed (if it finished
+// under the partition's current assignment) and its session's next record becomes ready.
+func (c *Consumer) finishLocked(sk sessionKey, q queued, res execute.Result) {
 	c.inflight--
 	if ps := c.parts[sk.part]; ps != nil && ps.gen == q.gen && res == execute.Finished {
 		ps.tracker.Done(q.rec.Offset)
 	}
-	if s := c.sessions[sk]; s != nil {
-		s.running = false
-		// Queued records belong to the partition's current assignment: forget empties the queues of
-		// a revoked partition, so a non-empty queue has a partition state.
-		ps := c.parts[sk.part]
-		switch {
-		case res == execute.HandedOff:
-			// Draining: the session's later records must not start before this one, which is now
-			// someone else's; drop them so the next owner runs them in order.
-			if ps != nil {
-				ps.held -= len(s.queue)
-			}
-			delete(c.sessions, sk)
-		case len(s.queue) == 0:
-			delete(c.sessions, sk)
-		default:
-			heap.Push(&ps.ready, readySession{sk, s.queue[0].rec.Offset})
-		}
+	s := c.sessions[sk]
+	if s == nil {
+		return
 	}
-	c.scheduleLocked()
-	c.mu.Unlock()
-	if c.onFinish != nil {
-		c.onFinish()
+	s.running = false
+	// Queued records belong to the partition's current assignment: forget empties the queues of
+	// a revoked partition, so a non-empty queue has a partition state.
+	ps := c.parts[sk.part]
+	switch {
+	case res == execute.HandedOff:
+		// Draining: the session's later records must not start before this one, which is now
+		// someone else's; drop them so the next owner runs them in order.
+		if ps != nil {
+			ps.held -= len(s.queue)
+		}
+		delete(c.sessions, sk)
+	case len(s.queue) == 0:
+		delete(c.sessions, sk)
+	default:
+		heap.Push(&ps.ready, readySession{sk, s.queue[0].rec.Offset})
 	}
 }
 
