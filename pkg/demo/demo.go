@@ -3,6 +3,7 @@ package demo
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -19,19 +20,66 @@ type Knobs struct {
 	FailAfterToolAttempts int `json:"fail_after_tool_attempts,omitempty"`
 }
 
-// KnobsFrom reads the "demo" member of a turn's metadata; anything unreadable means no knobs.
+// KnobsFrom reads the "demo" member of a turn's metadata as encoding/json would decode it into
+// Knobs; anything unreadable means no knobs.
 func KnobsFrom(md map[string]any) Knobs {
-	var k Knobs
 	raw, ok := md["demo"]
 	if !ok {
-		return k
+		return Knobs{}
 	}
+	if m, ok := raw.(map[string]any); ok {
+		if k, ok := knobsFromMap(m); ok {
+			return k
+		}
+	}
+	// Anything the direct reading is not sure to read as encoding/json does (an unknown or
+	// differently cased key, a fraction, a string for a number) takes the JSON round trip.
+	var k Knobs
 	b, err := json.Marshal(raw)
 	if err != nil {
 		return k
 	}
 	_ = json.Unmarshal(b, &k)
 	return k
+}
+
+// knobsFromMap reads the knobs from a decoded JSON object without encoding it again (the round
+// trip was a tenth of a busy demo worker's CPU). It reports false for anything it cannot read
+// exactly as encoding/json would.
+func knobsFromMap(m map[string]any) (Knobs, bool) {
+	var k Knobs
+	for key, v := range m {
+		var n *int
+		switch key {
+		case "tokens":
+			n = &k.Tokens
+		case "duration_ms":
+			n = &k.DurationMs
+		case "fail_attempts":
+			n = &k.FailAttempts
+		case "panic_attempts":
+			n = &k.PanicAttempts
+		case "fail_after_tool_attempts":
+			n = &k.FailAfterToolAttempts
+		case "tool":
+			b, ok := v.(bool)
+			if !ok {
+				return Knobs{}, false
+			}
+			k.Tool = b
+			continue
+		default:
+			return Knobs{}, false
+		}
+		f, ok := v.(float64)
+		// Whole numbers up to 2^53 are exact in a float64 and in an int; JSON writes them without
+		// a fraction, so encoding/json reads them into an int as they are.
+		if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+			return Knobs{}, false
+		}
+		*n = int(f)
+	}
+	return k, true
 }
 
 // Words returns the words the demo agent streams for an input without knobs.
