@@ -128,7 +128,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		Prior:           history.NewPriorReader(streams.NewReader(rdb, cfg.KeyPrefix)).Prior,
 		Claim:           claims.Do,
 		Complete:        completions.Do,
-		Publish:         publishes.Do,
+		Publish:         publishGroup(publishes),
 	}, store, pub, ag, renewer, cons.Client(), log, execute.Hooks{
 		AttemptEnded: func(outcome string, _ int, took time.Duration) {
 			m.attempts.WithLabelValues(outcome).Inc()
@@ -139,6 +139,21 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	})
 	w.consumer = cons
 	return w, nil
+}
+
+// publishGroup sends one turn's group of events through the publish batcher; a batcher error (it
+// stopped, or the caller's context ended) is every event's.
+func publishGroup(b *batch.Batcher[[]streams.Message, []streams.PublishResult]) func(context.Context, []streams.Message) []streams.PublishResult {
+	return func(ctx context.Context, ms []streams.Message) []streams.PublishResult {
+		res, err := b.Do(ctx, ms)
+		if err != nil {
+			res = make([]streams.PublishResult, len(ms))
+			for i := range res {
+				res[i].Err = err
+			}
+		}
+		return res
+	}
 }
 
 // buildAgent returns the agent TURNSTILE_AGENT names, with one upstream guard (adaptive limit,
@@ -251,7 +266,7 @@ type component interface {
 func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m *metrics) (
 	*batch.Batcher[lease.ClaimRequest, lease.Claim],
 	*batch.Batcher[lease.Completion, int64],
-	*batch.Batcher[streams.Message, streams.Published],
+	*batch.Batcher[[]streams.Message, []streams.PublishResult],
 ) {
 	observe := func(kind string) func(n int, took time.Duration) {
 		size, duration := m.batchSize.WithLabelValues(kind), m.batchDuration.WithLabelValues(kind)
@@ -279,12 +294,18 @@ func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m
 	}, store.ClaimMany)
 	completions := batch.New(batch.Config[lease.Completion, int64]{Name: "completion batcher", Flushers: 2, OnBatch: observe("complete")},
 		store.CompleteMany)
-	publishes := batch.New(batch.Config[streams.Message, streams.Published]{Name: "publish batcher", Flushers: 2, OnBatch: observe("publish")},
-		func(ctx context.Context, ms []streams.Message) []batch.Result[streams.Published] {
+	// A publish request is one turn's group of events (see execute.Config.Publish): a group goes into
+	// one batch whole, in order, so the publisher keeps it in order in one script call.
+	publishes := batch.New(batch.Config[[]streams.Message, []streams.PublishResult]{Name: "publish batcher", Flushers: 2, OnBatch: observe("publish")},
+		func(ctx context.Context, groups [][]streams.Message) []batch.Result[[]streams.PublishResult] {
+			var ms []streams.Message
+			for _, g := range groups {
+				ms = append(ms, g...)
+			}
 			res := pub.PublishMany(ctx, ms)
-			out := make([]batch.Result[streams.Published], len(res))
-			for i, r := range res {
-				out[i] = batch.Result[streams.Published]{Val: r.Published, Err: r.Err}
+			out := make([]batch.Result[[]streams.PublishResult], len(groups))
+			for i, g := range groups {
+				out[i].Val, res = res[:len(g):len(g)], res[len(g):]
 			}
 			return out
 		})
@@ -350,7 +371,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "turnstile_worker_batch_size",
-			Help:    "Requests per group-commit batch, by kind (claim, complete, publish).",
+			Help:    "Requests per group-commit batch, by kind (claim, complete, publish; a publish request is one turn's group of events).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
 		}, []string{"kind"}),
 		batchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{

@@ -10,8 +10,14 @@
 // The hot-path calls — the claim, the fenced publishes, the completion — go through Config.Claim,
 // Config.Publish and Config.Complete, which the worker points at its group-commit batchers (package
 // batch): many turns share one round trip for each, while each turn still waits for its own
-// result, in its own order. A turn's events are published one after the other, each after the
-// previous one was accepted, so batching never reorders a turn's events.
+// result, in its own order. A turn publishes a group of events at a time, each group after the
+// previous one was accepted, and a group stays whole and in order in one call of the publish
+// script, so batching never reorders a turn's events. turn.started (with turn.retrying) is held
+// back for up to heldLinger and goes out in one group with the agent's first event: a quick
+// agent's turn costs Redis one session block and one round trip fewer. The held events are
+// published before anything else the attempt publishes and before its completion, hand-off or
+// retry, and if they are refused the agent's later events are refused too, so no stream shows an
+// attempt's events without its turn.started.
 //
 // Handle returns only when the record may be committed (the turn is terminal, here or elsewhere) or
 // when the worker is draining (the turn was handed off and must not be committed). While another

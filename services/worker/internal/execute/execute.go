@@ -39,14 +39,16 @@ type Config struct {
 	// receive it as agent.Turn.Prior.
 	Prior func(ctx context.Context, sessionID, turnID string, acceptedAt time.Time, attempt int) ([]agent.PriorEvent, error)
 	// Claim, Complete and Publish, when set, replace the lease store's Claim and Complete and the
-	// publisher's Publish: the worker passes its group-commit batchers (package batch), which send
+	// publisher's PublishMany: the worker passes its group-commit batchers (package batch), which send
 	// the turns' requests together. Each must behave exactly like the call it replaces. Defaults to
 	// one round trip per call.
 	// Complete returns the session history's sequence number after the turn's messages, or 0 when
 	// it does not know it.
 	Claim    func(ctx context.Context, req lease.ClaimRequest) (lease.Claim, error)
 	Complete func(ctx context.Context, c lease.Completion) (int64, error)
-	Publish  func(ctx context.Context, m streams.Message) (streams.Published, error)
+	// Publish publishes one turn's group of events in the order given, in one script call, and
+	// returns one result per event.
+	Publish func(ctx context.Context, ms []streams.Message) []streams.PublishResult
 	// HistoryAppended, when set, learns of the two messages a completion appended to the session
 	// history (the worker extends its history cache with them, so the session's next turn reads no
 	// history from Postgres). lastSeq is the assistant message's sequence number.
@@ -99,9 +101,7 @@ func New(cfg Config, store *lease.Store, pub *streams.Publisher, ag agent.Agent,
 		}
 	}
 	if cfg.Publish == nil {
-		cfg.Publish = func(ctx context.Context, m streams.Message) (streams.Published, error) {
-			return pub.Publish(ctx, m.SessionID, m.TurnID, m.Token, m.Event, m.Traceparent)
-		}
+		cfg.Publish = pub.PublishMany
 	}
 	return &Executor{cfg: cfg, store: store, agent: ag, renewer: renewer, dlq: dlq, log: log, hooks: hooks}
 }
@@ -217,6 +217,9 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 		return attemptLost
 	}
 
+	// Deferred before cancel, so it runs after it: a lingering publish of held events (hold) runs
+	// with the turn's context, and the attempt waits for it rather than leave it running.
+	defer sink.discard()
 	attemptCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	x.renewer.Track(env.TurnID, claim.Token, acquiredAt, cancel)
@@ -226,13 +229,12 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 		if x.hooks.Takeover != nil {
 			x.hooks.Takeover()
 		}
-		if err := sink.publish(attemptCtx, wire.NewEvent(wire.EventRetrying, wire.RetryingData{EventBase: base, PreviousAttempt: claim.Attempt - 1})); err != nil {
-			return x.interrupted(ctx, attemptCtx, env, claim, sink, err, ended)
-		}
+		sink.hold(ctx, wire.NewEvent(wire.EventRetrying, wire.RetryingData{EventBase: base, PreviousAttempt: claim.Attempt - 1}))
 	}
-	if err := sink.publish(attemptCtx, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: env.SessionID})); err != nil {
-		return x.interrupted(ctx, attemptCtx, env, claim, sink, err, ended)
-	}
+	// turn.started goes out in front of the agent's first event, or on its own if the agent takes
+	// longer than heldLinger (see hold); a refusal of it ends the attempt as it always did, only
+	// later: where the agent's event was refused, or before the completion.
+	sink.hold(ctx, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: env.SessionID}))
 	x.log.InfoContext(ctx, "turn started", "attempt", claim.Attempt)
 
 	history, err := x.history(attemptCtx, env.SessionID, claim.SessionSeq)
@@ -253,6 +255,12 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	}, history, sink)
 	telemetry.End(aspan, err)
 	cancelDeadline()
+	if err == nil {
+		err = sink.flushHeld(ctx)
+	}
+	if err != nil && sink.heldPublishFailed() {
+		return x.interrupted(ctx, attemptCtx, env, claim, sink, err, ended)
+	}
 	if err != nil {
 		return x.failedAttempt(ctx, attemptCtx, env, claim, sink, err, ended)
 	}
@@ -324,6 +332,10 @@ func (x *Executor) interrupted(ctx, attemptCtx context.Context, env wire.Envelop
 	case errors.Is(cause, ErrDraining) || ctx.Err() != nil:
 		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
+		// The attempt began: its turn.started goes out before the turn is handed off.
+		if err := sink.flushHeld(relCtx); err != nil && !errors.Is(err, streams.ErrStaleToken) {
+			x.log.WarnContext(ctx, "publish of turn.started failed on hand-off", "err", err)
+		}
 		if err := x.store.Release(relCtx, env.TurnID, claim.Token, true); err != nil && !errors.Is(err, lease.ErrFenced) {
 			x.log.WarnContext(ctx, "release on drain failed; the lease will expire instead", "err", err)
 		}
@@ -359,6 +371,10 @@ func (x *Executor) failedAttempt(ctx, attemptCtx context.Context, env wire.Envel
 		return attemptLost
 	}
 	x.log.WarnContext(ctx, "attempt failed; will retry", "attempt", claim.Attempt, "err", err)
+	// The attempt began: its turn.started goes out before the next attempt's turn.retrying.
+	if err := sink.flushHeld(ctx); err != nil && !errors.Is(err, streams.ErrStaleToken) {
+		x.log.WarnContext(ctx, "publish of turn.started failed", "err", err)
+	}
 	_ = x.store.RecordError(ctx, env.TurnID, claim.Token, msg)
 	if err := x.store.Release(ctx, env.TurnID, claim.Token, false); err != nil && !errors.Is(err, lease.ErrFenced) {
 		x.log.WarnContext(ctx, "release after failed attempt failed; the lease will expire instead", "err", err)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
@@ -15,9 +17,17 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 )
 
+// heldLinger is how long turn.started (and turn.retrying) wait for the agent's first event before
+// they are published on their own. An agent that answers within it — a cached or short reply, a
+// tool call decided at once — has its first event published in the same call of the publish
+// script as turn.started: one session block fewer for Redis to run and one round trip fewer for the
+// turn. A model's first token takes far longer, so for such an agent turn.started is late by this
+// much and no more.
+const heldLinger = 5 * time.Millisecond
+
 // attemptSink publishes one attempt's events with its fencing token. It implements agent.Sink.
 type attemptSink struct {
-	pub         func(ctx context.Context, m streams.Message) (streams.Published, error)
+	pub         func(ctx context.Context, ms []streams.Message) []streams.PublishResult
 	sessionID   string
 	turnID      string
 	attempt     int
@@ -27,6 +37,17 @@ type attemptSink struct {
 	rec    *kgo.Record
 	deltas int
 	steps  int
+
+	// The events held back by hold, and the linger timer that publishes them when the agent is
+	// slower than heldLinger (its callback closes lingerDone when it has run). heldErr is that
+	// publish's error; heldFailed records that a publish of held events failed, however it was sent.
+	mu         sync.Mutex
+	lingerFor  time.Duration // heldLinger when zero
+	held       []wire.Event
+	linger     *time.Timer
+	lingerDone chan struct{}
+	heldErr    error
+	heldFailed error
 }
 
 var _ agent.Sink = (*attemptSink)(nil)
@@ -35,32 +56,171 @@ func (s *attemptSink) base() wire.EventBase {
 	return wire.EventBase{TurnID: s.turnID, Attempt: s.attempt}
 }
 
-// publish appends ev, retrying briefly when Redis is unreachable. A stale token is final.
-func (s *attemptSink) publish(ctx context.Context, ev wire.Event) error {
-	ctx, span := telemetry.Start(ctx, "worker.publish "+string(ev.Type))
-	defer span.End()
-	tp := telemetry.Traceparent(ctx) // the gateway's delivery spans become children of this one
-	if tp == "" {
-		tp = s.traceparent
+// hold keeps ev back to be published in front of the attempt's next event, or on its own once
+// heldLinger has passed (see heldLinger). ctx is the one the lingering publish runs with: the turn's,
+// not the attempt's, so that a cancel request or a lost lease that ends the attempt does not also
+// abort the publish of its turn.started.
+func (s *attemptSink) hold(ctx context.Context, ev wire.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = append(s.held, ev)
+	if s.linger != nil {
+		return
 	}
+	d := s.lingerFor
+	if d == 0 {
+		d = heldLinger
+	}
+	done := make(chan struct{})
+	s.linger, s.lingerDone = time.AfterFunc(d, func() {
+		defer close(done)
+		s.mu.Lock()
+		evs := s.held
+		s.held = nil
+		s.mu.Unlock()
+		if len(evs) == 0 {
+			return
+		}
+		err := s.send(ctx, evs, len(evs))
+		s.mu.Lock()
+		s.heldErr = err
+		s.mu.Unlock()
+	}), done
+}
+
+// settle stops the linger timer (waiting for its publish if it has begun) and returns the events
+// still held and the error of the lingering publish, if it ran and failed.
+func (s *attemptSink) settle() ([]wire.Event, error) {
+	s.mu.Lock()
+	t, done := s.linger, s.lingerDone
+	s.linger = nil
+	s.mu.Unlock()
+	if t != nil && !t.Stop() {
+		<-done
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	evs, err := s.held, s.heldErr
+	s.held, s.heldErr = nil, nil
+	return evs, err
+}
+
+// flushHeld publishes the events still held and waits for them.
+func (s *attemptSink) flushHeld(ctx context.Context) error {
+	held, err := s.settle()
+	if err != nil || len(held) == 0 {
+		return err
+	}
+	return s.send(ctx, held, len(held))
+}
+
+// discard drops whatever is still held and stops the linger timer. The attempt calls it as it ends,
+// so the timer's goroutine never outlives the attempt.
+func (s *attemptSink) discard() { _, _ = s.settle() }
+
+// heldPublishFailed reports whether the publish of held events (turn.started, turn.retrying) failed,
+// alone or in front of an agent's event: the attempt then ends as it would have had turn.started
+// been refused before the agent ran.
+func (s *attemptSink) heldPublishFailed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.heldFailed != nil
+}
+
+// agentPublish is publish for the agent's events, refused once held events failed to go out.
+func (s *attemptSink) agentPublish(ctx context.Context, ev wire.Event) error {
+	s.mu.Lock()
+	err := s.heldFailed
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.publish(ctx, ev)
+}
+
+// publish appends ev behind any held events, in one group. A stale token is final.
+func (s *attemptSink) publish(ctx context.Context, ev wire.Event) error {
+	held, err := s.settle()
+	if err != nil {
+		return err
+	}
+	return s.send(ctx, append(held, ev), len(held))
+}
+
+// send publishes evs in order as one group (the publisher keeps a group's events in order in one
+// script call), retrying briefly when Redis is unreachable; the first held events of evs are held
+// ones. A stale token is final, and so is an error followed by a published event: sending the
+// failed one again would put it after a later one.
+func (s *attemptSink) send(ctx context.Context, evs []wire.Event, held int) (err error) {
+	// A span per event, as if each were published alone: the gateway's delivery spans become
+	// children of the span of the event they deliver.
+	ms := make([]streams.Message, len(evs))
+	spans := make([]trace.Span, len(evs))
+	for i, ev := range evs {
+		ectx, span := telemetry.Start(ctx, "worker.publish "+string(ev.Type))
+		tp := telemetry.Traceparent(ectx)
+		if tp == "" {
+			tp = s.traceparent
+		}
+		ms[i], spans[i] = streams.Message{SessionID: s.sessionID, TurnID: s.turnID, Token: s.token, Event: ev, Traceparent: tp}, span
+	}
+	published := 0
+	defer func() {
+		for i, span := range spans {
+			if i < published {
+				span.End()
+				continue
+			}
+			telemetry.End(span, err)
+		}
+	}()
 	delay := 50 * time.Millisecond
 	for i := 0; ; i++ {
-		_, err := s.pub(ctx, streams.Message{SessionID: s.sessionID, TurnID: s.turnID, Token: s.token, Event: ev, Traceparent: tp})
-		if err == nil || errors.Is(err, streams.ErrStaleToken) || i == 4 || ctx.Err() != nil {
-			return err
+		done, perr, again := groupOutcome(s.pub(ctx, ms[published:]))
+		published += done
+		if perr == nil {
+			return nil
+		}
+		if !again || i == 4 || ctx.Err() != nil {
+			if published < held {
+				s.mu.Lock()
+				s.heldFailed = perr
+				s.mu.Unlock()
+			}
+			return perr
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return perr
 		case <-time.After(delay):
 		}
 		delay *= 2
 	}
 }
 
+// groupOutcome reads a group's results: how many leading events were published, the first error,
+// and whether the rest may be sent again.
+func groupOutcome(res []streams.PublishResult) (done int, err error, again bool) {
+	for i, r := range res {
+		if r.Err == nil {
+			continue
+		}
+		if errors.Is(r.Err, streams.ErrStaleToken) {
+			return i, r.Err, false
+		}
+		for _, later := range res[i+1:] {
+			if later.Err == nil {
+				return i, r.Err, false
+			}
+		}
+		return i, r.Err, true
+	}
+	return len(res), nil, false
+}
+
 func (s *attemptSink) Delta(ctx context.Context, text string) error {
 	ev := wire.NewEvent(wire.EventDelta, wire.DeltaData{EventBase: s.base(), Index: s.deltas, Text: text})
-	if err := s.publish(ctx, ev); err != nil {
+	if err := s.agentPublish(ctx, ev); err != nil {
 		return err
 	}
 	s.deltas++
@@ -73,13 +233,13 @@ func (s *attemptSink) ToolCall(ctx context.Context, call agent.ToolCall) error {
 	if key == "" {
 		key = s.turnID + ":" + strconv.Itoa(s.steps)
 	}
-	return s.publish(ctx, wire.NewEvent(wire.EventToolCall, wire.ToolCallData{
+	return s.agentPublish(ctx, wire.NewEvent(wire.EventToolCall, wire.ToolCallData{
 		EventBase: s.base(), CallID: call.CallID, Name: call.Name, Arguments: call.Arguments, IdempotencyKey: key,
 	}))
 }
 
 func (s *attemptSink) ToolResult(ctx context.Context, res agent.ToolResult) error {
-	return s.publish(ctx, wire.NewEvent(wire.EventToolResult, wire.ToolResultData{
+	return s.agentPublish(ctx, wire.NewEvent(wire.EventToolResult, wire.ToolResultData{
 		EventBase: s.base(), CallID: res.CallID, Result: res.Result, Error: res.Error,
 	}))
 }

@@ -1,0 +1,198 @@
+package execute
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/wire"
+)
+
+// recordedPublisher is the real publisher (real Redis) with a record of the groups it was given, so
+// a test can tell which events shared a script call.
+type recordedPublisher struct {
+	pub    *streams.Publisher
+	reader *streams.Reader
+	mu     sync.Mutex
+	groups [][]wire.EventType
+	called chan struct{} // receives after every call
+}
+
+func newRecordedPublisher(t *testing.T) *recordedPublisher {
+	env := testenv.New(t, testenv.Options{Partitions: 1})
+	return &recordedPublisher{
+		pub:    streams.NewPublisher(env.Redis, env.Config.KeyPrefix, 1000, time.Hour),
+		reader: streams.NewReader(env.Redis, env.Config.KeyPrefix),
+		called: make(chan struct{}, 16),
+	}
+}
+
+func (r *recordedPublisher) publish(ctx context.Context, ms []streams.Message) []streams.PublishResult {
+	types := make([]wire.EventType, len(ms))
+	for i, m := range ms {
+		types[i] = m.Event.Type
+	}
+	res := r.pub.PublishMany(ctx, ms)
+	r.mu.Lock()
+	r.groups = append(r.groups, types)
+	r.mu.Unlock()
+	r.called <- struct{}{}
+	return res
+}
+
+func (r *recordedPublisher) calls() [][]wire.EventType {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]wire.EventType(nil), r.groups...)
+}
+
+// stream returns the types of the session stream's entries, oldest first.
+func (r *recordedPublisher) stream(t *testing.T, sessionID string) []wire.EventType {
+	_, entries, err := r.reader.Read(context.Background(), sessionID, streams.EntryID{}, 100)
+	require.NoError(t, err)
+	out := make([]wire.EventType, len(entries))
+	for i, e := range entries {
+		out[i] = e.Type
+	}
+	return out
+}
+
+// sink returns an attempt's sink whose held events linger for linger.
+func (r *recordedPublisher) sink(sessionID string, token int64, linger time.Duration) *attemptSink {
+	return &attemptSink{pub: r.publish, sessionID: sessionID, turnID: "turn-" + sessionID, attempt: 1, token: token, lingerFor: linger}
+}
+
+// forever is a linger no test outlasts: the held events go out only with the next event.
+const forever = time.Hour
+
+func started(s *attemptSink) wire.Event {
+	return wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: s.base(), SessionID: s.sessionID})
+}
+
+func TestSinkHeldEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("AQuickAgentsFirstEventSharesTheCallOfTurnStarted", func(t *testing.T) {
+		r := newRecordedPublisher(t)
+		s := r.sink("quick", 1, forever)
+		defer s.discard()
+		s.hold(ctx, started(s))
+		require.NoError(t, s.Delta(ctx, "hello"))
+		require.NoError(t, s.Delta(ctx, "world"))
+		require.Equal(t, [][]wire.EventType{{wire.EventStarted, wire.EventDelta}, {wire.EventDelta}}, r.calls())
+		require.Equal(t, []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventDelta}, r.stream(t, "quick"))
+	})
+
+	t.Run("ASlowAgentGetsTurnStartedOnItsOwnFirst", func(t *testing.T) {
+		r := newRecordedPublisher(t)
+		s := r.sink("slow", 1, time.Millisecond)
+		defer s.discard()
+		s.hold(ctx, started(s))
+		<-r.called // the linger ran out: turn.started went out alone
+		require.Equal(t, [][]wire.EventType{{wire.EventStarted}}, r.calls())
+		require.NoError(t, s.Delta(ctx, "late"))
+		require.Equal(t, []wire.EventType{wire.EventStarted, wire.EventDelta}, r.stream(t, "slow"))
+	})
+
+	t.Run("RetryingAndStartedStayInOrderBeforeTheFirstEvent", func(t *testing.T) {
+		r := newRecordedPublisher(t)
+		s := r.sink("again", 2, forever)
+		defer s.discard()
+		s.hold(ctx, wire.NewEvent(wire.EventRetrying, wire.RetryingData{EventBase: s.base(), PreviousAttempt: 1}))
+		s.hold(ctx, started(s))
+		require.NoError(t, s.Delta(ctx, "x"))
+		require.Equal(t, []wire.EventType{wire.EventRetrying, wire.EventStarted, wire.EventDelta}, r.stream(t, "again"))
+	})
+
+	t.Run("FlushHeldPublishesWhatTheAgentDidNot", func(t *testing.T) {
+		r := newRecordedPublisher(t)
+		s := r.sink("silent", 1, forever)
+		defer s.discard()
+		s.hold(ctx, started(s))
+		require.NoError(t, s.flushHeld(ctx))
+		require.NoError(t, s.flushHeld(ctx), "nothing left to publish")
+		require.Equal(t, [][]wire.EventType{{wire.EventStarted}}, r.calls())
+	})
+
+	t.Run("DiscardDropsHeldEvents", func(t *testing.T) {
+		r := newRecordedPublisher(t)
+		s := r.sink("lost", 1, forever)
+		s.hold(ctx, started(s))
+		s.discard()
+		require.NoError(t, s.flushHeld(ctx))
+		require.Empty(t, r.calls(), "the held turn.started was dropped")
+	})
+
+	t.Run("DiscardWaitsForTheLingersPublish", func(t *testing.T) {
+		r := newRecordedPublisher(t)
+		began, release := make(chan struct{}), make(chan struct{})
+		var finished atomic.Bool
+		s := r.sink("waited", 1, time.Millisecond)
+		s.pub = func(ctx context.Context, ms []streams.Message) []streams.PublishResult {
+			close(began)
+			<-release
+			defer finished.Store(true)
+			return r.publish(ctx, ms)
+		}
+		s.hold(ctx, started(s))
+		<-began
+		returned := make(chan bool)
+		go func() {
+			s.discard()
+			returned <- finished.Load()
+		}()
+		close(release)
+		require.True(t, <-returned, "discard returned before the linger's publish had finished")
+		require.Equal(t, []wire.EventType{wire.EventStarted}, r.stream(t, "waited"))
+	})
+
+	t.Run("AStaleTokenOnTurnStartedRefusesTheAgentsEvents", func(t *testing.T) {
+		r := newRecordedPublisher(t)
+		newer := r.sink("fenced", 7, forever)
+		require.NoError(t, newer.publish(ctx, started(newer)))
+		s := r.sink("fenced", 3, forever) // a zombie attempt
+		defer s.discard()
+		s.hold(ctx, started(s))
+		err := s.Delta(ctx, "zombie")
+		require.ErrorIs(t, err, streams.ErrStaleToken)
+		require.True(t, s.heldPublishFailed())
+		n := len(r.calls())
+		require.ErrorIs(t, s.Delta(ctx, "again"), streams.ErrStaleToken)
+		require.Len(t, r.calls(), n, "a refused agent event is not sent")
+		require.Equal(t, []wire.EventType{wire.EventStarted}, r.stream(t, "fenced"))
+	})
+}
+
+func TestGroupOutcome(t *testing.T) {
+	t.Parallel()
+	ok := streams.PublishResult{}
+	down := streams.PublishResult{Err: errors.New("connection refused")}
+	stale := streams.PublishResult{Err: streams.ErrStaleToken}
+	for _, tc := range []struct {
+		name  string
+		res   []streams.PublishResult
+		done  int
+		fails bool
+		again bool
+	}{
+		{"all published", []streams.PublishResult{ok, ok}, 2, false, false},
+		{"tail failed: sent again from the failure", []streams.PublishResult{ok, down, down}, 1, true, true},
+		{"stale is final", []streams.PublishResult{stale, stale}, 0, true, false},
+		{"a failure before a published event is final", []streams.PublishResult{down, ok}, 0, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done, err, again := groupOutcome(tc.res)
+			require.Equal(t, tc.done, done)
+			require.Equal(t, tc.fails, err != nil)
+			require.Equal(t, tc.again, again)
+		})
+	}
+}
