@@ -176,7 +176,7 @@ func (s *attemptSink) send(ctx context.Context, evs []wire.Event, held int) (err
 	}()
 	delay := 50 * time.Millisecond
 	for i := 0; ; i++ {
-		done, perr, again := groupOutcome(s.pub(ctx, ms[published:]))
+		done, again, perr := groupOutcome(s.pub(ctx, ms[published:]))
 		published += done
 		if perr == nil {
 			return nil
@@ -198,24 +198,24 @@ func (s *attemptSink) send(ctx context.Context, evs []wire.Event, held int) (err
 	}
 }
 
-// groupOutcome reads a group's results: how many leading events were published, the first error,
-// and whether the rest may be sent again.
-func groupOutcome(res []streams.PublishResult) (done int, err error, again bool) {
+// groupOutcome reads a group's results: how many leading events were published, whether the rest
+// may be sent again, and the first error.
+func groupOutcome(res []streams.PublishResult) (done int, again bool, err error) {
 	for i, r := range res {
 		if r.Err == nil {
 			continue
 		}
 		if errors.Is(r.Err, streams.ErrStaleToken) {
-			return i, r.Err, false
+			return i, false, r.Err
 		}
 		for _, later := range res[i+1:] {
 			if later.Err == nil {
-				return i, r.Err, false
+				return i, false, r.Err
 			}
 		}
-		return i, r.Err, true
+		return i, true, r.Err
 	}
-	return len(res), nil, false
+	return len(res), false, nil
 }
 
 func (s *attemptSink) Delta(ctx context.Context, text string) error {

@@ -189,7 +189,7 @@ func TestGroupOutcome(t *testing.T) {
 		{"a failure before a published event is final", []streams.PublishResult{down, ok}, 0, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			done, err, again := groupOutcome(tc.res)
+			done, again, err := groupOutcome(tc.res)
 			require.Equal(t, tc.done, done)
 			require.Equal(t, tc.fails, err != nil)
 			require.Equal(t, tc.again, again)
