@@ -1,0 +1,69 @@
+package integration
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+)
+
+// TestWorkerRedisOutage cuts a worker off from Redis while a turn streams. The attempt's publishes
+// fail after their retries, the attempt ends and the turn is retried; once Redis is back a later
+// attempt completes it. The stream stays consistent across the attempts: each attempt in it opens
+// with its turn.started (after turn.retrying, for a retry), held back or not, the terminal event
+// comes once from the winning attempt, and the history holds the turn once.
+func TestWorkerRedisOutage(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, clusterOptions{Partitions: 1, MaxAttempts: 10, LeaseTTL: 2 * time.Second, Heartbeat: 400 * time.Millisecond})
+	ru, err := url.Parse(c.env.Config.RedisURL)
+	require.NoError(t, err)
+	proxy := testenv.NewProxy(t, ru.Host)
+	ru.Host = proxy.Addr()
+	w := c.startWorker("w1", "TURNSTILE_REDIS_URL="+ru.String())
+
+	const session = "redis-outage"
+	id := c.post(session, "keep talking", map[string]any{"demo": map[string]any{"duration_ms": 3000, "tokens": 30}})
+	testenv.WaitFor(t, 30*time.Second, "the first attempt to stream deltas", func() bool {
+		for _, e := range readStream(t, c.env, session) {
+			if e.Type == "turn.delta" && e.Attempt == 1 {
+				return true
+			}
+		}
+		return false
+	})
+
+	proxy.Cut(testenv.Reset)
+	testenv.WaitFor(t, 30*time.Second, "the attempt to fail for want of Redis", func() bool {
+		return strings.Contains(w.Logs(), "attempt failed; will retry")
+	})
+	proxy.Restore()
+	testenv.WaitFor(t, 60*time.Second, "the turn to complete after Redis is back", func() bool {
+		return c.turn(id).Status == "succeeded"
+	})
+	r := c.turn(id)
+	require.Greater(t, r.Attempt, 1, "the attempt cut off from Redis did not finish the turn")
+	waitTerminalEvents(t, c.env, session, id)
+	evs := readStream(t, c.env, session)
+	requireFencedStream(t, evs, id, "turn.completed", r.Attempt)
+
+	t.Logf("the turn finished in attempt %d", r.Attempt)
+	// Every attempt the stream shows opens with its turn.started, a retry's after its turn.retrying.
+	opening := map[int][]string{}
+	for _, e := range evs {
+		if e.TurnID != id || len(opening[e.Attempt]) == 2 {
+			continue
+		}
+		opening[e.Attempt] = append(opening[e.Attempt], e.Type)
+	}
+	require.Equal(t, "turn.started", opening[1][0], "attempt 1 opens with %v", opening[1])
+	for a, first := range opening {
+		if a > 1 {
+			require.Equal(t, []string{"turn.retrying", "turn.started"}, first, "attempt %d opens with %v", a, first)
+		}
+	}
+	require.Equal(t, []historyMsg{{1, id, "user"}, {2, id, "assistant"}}, history(t, c.env, session))
+}
