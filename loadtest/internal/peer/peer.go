@@ -28,7 +28,9 @@ type Result struct {
 	Seconds float64 `json:"seconds_10_to_90_pct"`
 	PerSec  float64 `json:"per_sec"`
 	Total   float64 `json:"seconds_total"`
-	Notes   string  `json:"notes"`
+	// CPU is what the jobs between 10% and 90% cost each, in CPU time (see CPUPerJob).
+	CPU   CPUPerJob `json:"cpu_per_job"`
+	Notes string    `json:"notes"`
 }
 
 // Comparison is both sides and their ratio.
@@ -79,44 +81,62 @@ func Run(ctx context.Context, o Options) (Comparison, error) {
 // are interpolated between polls, so a longer interval costs little precision.
 const pollEvery = 50 * time.Millisecond
 
-// drain polls count until it reaches n and returns the 10%-90% rate's duration and the total time.
-// The moments the count crossed 10% and 90% of n are interpolated linearly between the two polls
-// around each.
-func drain(ctx context.Context, n int, began time.Time, count func(context.Context) (int, error)) (float64, float64, error) {
+// drained is what drain measured.
+type drained struct {
+	seconds float64 // between 10% and 90% of the jobs finished
+	total   float64 // from began to the last job
+	cpu     CPUPerJob
+}
+
+// drain polls count until it reaches n. The moments the count crossed 10% and 90% of n are
+// interpolated linearly between the two polls around each, and so are the CPU times read at each
+// poll (readCPU), so the CPU per job covers the same jobs as the rate.
+func drain(ctx context.Context, n int, began time.Time, count func(context.Context) (int, error)) (drained, error) {
 	var t10, t90 time.Time
+	var c10, c90 cpuTimes
 	lo, hi := n/10, n-n/10
-	prevK, prevAt := 0, began
+	prevK, prevAt, prevCPU := 0, began, readCPU()
 	for {
 		k, err := count(ctx)
 		if err != nil {
-			return 0, 0, err
+			return drained{}, err
 		}
-		now := time.Now()
+		now, cpu := time.Now(), readCPU()
 		if t10.IsZero() && k >= lo {
-			t10 = crossing(lo, prevK, prevAt, k, now)
+			f := fraction(lo, prevK, k)
+			t10, c10 = at(prevAt, now, f), between(prevCPU, cpu, f)
 		}
 		if t90.IsZero() && k >= hi {
-			t90 = crossing(hi, prevK, prevAt, k, now)
+			f := fraction(hi, prevK, k)
+			t90, c90 = at(prevAt, now, f), between(prevCPU, cpu, f)
 		}
 		if k >= n {
-			return t90.Sub(t10).Seconds(), now.Sub(began).Seconds(), nil
+			return drained{
+				seconds: t90.Sub(t10).Seconds(), total: now.Sub(began).Seconds(),
+				cpu: perJob(c10, c90, float64(hi-lo)),
+			}, nil
 		}
-		prevK, prevAt = k, now
+		prevK, prevAt, prevCPU = k, now, cpu
 		select {
 		case <-ctx.Done():
-			return 0, 0, fmt.Errorf("%d of %d done: %w", k, n, ctx.Err())
+			return drained{}, fmt.Errorf("%d of %d done: %w", k, n, ctx.Err())
 		case <-time.After(pollEvery):
 		}
 	}
 }
 
-// crossing is when a count that was k0 at t0 and k1 at t1 reached target (k0 < target <= k1),
-// assuming it grew linearly in between.
-func crossing(target, k0 int, t0 time.Time, k1 int, t1 time.Time) time.Time {
+// fraction is how far between two polls a count that was k0 at the first and k1 at the second
+// reached target (k0 < target <= k1), assuming it grew linearly in between; 1 (the later poll) when
+// it did not grow.
+func fraction(target, k0, k1 int) float64 {
 	if k1 <= k0 {
-		return t1
+		return 1
 	}
-	frac := float64(target-k0) / float64(k1-k0)
+	return float64(target-k0) / float64(k1-k0)
+}
+
+// at is the moment a fraction frac of the way from t0 to t1.
+func at(t0, t1 time.Time, frac float64) time.Time {
 	return t0.Add(time.Duration(frac * float64(t1.Sub(t0))))
 }
 
@@ -175,7 +195,7 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 	if err := st.StartWorker(ctx, cfg.InstanceID+"-w"); err != nil {
 		return Result{}, err
 	}
-	secs, total, err := drain(ctx, o.Jobs, began, func(ctx context.Context) (int, error) {
+	d, err := drain(ctx, o.Jobs, began, func(ctx context.Context) (int, error) {
 		var n int
 		err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE status = 'succeeded'`).Scan(&n)
 		return n, err
@@ -184,8 +204,8 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	return Result{
-		System: "turnstile", Jobs: o.Jobs, Seconds: secs, PerSec: 0.8 * float64(o.Jobs) / secs, Total: total,
-		Notes: fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; per turn: a claim, 3 fenced publishes (started, delta, completed) and the completion transaction with its history append, each batched with the other running turns' (one statement or one Redis pipeline per batch)",
+		System: "turnstile", Jobs: o.Jobs, Seconds: d.seconds, PerSec: 0.8 * float64(o.Jobs) / d.seconds, Total: d.total, CPU: d.cpu,
+		Notes: fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; per turn: a claim, two fenced publishes (turn.started with the one turn.delta as one group, then turn.completed) and the completion transaction with its history append, each batched with the other running turns' (one statement or one Redis pipeline per batch)",
 			cfg.MaxInflight, cfg.Partitions, o.Sessions),
 	}, nil
 }
@@ -260,7 +280,7 @@ func River(ctx context.Context, o Options) (Result, error) {
 		_ = client.Stop(sctx)
 	}()
 	q := `SELECT count(*) FROM ` + pgx.Identifier{schema, "river_job"}.Sanitize() + ` WHERE state = 'completed'`
-	secs, total, err := drain(ctx, o.Jobs, began, func(ctx context.Context) (int, error) {
+	d, err := drain(ctx, o.Jobs, began, func(ctx context.Context) (int, error) {
 		var n int
 		err := pool.QueryRow(ctx, q).Scan(&n)
 		return n, err
@@ -269,7 +289,7 @@ func River(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	return Result{
-		System: "river", Jobs: o.Jobs, Seconds: secs, PerSec: 0.8 * float64(o.Jobs) / secs, Total: total,
+		System: "river", Jobs: o.Jobs, Seconds: d.seconds, PerSec: 0.8 * float64(o.Jobs) / d.seconds, Total: d.total, CPU: d.cpu,
 		Notes: fmt.Sprintf("river %s, riverpgxv5, MaxWorkers=%d, FetchCooldown=2ms, FetchPollInterval=20ms, own schema on the same Postgres; no per-session order, no event stream",
 			"v0.51.2", o.RiverWorkers),
 	}, nil
