@@ -275,9 +275,14 @@ func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m
 			duration.Observe(took.Seconds())
 		}
 	}
+	// One claim and one completion statement in flight at a time (classic group commit): with two
+	// of each, batches were half as large and the statements contended for WAL and buffer locks;
+	// in the peer benchmark one of each cost Postgres a quarter less per turn and ran 1.25× the turns
+	// at 64 in flight, and as many at 1,000 (docs/BENCHMARKS.md). Redis publishes keep two: the
+	// second round trip overlaps the first, with no locks to contend for.
 	claims := batch.New(batch.Config[lease.ClaimRequest, lease.Claim]{
 		Name:     "claim batcher",
-		Flushers: 2,
+		Flushers: 1,
 		OnBatch:  observe("claim"),
 		// A lease acquired for a caller that gave up (its turn context ended while the claim was in
 		// flight) is released, so the turn is taken over at once instead of after the lease's TTL.
@@ -292,7 +297,7 @@ func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m
 			}
 		},
 	}, store.ClaimMany)
-	completions := batch.New(batch.Config[lease.Completion, int64]{Name: "completion batcher", Flushers: 2, OnBatch: observe("complete")},
+	completions := batch.New(batch.Config[lease.Completion, int64]{Name: "completion batcher", Flushers: 1, OnBatch: observe("complete")},
 		store.CompleteMany)
 	// A publish request is one turn's group of events (see execute.Config.Publish): a group goes into
 	// one batch whole, in order, so the publisher keeps it in order in one script call.
