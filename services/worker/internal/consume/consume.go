@@ -342,6 +342,8 @@ func (c *Consumer) nextReadyLocked() (sessionKey, *partState) {
 	return sessionKey{}, nil
 }
 
+// run handles q, a record of session sk, and then every record that may start when the one before
+// it ends, until none may.
 func (c *Consumer) run(sk sessionKey, q queued) {
 	defer c.turns.Done()
 	for {

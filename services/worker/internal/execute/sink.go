@@ -148,9 +148,9 @@ func (s *attemptSink) publish(ctx context.Context, ev wire.Event) error {
 }
 
 // send publishes evs in order as one group (the publisher keeps a group's events in order in one
-// script call), retrying briefly when Redis is unreachable; the first held events of evs are held
-// ones. A stale token is final, and so is an error followed by a published event: sending the
-// failed one again would put it after a later one.
+// script call), retrying briefly when Redis is unreachable; the first held of evs are events that
+// were held back (hold). A stale token is final, and so is an error followed by a published event:
+// sending the failed one again would put it after a later one.
 func (s *attemptSink) send(ctx context.Context, evs []wire.Event, held int) (err error) {
 	// A span per event, as if each were published alone: the gateway's delivery spans become
 	// children of the span of the event they deliver.
