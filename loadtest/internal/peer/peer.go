@@ -90,18 +90,19 @@ type drained struct {
 
 // drain polls count until it reaches n. The moments the count crossed 10% and 90% of n are
 // interpolated linearly between the two polls around each, and so are the CPU times read at each
-// poll (readCPU), so the CPU per job covers the same jobs as the rate.
+// poll (cpuReader), so the CPU per job covers the same jobs as the rate.
 func drain(ctx context.Context, n int, began time.Time, count func(context.Context) (int, error)) (drained, error) {
 	var t10, t90 time.Time
 	var c10, c90 cpuTimes
 	lo, hi := n/10, n-n/10
-	prevK, prevAt, prevCPU := 0, began, readCPU()
+	cpus := newCPUReader()
+	prevK, prevAt, prevCPU := 0, began, cpus.read()
 	for {
 		k, err := count(ctx)
 		if err != nil {
 			return drained{}, err
 		}
-		now, cpu := time.Now(), readCPU()
+		now, cpu := time.Now(), cpus.read()
 		if t10.IsZero() && k >= lo {
 			f := fraction(lo, prevK, k)
 			t10, c10 = at(prevAt, now, f), between(prevCPU, cpu, f)

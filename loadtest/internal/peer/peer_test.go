@@ -60,16 +60,17 @@ func TestPerJob(t *testing.T) {
 	}
 }
 
-// TestReadCPU checks that readCPU sees this process's CPU and, when the tests' Postgres runs on this
+// TestReadCPU checks that a cpuReader sees this process's CPU and, when the tests' Postgres runs on this
 // machine, the Postgres server's: a query that makes the server work moves it.
 func TestReadCPU(t *testing.T) {
-	before := readCPU()
+	cpus := newCPUReader()
+	before := cpus.read()
 	buf := make([]byte, 1<<20)
 	for range 20 {
 		sum := sha256.Sum256(buf)
 		buf[0] = sum[0]
 	}
-	if after := readCPU(); after.self <= before.self {
+	if after := cpus.read(); after.self <= before.self {
 		t.Fatalf("own CPU did not move: %v then %v", before.self, after.self)
 	}
 	url := os.Getenv("TURNSTILE_DATABASE_URL")
@@ -89,11 +90,11 @@ func TestReadCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	before = readCPU()
+	before = cpus.read()
 	if _, err := conn.Exec(context.Background(), "SELECT count(*) FROM generate_series(1, 3000000)"); err != nil {
 		t.Fatal(err)
 	}
-	after := readCPU()
+	after := cpus.read()
 	if !before.hasPostgres || !after.hasPostgres || after.postgres <= before.postgres {
 		t.Fatalf("the local Postgres's CPU was not read: %+v then %+v", before, after)
 	}
