@@ -258,7 +258,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	if err == nil {
 		err = sink.flushHeld(ctx)
 	}
-	if err != nil && sink.heldPublishFailed() {
+	if err != nil && sink.heldFailure() != nil {
 		return x.interrupted(ctx, attemptCtx, env, claim, sink, err, ended)
 	}
 	if err != nil {

@@ -39,14 +39,13 @@ type attemptSink struct {
 	steps  int
 
 	// The events held back by hold, and the linger timer that publishes them when the agent is
-	// slower than heldLinger (its callback closes lingerDone when it has run). heldErr is that
-	// publish's error; heldFailed records that a publish of held events failed, however it was sent.
+	// slower than heldLinger (its callback closes lingerDone when it has run). heldFailed is the
+	// error of a publish of held events that failed, however it was sent (see heldFailure).
 	mu         sync.Mutex
 	lingerFor  time.Duration // heldLinger when zero
 	held       []wire.Event
 	linger     *time.Timer
 	lingerDone chan struct{}
-	heldErr    error
 	heldFailed error
 }
 
@@ -78,19 +77,15 @@ func (s *attemptSink) hold(ctx context.Context, ev wire.Event) {
 		evs := s.held
 		s.held = nil
 		s.mu.Unlock()
-		if len(evs) == 0 {
-			return
+		if len(evs) > 0 {
+			_ = s.send(ctx, evs, len(evs)) // a failure is recorded in heldFailed
 		}
-		err := s.send(ctx, evs, len(evs))
-		s.mu.Lock()
-		s.heldErr = err
-		s.mu.Unlock()
 	}), done
 }
 
 // settle stops the linger timer (waiting for its publish if it has begun) and returns the events
-// still held and the error of the lingering publish, if it ran and failed.
-func (s *attemptSink) settle() ([]wire.Event, error) {
+// still held.
+func (s *attemptSink) settle() []wire.Event {
 	s.mu.Lock()
 	t, done := s.linger, s.lingerDone
 	s.linger = nil
@@ -100,15 +95,16 @@ func (s *attemptSink) settle() ([]wire.Event, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	evs, err := s.held, s.heldErr
-	s.held, s.heldErr = nil, nil
-	return evs, err
+	evs := s.held
+	s.held = nil
+	return evs
 }
 
-// flushHeld publishes the events still held and waits for them.
+// flushHeld publishes the events still held and waits for them; it fails if they, or the lingering
+// publish of them, failed.
 func (s *attemptSink) flushHeld(ctx context.Context) error {
-	held, err := s.settle()
-	if err != nil || len(held) == 0 {
+	held := s.settle()
+	if err := s.heldFailure(); err != nil || len(held) == 0 {
 		return err
 	}
 	return s.send(ctx, held, len(held))
@@ -116,23 +112,20 @@ func (s *attemptSink) flushHeld(ctx context.Context) error {
 
 // discard drops whatever is still held and stops the linger timer. The attempt calls it as it ends,
 // so the timer's goroutine never outlives the attempt.
-func (s *attemptSink) discard() { _, _ = s.settle() }
+func (s *attemptSink) discard() { s.settle() }
 
-// heldPublishFailed reports whether the publish of held events (turn.started, turn.retrying) failed,
-// alone or in front of an agent's event: the attempt then ends as it would have had turn.started
-// been refused before the agent ran.
-func (s *attemptSink) heldPublishFailed() bool {
+// heldFailure is the error of the publish of held events (turn.started, turn.retrying), alone or
+// in front of an agent's event, if it failed: the attempt then ends as it would have had
+// turn.started been refused before the agent ran.
+func (s *attemptSink) heldFailure() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.heldFailed != nil
+	return s.heldFailed
 }
 
 // agentPublish is publish for the agent's events, refused once held events failed to go out.
 func (s *attemptSink) agentPublish(ctx context.Context, ev wire.Event) error {
-	s.mu.Lock()
-	err := s.heldFailed
-	s.mu.Unlock()
-	if err != nil {
+	if err := s.heldFailure(); err != nil {
 		return err
 	}
 	return s.publish(ctx, ev)
@@ -140,10 +133,7 @@ func (s *attemptSink) agentPublish(ctx context.Context, ev wire.Event) error {
 
 // publish appends ev behind any held events, in one group. A stale token is final.
 func (s *attemptSink) publish(ctx context.Context, ev wire.Event) error {
-	held, err := s.settle()
-	if err != nil {
-		return err
-	}
+	held := s.settle()
 	return s.send(ctx, append(held, ev), len(held))
 }
 

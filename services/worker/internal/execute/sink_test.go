@@ -163,7 +163,7 @@ func TestSinkHeldEvents(t *testing.T) {
 		s.hold(ctx, started(s))
 		err := s.Delta(ctx, "zombie")
 		require.ErrorIs(t, err, streams.ErrStaleToken)
-		require.True(t, s.heldPublishFailed())
+		require.ErrorIs(t, s.heldFailure(), streams.ErrStaleToken)
 		n := len(r.calls())
 		require.ErrorIs(t, s.Delta(ctx, "again"), streams.ErrStaleToken)
 		require.Len(t, r.calls(), n, "a refused agent event is not sent")
