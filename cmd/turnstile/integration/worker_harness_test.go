@@ -230,6 +230,20 @@ type streamEvent struct {
 	Data    map[string]any
 }
 
+// waitFirstDeltas waits until the session's stream holds a turn.delta of a first attempt: the turn
+// is running and streaming.
+func waitFirstDeltas(t *testing.T, env *testenv.Env, session string) {
+	t.Helper()
+	testenv.WaitFor(t, 30*time.Second, "the first attempt to stream deltas", func() bool {
+		for _, e := range readStream(t, env, session) {
+			if e.Type == "turn.delta" && e.Attempt == 1 {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 func readStream(t *testing.T, env *testenv.Env, session string) []streamEvent {
 	t.Helper()
 	msgs, err := env.Redis.XRange(context.Background(), streams.KeysFor(env.Config.KeyPrefix, session).Events, "-", "+").Result()

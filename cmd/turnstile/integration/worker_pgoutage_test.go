@@ -35,14 +35,7 @@ func TestWorkerPostgresOutage(t *testing.T) {
 
 			session := "pg-outage-" + tc.name
 			id := c.post(session, "keep talking", map[string]any{"demo": map[string]any{"duration_ms": 6000, "tokens": 60}})
-			testenv.WaitFor(t, 30*time.Second, "the first attempt to stream deltas", func() bool {
-				for _, e := range readStream(t, c.env, session) {
-					if e.Type == "turn.delta" && e.Attempt == 1 {
-						return true
-					}
-				}
-				return false
-			})
+			waitFirstDeltas(t, c.env, session)
 
 			cutAt := time.Now()
 			proxy.Cut(tc.mode)

@@ -27,14 +27,7 @@ func TestWorkerRedisOutage(t *testing.T) {
 
 	const session = "redis-outage"
 	id := c.post(session, "keep talking", map[string]any{"demo": map[string]any{"duration_ms": 3000, "tokens": 30}})
-	testenv.WaitFor(t, 30*time.Second, "the first attempt to stream deltas", func() bool {
-		for _, e := range readStream(t, c.env, session) {
-			if e.Type == "turn.delta" && e.Attempt == 1 {
-				return true
-			}
-		}
-		return false
-	})
+	waitFirstDeltas(t, c.env, session)
 
 	proxy.Cut(testenv.Reset)
 	testenv.WaitFor(t, 30*time.Second, "the attempt to fail for want of Redis", func() bool {

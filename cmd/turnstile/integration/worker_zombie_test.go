@@ -22,14 +22,7 @@ func TestWorkerZombie(t *testing.T) {
 	const session = "zombie"
 	id := c.post(session, "keep talking", map[string]any{"demo": map[string]any{"duration_ms": 3000, "tokens": 30}})
 
-	testenv.WaitFor(t, 30*time.Second, "the first attempt to stream deltas", func() bool {
-		for _, e := range readStream(t, c.env, session) {
-			if e.Type == "turn.delta" && e.Attempt == 1 {
-				return true
-			}
-		}
-		return false
-	})
+	waitFirstDeltas(t, c.env, session)
 	require.NoError(t, w1.Signal(syscall.SIGSTOP))
 	stoppedAt := time.Now()
 	t.Cleanup(func() { _ = w1.Signal(syscall.SIGCONT) })
