@@ -54,9 +54,13 @@ type ToolResult struct {
 	Error  string
 }
 
-// Sink receives an agent's events in order. Each call publishes to the session stream before it
-// returns; an error means the attempt must stop (its lease is lost or its context ended), and the
-// agent should return it.
+// Sink receives an agent's events in order. ToolCall and ToolResult publish to the session stream
+// before they return. So does Delta, except in an attempt's first few milliseconds (the worker's
+// heldLinger, 5 ms), when a delta may be held to go out in one publish with turn.started — and,
+// if the agent finishes by then, with turn.completed after the completion committed; a held delta
+// is published, in order, before any later event, and never if the attempt is fenced. An error
+// means the attempt must stop (its lease is lost or its context ended), and the agent should return
+// it.
 type Sink interface {
 	Delta(ctx context.Context, text string) error
 	ToolCall(ctx context.Context, call ToolCall) error

@@ -13,10 +13,13 @@
 // result, in its own order. A turn publishes a group of events at a time, each group after the
 // previous one was accepted, and a group stays whole and in order in one call of the publish
 // script, so batching never reorders a turn's events. turn.started (with turn.retrying) is held
-// back for up to heldLinger and goes out in one group with the agent's first event: a quick
-// agent's turn costs Redis one session block and one round trip fewer. The held events are
-// published before anything else the attempt publishes and before its completion, hand-off or
-// retry, and if they are refused the agent's later events are refused too, so no stream shows an
+// back for up to heldLinger, and so are the agent's deltas in that time: when the linger runs out
+// they go out as one group, and an agent that finished before it has them published with
+// turn.completed once the completion committed, so a quick agent's whole turn is one session block
+// for Redis and one round trip. A tool call or tool result takes the held events with it and is
+// published before the agent's call returns. The held events are published before anything else
+// the attempt publishes and before its terminal event, hand-off or retry (a fenced attempt drops
+// them), and if they are refused the agent's later events are refused too, so no stream shows an
 // attempt's events without its turn.started.
 //
 // Handle returns only when the record may be committed (the turn is terminal, here or elsewhere) or

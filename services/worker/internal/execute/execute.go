@@ -231,8 +231,8 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 		}
 		sink.hold(ctx, wire.NewEvent(wire.EventRetrying, wire.RetryingData{EventBase: base, PreviousAttempt: claim.Attempt - 1}))
 	}
-	// turn.started goes out in front of the agent's first event, or on its own if the agent takes
-	// longer than heldLinger (see hold); a refusal of it ends the attempt as it always did, only
+	// turn.started goes out with the agent's first events, or with its turn.completed if the agent
+	// finishes within heldLinger (see hold); a refusal of it ends the attempt as it always did, only
 	// later: where the agent's event was refused, or before the completion.
 	sink.hold(ctx, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: env.SessionID}))
 	x.log.InfoContext(ctx, "turn started", "attempt", claim.Attempt)
@@ -256,7 +256,9 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	telemetry.End(aspan, err)
 	cancelDeadline()
 	if err == nil {
-		err = sink.flushHeld(ctx)
+		// What is still held (turn.started, and the deltas of an agent that finished within
+		// heldLinger) goes out with turn.completed, once the completion committed: one group.
+		err = sink.keepHeld()
 	}
 	if err != nil && sink.heldFailure() != nil {
 		return x.interrupted(ctx, attemptCtx, env, claim, sink, err, ended)
@@ -280,8 +282,13 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 			agent.Message{Seq: seq - 1, TurnID: turnID, Role: "user", Content: env.Input.Text},
 			agent.Message{Seq: seq, TurnID: turnID, Role: "assistant", Content: output.Text})
 	}
-	// The row is terminal now; the completed event follows. Should this process die in between, the
-	// redelivered record finds DONE and republishes the terminal event (at most once per turn).
+	// The row is terminal now; the completed event follows, behind the events still held. Should
+	// this process die in between, the redelivered record finds DONE and republishes the terminal
+	// event (at most once per turn); held deltas are then lost with the process, as they are when
+	// it dies before the linger ran out. If Redis refuses the group past the sink's retries, the
+	// turn stays succeeded (its output is in Postgres, GET /v1/turns/{id}) and the stream lacks the
+	// group: a quick turn no longer fails for Redis being down after the agent ran, and a slow
+	// agent's events were refused, and its attempt retried, before the completion as they always were.
 	if err := sink.publish(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: base, Output: output})); err != nil {
 		x.log.ErrorContext(ctx, "publish turn.completed failed after completion", "err", err)
 	}

@@ -17,13 +17,20 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 )
 
-// heldLinger is how long turn.started (and turn.retrying) wait for the agent's first event before
-// they are published on their own. An agent that answers within it — a cached or short reply, a
-// tool call decided at once — has its first event published in the same call of the publish
-// script as turn.started: one session block fewer for Redis to run and one round trip fewer for the
-// turn. A model's first token takes far longer, so for such an agent turn.started is late by this
-// much and no more.
+// heldLinger is how long turn.started (and turn.retrying) wait for the agent's first events before
+// they are published on their own. The agent's deltas in that time are held with them: an agent
+// that answers within it — a cached or short reply — has its events published in one call of the
+// publish script, and if it has finished by then, together with turn.completed once the completion
+// committed (the whole turn one session block for Redis and one round trip). A model's first token
+// takes far longer, so for such an agent turn.started is late by this much and no more, and its
+// deltas are published as they come. Tool calls and tool results are never held: they go out, with
+// whatever is held, before the agent's call returns, so a retried attempt's prior events (and any
+// reader of the stream) know of every tool call the agent made.
 const heldLinger = 5 * time.Millisecond
+
+// maxHeld bounds the events held at once: an agent that emits more within heldLinger has them
+// published at once, as a group, and the rest of its events as they come.
+const maxHeld = 32
 
 // attemptSink publishes one attempt's events with its fencing token. It implements agent.Sink.
 type attemptSink struct {
@@ -38,12 +45,15 @@ type attemptSink struct {
 	deltas int
 	steps  int
 
-	// The events held back by hold, and the linger timer that publishes them when the agent is
-	// slower than heldLinger (its callback closes lingerDone when it has run). heldFailed is the
-	// error of a publish of held events that failed, however it was sent (see heldFailure).
+	// The events held back by hold (and the agent's deltas while lingering), and the linger timer
+	// that publishes them when the agent is slower than heldLinger (its callback closes lingerDone
+	// when it has run). lingering is true from hold until the timer fires or is stopped: while it
+	// is, the agent's deltas join the held events. heldFailed is the error of a publish of held
+	// events that failed, however it was sent (see heldFailure).
 	mu         sync.Mutex
 	lingerFor  time.Duration // heldLinger when zero
 	held       []wire.Event
+	lingering  bool
 	linger     *time.Timer
 	lingerDone chan struct{}
 	heldFailed error
@@ -71,11 +81,12 @@ func (s *attemptSink) hold(ctx context.Context, ev wire.Event) {
 		d = heldLinger
 	}
 	done := make(chan struct{})
+	s.lingering = true
 	s.linger, s.lingerDone = time.AfterFunc(d, func() {
 		defer close(done)
 		s.mu.Lock()
 		evs := s.held
-		s.held = nil
+		s.held, s.lingering = nil, false
 		s.mu.Unlock()
 		if len(evs) > 0 {
 			_ = s.send(ctx, evs, len(evs)) // a failure is recorded in heldFailed
@@ -86,18 +97,34 @@ func (s *attemptSink) hold(ctx context.Context, ev wire.Event) {
 // settle stops the linger timer (waiting for its publish if it has begun) and returns the events
 // still held.
 func (s *attemptSink) settle() []wire.Event {
-	s.mu.Lock()
-	t, done := s.linger, s.lingerDone
-	s.linger = nil
-	s.mu.Unlock()
-	if t != nil && !t.Stop() {
-		<-done
-	}
+	s.stopLinger()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	evs := s.held
 	s.held = nil
 	return evs
+}
+
+// stopLinger stops the linger timer, waiting for its publish if it has begun; what is still held
+// stays held.
+func (s *attemptSink) stopLinger() {
+	s.mu.Lock()
+	t, done := s.linger, s.lingerDone
+	s.linger, s.lingering = nil, false
+	s.mu.Unlock()
+	if t != nil && !t.Stop() {
+		<-done
+	}
+}
+
+// keepHeld is called when the agent has finished: the events still held (turn.started and the
+// deltas of an agent that finished within heldLinger) stay held, to go out in one group with the
+// attempt's terminal event, or with whatever the attempt publishes next (flushHeld on a retry or
+// hand-off). It stops the linger timer, waiting for its publish if it has begun, and fails as
+// flushHeld would if a publish of held events failed.
+func (s *attemptSink) keepHeld() error {
+	s.stopLinger()
+	return s.heldFailure()
 }
 
 // flushHeld publishes the events still held and waits for them; it fails if they, or the lingering
@@ -128,6 +155,23 @@ func (s *attemptSink) agentPublish(ctx context.Context, ev wire.Event) error {
 	if err := s.heldFailure(); err != nil {
 		return err
 	}
+	return s.publish(ctx, ev)
+}
+
+// agentDelta is agentPublish for a delta, which joins the held events while the linger lasts (see
+// heldLinger) instead of being published at once.
+func (s *attemptSink) agentDelta(ctx context.Context, ev wire.Event) error {
+	s.mu.Lock()
+	if s.heldFailed != nil {
+		defer s.mu.Unlock()
+		return s.heldFailed
+	}
+	if s.lingering && len(s.held) < maxHeld {
+		s.held = append(s.held, ev)
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
 	return s.publish(ctx, ev)
 }
 
@@ -210,7 +254,7 @@ func groupOutcome(res []streams.PublishResult) (done int, again bool, err error)
 
 func (s *attemptSink) Delta(ctx context.Context, text string) error {
 	ev := wire.NewEvent(wire.EventDelta, wire.DeltaData{EventBase: s.base(), Index: s.deltas, Text: text})
-	if err := s.agentPublish(ctx, ev); err != nil {
+	if err := s.agentDelta(ctx, ev); err != nil {
 		return err
 	}
 	s.deltas++

@@ -13,6 +13,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 )
 
 // recordedPublisher is the real publisher (real Redis) with a record of the groups it was given, so
@@ -80,15 +81,68 @@ func TestSinkHeldEvents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	t.Run("AQuickAgentsFirstEventSharesTheCallOfTurnStarted", func(t *testing.T) {
+	t.Run("AQuickAgentsWholeTurnIsOneCall", func(t *testing.T) {
 		r := newRecordedPublisher(t)
 		s := r.sink("quick", 1, forever)
 		defer s.discard()
 		s.hold(ctx, started(s))
 		require.NoError(t, s.Delta(ctx, "hello"))
 		require.NoError(t, s.Delta(ctx, "world"))
-		require.Equal(t, [][]wire.EventType{{wire.EventStarted, wire.EventDelta}, {wire.EventDelta}}, r.calls())
-		require.Equal(t, []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventDelta}, r.stream(t, "quick"))
+		require.Empty(t, r.calls(), "the deltas wait with turn.started while the linger lasts")
+		require.NoError(t, s.keepHeld())
+		require.Nil(t, s.linger, "once the agent finished, no linger publishes the held events on their own")
+		require.Empty(t, r.calls())
+		require.NoError(t, s.publish(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: s.base()})))
+		whole := []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventDelta, wire.EventCompleted}
+		require.Equal(t, [][]wire.EventType{whole}, r.calls())
+		require.Equal(t, whole, r.stream(t, "quick"))
+	})
+
+	t.Run("AToolCallIsPublishedBeforeItReturns", func(t *testing.T) {
+		r := newRecordedPublisher(t)
+		s := r.sink("tool", 1, forever)
+		defer s.discard()
+		s.hold(ctx, started(s))
+		require.NoError(t, s.Delta(ctx, "let me look"))
+		require.NoError(t, s.ToolCall(ctx, agent.ToolCall{CallID: "c1", Name: "search"}))
+		require.Equal(t, [][]wire.EventType{{wire.EventStarted, wire.EventDelta, wire.EventToolCall}}, r.calls(),
+			"the tool call takes what was held with it")
+		require.NoError(t, s.Delta(ctx, "found it"))
+		require.Len(t, r.calls(), 2, "after the held events went out, deltas are published as they come")
+		require.Equal(t, []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventToolCall, wire.EventDelta}, r.stream(t, "tool"))
+	})
+
+	t.Run("TheLingerPublishesHeldDeltasOfASlowerAgent", func(t *testing.T) {
+		r := newRecordedPublisher(t)
+		s := r.sink("lingered", 1, forever)
+		defer s.discard()
+		s.hold(ctx, started(s))
+		require.NoError(t, s.Delta(ctx, "first"))
+		s.linger.Reset(0) // the linger runs out now
+		<-r.called
+		require.Equal(t, [][]wire.EventType{{wire.EventStarted, wire.EventDelta}}, r.calls())
+		require.NoError(t, s.Delta(ctx, "second"))
+		require.Len(t, r.calls(), 2, "a delta after the linger is published at once")
+		require.Equal(t, []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventDelta}, r.stream(t, "lingered"))
+	})
+
+	t.Run("AtMostMaxHeldEventsWait", func(t *testing.T) {
+		r := newRecordedPublisher(t)
+		s := r.sink("chatty", 1, forever)
+		defer s.discard()
+		s.hold(ctx, started(s))
+		for i := range maxHeld {
+			require.NoError(t, s.Delta(ctx, "w"))
+			if i < maxHeld-1 {
+				require.Empty(t, r.calls())
+			}
+		}
+		calls := r.calls()
+		require.Len(t, calls, 1, "the delta that found maxHeld events waiting published them")
+		require.Len(t, calls[0], maxHeld+1)
+		require.NoError(t, s.Delta(ctx, "w"))
+		require.Len(t, r.calls(), 2)
+		require.Len(t, r.stream(t, "chatty"), maxHeld+2)
 	})
 
 	t.Run("ASlowAgentGetsTurnStartedOnItsOwnFirst", func(t *testing.T) {
@@ -109,6 +163,7 @@ func TestSinkHeldEvents(t *testing.T) {
 		s.hold(ctx, wire.NewEvent(wire.EventRetrying, wire.RetryingData{EventBase: s.base(), PreviousAttempt: 1}))
 		s.hold(ctx, started(s))
 		require.NoError(t, s.Delta(ctx, "x"))
+		require.NoError(t, s.flushHeld(ctx))
 		require.Equal(t, []wire.EventType{wire.EventRetrying, wire.EventStarted, wire.EventDelta}, r.stream(t, "again"))
 	})
 
@@ -161,13 +216,29 @@ func TestSinkHeldEvents(t *testing.T) {
 		s := r.sink("fenced", 3, forever) // a zombie attempt
 		defer s.discard()
 		s.hold(ctx, started(s))
-		err := s.Delta(ctx, "zombie")
+		require.NoError(t, s.Delta(ctx, "zombie"), "held: nothing was sent yet")
+		err := s.ToolCall(ctx, agent.ToolCall{CallID: "c1", Name: "search"})
 		require.ErrorIs(t, err, streams.ErrStaleToken)
 		require.ErrorIs(t, s.heldFailure(), streams.ErrStaleToken)
 		n := len(r.calls())
 		require.ErrorIs(t, s.Delta(ctx, "again"), streams.ErrStaleToken)
+		require.ErrorIs(t, s.keepHeld(), streams.ErrStaleToken, "the finished agent's attempt is refused")
 		require.Len(t, r.calls(), n, "a refused agent event is not sent")
 		require.Equal(t, []wire.EventType{wire.EventStarted}, r.stream(t, "fenced"))
+	})
+
+	t.Run("AStaleTokenOnTheLingersPublishRefusesTheAgentsEvents", func(t *testing.T) {
+		r := newRecordedPublisher(t)
+		newer := r.sink("fenced-late", 7, forever)
+		require.NoError(t, newer.publish(ctx, started(newer)))
+		<-r.called
+		s := r.sink("fenced-late", 3, time.Millisecond)
+		defer s.discard()
+		s.hold(ctx, started(s))
+		<-r.called // the linger's publish, refused
+		require.ErrorIs(t, s.Delta(ctx, "zombie"), streams.ErrStaleToken)
+		require.Len(t, r.calls(), 2, "a refused agent event is not sent")
+		require.Equal(t, []wire.EventType{wire.EventStarted}, r.stream(t, "fenced-late"))
 	})
 }
 
