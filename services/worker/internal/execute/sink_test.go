@@ -3,14 +3,18 @@ package execute
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
@@ -266,4 +270,73 @@ func TestGroupOutcome(t *testing.T) {
 			require.Equal(t, tc.again, again)
 		})
 	}
+}
+
+// TestSinkSpans checks that a sampled turn's events each get a span, which their traceparent
+// names, and that an unsampled turn's events carry the turn's own trace context without spans.
+func TestSinkSpans(t *testing.T) {
+	t.Parallel()
+	r := newRecordedPublisher(t)
+	var mu sync.Mutex
+	var sent []streams.Message
+	capture := func(ctx context.Context, ms []streams.Message) []streams.PublishResult {
+		mu.Lock()
+		sent = append(sent, ms...)
+		mu.Unlock()
+		return r.publish(ctx, ms)
+	}
+	take := func() []streams.Message {
+		mu.Lock()
+		defer mu.Unlock()
+		out := sent
+		sent = nil
+		return out
+	}
+	turn := func(ctx context.Context, sessionID string) {
+		s := r.sink(sessionID, 1, forever)
+		s.pub = capture
+		defer s.discard()
+		s.hold(ctx, started(s))
+		require.NoError(t, s.Delta(ctx, "hi"))
+		require.NoError(t, s.publish(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: s.base()})))
+	}
+
+	t.Run("Sampled", func(t *testing.T) {
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec))
+		defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
+		ctx, span := tp.Tracer("test").Start(context.Background(), "worker.turn")
+		turn(ctx, "sampled")
+		span.End()
+		ms := take()
+		require.Len(t, ms, 3)
+		ended := rec.Ended()
+		require.Len(t, ended, 4, "a span per event, and the turn's")
+		ids := map[string]bool{}
+		for _, s := range ended[:3] {
+			require.Equal(t, span.SpanContext().SpanID(), s.Parent().SpanID(), "an event's span is a child of the turn's")
+			ids[s.SpanContext().SpanID().String()] = true
+		}
+		for _, m := range ms {
+			parts := strings.Split(m.Traceparent, "-")
+			require.Len(t, parts, 4, m.Traceparent)
+			require.True(t, ids[parts[2]], "traceparent %s names its event's span", m.Traceparent)
+		}
+	})
+
+	t.Run("Unsampled", func(t *testing.T) {
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()), sdktrace.WithSpanProcessor(rec))
+		defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
+		ctx, span := tp.Tracer("test").Start(context.Background(), "worker.turn")
+		require.True(t, span.SpanContext().IsValid())
+		turn(ctx, "unsampled")
+		span.End()
+		want := telemetry.Traceparent(ctx)
+		require.NotEmpty(t, want)
+		for _, m := range take() {
+			require.Equal(t, want, m.Traceparent, "an unsampled turn's events carry its trace context")
+		}
+		require.Empty(t, rec.Ended())
+	})
 }
