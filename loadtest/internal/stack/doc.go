@@ -4,5 +4,6 @@
 //
 // Decision: the worker can be started separately (StartWorker), as a second app stack over the same
 // broker, schema and prefix — the split-process layout of production — so the peer comparison can
-// queue work first and then time the workers draining it.
+// queue work first and then time the workers draining it. Its registry holds the worker role's
+// metrics only (WorkerMetrics), so the comparison can read its counters every few milliseconds.
 package stack
