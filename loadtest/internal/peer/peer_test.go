@@ -3,14 +3,17 @@ package peer
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnstile-run/turnstile/pkg/config"
+	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
 func TestCrossing(t *testing.T) {
@@ -27,6 +30,90 @@ func TestCrossing(t *testing.T) {
 	} {
 		if got := at(t0, t1, fraction(c.target, c.k0, c.k1)).Sub(t0); got != c.want {
 			t.Errorf("crossing(%d, %d..%d) = %v, want %v", c.target, c.k0, c.k1, got, c.want)
+		}
+	}
+}
+
+// TestDrainConfirms checks that drain ends with Postgres's word on the jobs finished: a count that
+// reached n is not believed unless Postgres holds n too.
+func TestDrainConfirms(t *testing.T) {
+	t.Parallel()
+	const n = 100
+	// rising is an in-process count that reads 0, n/2, then n on successive polls.
+	rising := func() func(context.Context) (int, error) {
+		polls := 0
+		return func(context.Context) (int, error) {
+			polls++
+			return min(n, (polls-1)*n/2), nil
+		}
+	}
+	holds := func(k int, err error) func(context.Context) (int, error) {
+		return func(context.Context) (int, error) { return k, err }
+	}
+	t.Run("Agrees", func(t *testing.T) {
+		t.Parallel()
+		d, err := drain(context.Background(), n, time.Now(), rising(), holds(n, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.seconds <= 0 || d.total < d.seconds {
+			t.Fatalf("drained = %+v: want a positive 10%%-90%% time within the total", d)
+		}
+	})
+	t.Run("OverReported", func(t *testing.T) {
+		t.Parallel()
+		_, err := drain(context.Background(), n, time.Now(), rising(), holds(n-1, nil))
+		if err == nil || !strings.Contains(err.Error(), "postgres holds 99") {
+			t.Fatalf("err = %v, want the in-process count's over-report", err)
+		}
+	})
+	t.Run("ConfirmFails", func(t *testing.T) {
+		t.Parallel()
+		boom := errors.New("boom")
+		if _, err := drain(context.Background(), n, time.Now(), rising(), holds(0, boom)); !errors.Is(err, boom) {
+			t.Fatalf("err = %v, want the confirmation's error", err)
+		}
+	})
+}
+
+// TestSucceeded checks that the succeeded attempts are summed over every worker's registry and
+// that other outcomes are left out.
+func TestSucceeded(t *testing.T) {
+	t.Parallel()
+	worker := func(succeeded, failed float64) prometheus.Gatherer {
+		reg := prometheus.NewRegistry()
+		attempts := prometheus.NewCounterVec(prometheus.CounterOpts{Name: attemptsMetric}, []string{"outcome"})
+		reg.MustRegister(attempts, prometheus.NewCounter(prometheus.CounterOpts{Name: "unrelated_total"}))
+		attempts.WithLabelValues("succeeded").Add(succeeded)
+		attempts.WithLabelValues("failed").Add(failed)
+		return reg
+	}
+	got, err := succeeded([]prometheus.Gatherer{worker(3, 2), worker(4, 0)})
+	if err != nil || got != 7 {
+		t.Fatalf("succeeded = %d, %v; want 7", got, err)
+	}
+}
+
+// TestRun runs both sides with a few hundred jobs on the real services, so each side's in-process
+// count reaches the jobs queued and Postgres agrees with it.
+func TestRun(t *testing.T) {
+	t.Parallel()
+	base := config.Default()
+	if u := os.Getenv("TURNSTILE_DATABASE_URL"); u != "" {
+		base.DatabaseURL = u
+	}
+	if u := os.Getenv("TURNSTILE_REDIS_URL"); u != "" {
+		base.RedisURL = u
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Run(ctx, Options{Jobs: 300, RiverWorkers: 50, Base: base, Log: testenv.TestLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Result{c.Turnstile, c.River} {
+		if r.Jobs != 300 || r.PerSec <= 0 || r.Total <= 0 {
+			t.Errorf("%s: %+v", r.System, r)
 		}
 	}
 }
