@@ -452,3 +452,72 @@ func TestPublisherScriptLayout(t *testing.T) {
 		"u", int64(3), "turn.completed", string(ms[1].Event.Data), "1", "tp",
 	}, args)
 }
+
+// TestPublishManyOneHSETPerTurn checks that a turn's fence written earlier in a block is what the
+// turn's later event in the same block is fenced against, though another turn's event came between
+// (the block writes a turn's meta fields before it reads another turn's).
+func TestPublishManyOneHSETPerTurn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	groupings(t, func(t *testing.T, rdb redis.UniversalClient, prefix string, p *Publisher) {
+		res := p.PublishMany(ctx, []Message{
+			{SessionID: "s", TurnID: "a", Token: 5, Event: delta("a", 0)},
+			{SessionID: "s", TurnID: "b", Token: 1, Event: delta("b", 0)},
+			{SessionID: "s", TurnID: "a", Token: 3, Event: delta("a", 1)},
+			{SessionID: "s", TurnID: "b", Token: 1, Event: completed("b")},
+		})
+		require.NoError(t, res[0].Err)
+		require.NoError(t, res[1].Err)
+		require.ErrorIs(t, res[2].Err, ErrStaleToken, "a's token 5 came first in the same block")
+		require.NoError(t, res[3].Err)
+		m, err := rdb.HGetAll(ctx, KeysFor(prefix, "s").Meta).Result()
+		require.NoError(t, err)
+		require.Equal(t, "5", m["f:a"])
+		require.Equal(t, "1", m["f:b"])
+		require.Equal(t, res[3].Published.Cursor.String(), m["t:b"])
+		require.Equal(t, res[3].Published.Cursor.ID.String(), m["last"])
+	})
+}
+
+// TestPublishManyNotifiesOncePerSession checks that a call notifies each session it appended to
+// once, with the cursor of its last append there, and a session it appended nothing to not at all.
+func TestPublishManyNotifiesOncePerSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	groupings(t, func(t *testing.T, rdb redis.UniversalClient, prefix string, p *Publisher) {
+		_, err := p.Publish(ctx, "fenced", "z", 9, delta("z", 0), "")
+		require.NoError(t, err)
+		ps := rdb.Subscribe(ctx, KeysFor(prefix, "s1").Notify, KeysFor(prefix, "s2").Notify, KeysFor(prefix, "fenced").Notify)
+		defer func() { _ = ps.Close() }()
+		for range 3 {
+			_, err := ps.Receive(ctx) // the subscription confirmations
+			require.NoError(t, err)
+		}
+		res := p.PublishMany(ctx, []Message{
+			{SessionID: "s1", TurnID: "a", Token: 1, Event: delta("a", 0)},
+			{SessionID: "s2", TurnID: "b", Token: 1, Event: delta("b", 0)},
+			{SessionID: "fenced", TurnID: "z", Token: 2, Event: delta("z", 1)},
+			{SessionID: "s1", TurnID: "a", Token: 1, Event: delta("a", 1)},
+			{SessionID: "s1", TurnID: "a", Token: 1, Event: completed("a")},
+		})
+		require.ErrorIs(t, res[2].Err, ErrStaleToken)
+		// A marker published after the call: whatever the call published arrives before it.
+		for _, s := range []string{"s1", "s2", "fenced"} {
+			require.NoError(t, rdb.Publish(ctx, KeysFor(prefix, s).Notify, "marker").Err())
+		}
+		got := map[string][]string{}
+		for markers := 0; markers < 3; {
+			msg, err := ps.ReceiveMessage(ctx)
+			require.NoError(t, err)
+			if msg.Payload == "marker" {
+				markers++
+				continue
+			}
+			got[msg.Channel] = append(got[msg.Channel], msg.Payload)
+		}
+		require.Equal(t, map[string][]string{
+			KeysFor(prefix, "s1").Notify: {res[4].Published.Cursor.String()},
+			KeysFor(prefix, "s2").Notify: {res[1].Published.Cursor.String()},
+		}, got)
+	})
+}
