@@ -32,11 +32,10 @@ var ErrStaleToken = errors.New("stale fencing token")
 //     one's cursor (status 0) from the marker t:<turn> = "<epoch>:<id>".
 //   - The append (status 1): XADD with approximate MAXLEN; the entry's "prev" field names the entry
 //     before it, so a reader can tell a cursor just before the oldest retained entry (nothing lost)
-//     from one further back (trimmed history), which Redis does not record for trimming.
-//   - After the session's last append in the call: the notify channel gets that append's cursor
-//     "<epoch>:<id>" (once: a subscriber learns that the stream grew and reads on from where it
-//     was, so a notification per append told it nothing more), then
-//     trim by age (approximate MINID) and set the idle TTL of both keys.
+//     from one further back (trimmed history), which Redis does not record for trimming. The notify
+//     channel gets the cursor "<epoch>:<id>".
+//   - After the session's last append in the call: trim by age (approximate MINID) and set the idle
+//     TTL of both keys.
 //
 // How it costs Redis less than the script per event it replaces (docs/BENCHMARKS.md has the
 // figures; each of these was measured and kept because it pays):
@@ -44,8 +43,7 @@ var ErrStaleToken = errors.New("stale fencing token")
 //   - One call for many events: a script run has a fixed cost of about a quarter of what the old
 //     script cost per event, paid once per call instead.
 //   - One HMGET reads a turn's fence and terminal marker, with the session's first event also its
-//     epoch and "last" (below); one HSET writes what the turn's events in the block changed (before
-//     another turn's fields are read, and at the end of the block), not one per event.
+//     epoch and "last" (below); one HSET per event writes what changed.
 //   - meta "last" is the newest entry this script appended, so prev needs no read of the newest
 //     entry: XREVRANGE … COUNT 1 returns it with every field, and turning that into Lua cost about
 //     as much as the XADD. "last" is checked, not trusted: XREVRANGE + (last COUNT 1 is empty
@@ -84,30 +82,11 @@ local KEYS, ARGV, rcall, rpcall = KEYS, ARGV, redis.call, redis.pcall
 local tonumber, type, unpack = tonumber, type, unpack
 local maxlen, minid, ttl, fresh = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local out, o = {}, 0
--- h holds the meta fields written since the last HSET, in order (a field written twice is set to
--- its later value by the one HSET), and hfrom the first event (its index in out) that wrote one of
--- them: one table for the whole call, so no event allocates one.
-local h, hn, hfrom = {}, 0, nil
+-- h holds one event's HSET arguments: one table for the whole call, so no event allocates one.
+local h, hn = {}, 0
 local function field(f, v)
   h[hn + 1], h[hn + 2] = f, v
   hn = hn + 2
-  hfrom = hfrom or o + 1
-end
--- flush writes the pending meta fields with one HSET. Should it fail (memory full before anything
--- was written), every event that wrote one of them fails with the error, unless it already failed.
-local function flush(meta)
-  if hn == 0 then
-    return
-  end
-  local r = rpcall('HSET', meta, unpack(h, 1, hn))
-  if type(r) == 'table' then
-    for i = hfrom, o - 1, 2 do
-      if out[i] ~= -2 then
-        out[i], out[i + 1] = -2, r.err
-      end
-    end
-  end
-  hn, hfrom = 0, nil
 end
 local a, b, nargs = 5, 0, #ARGV
 while a <= nargs do
@@ -123,19 +102,16 @@ while a <= nargs do
   local appended = false
   -- The turn whose meta fields were read last, and its fence and terminal marker (strings).
   local turn, fkey, tkey, fence, term
-  -- The cursor of the block's last append, published once the block is done.
-  local cursor
   for _ = 1, n do
     local t, token, terminal = ARGV[a], ARGV[a + 1], ARGV[a + 4] == '1'
     local status, res = -1, ''
+    hn = 0
     repeat
       if err then
         status, res = -2, err
         break
       end
       if t ~= turn then
-        -- Another turn's fields are read next: what this block wrote must be in the hash first.
-        flush(meta)
         local fk, tk = 'f:' .. t, 't:' .. t
         local r
         if loaded then
@@ -211,25 +187,28 @@ while a <= nargs do
         break
       end
       exists, prev, appended = true, id, true
-      cursor = epoch .. ':' .. id
+      local cursor = epoch .. ':' .. id
       if terminal then
         term = cursor
         field(tkey, cursor)
       end
       field('last', id)
+      rcall('PUBLISH', notify, cursor)
       status, res = 1, cursor
     until true
+    if hn > 0 then
+      -- Written even when the append failed, as the fence and epoch were before it; an error
+      -- here (memory full before anything was written) is the event's own.
+      local r = rpcall('HSET', meta, unpack(h, 1, hn))
+      if type(r) == 'table' and status ~= -2 then
+        status, res = -2, r.err
+      end
+    end
     out[o + 1], out[o + 2] = status, res
     o = o + 2
     a = a + 6
   end
-  -- The fields are written even for events whose append failed, as the fence and epoch were
-  -- before it.
-  flush(meta)
   if appended then
-    -- One notification for the block: a subscriber learns that the stream grew and reads it from
-    -- where it was, so one per append told it nothing more.
-    rcall('PUBLISH', notify, cursor)
     rcall('XTRIM', events, 'MINID', '~', minid)
     rcall('PEXPIRE', events, ttl)
     rcall('PEXPIRE', meta, ttl)
