@@ -452,3 +452,29 @@ func TestPublisherScriptLayout(t *testing.T) {
 		"u", int64(3), "turn.completed", string(ms[1].Event.Data), "1", "tp",
 	}, args)
 }
+
+// TestPublishManyFenceAcrossTurnsInABlock checks that a turn's fence written earlier in a block is
+// what the turn's later event in the same block is fenced against, though another turn's event
+// came between.
+func TestPublishManyFenceAcrossTurnsInABlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	groupings(t, func(t *testing.T, rdb redis.UniversalClient, prefix string, p *Publisher) {
+		res := p.PublishMany(ctx, []Message{
+			{SessionID: "s", TurnID: "a", Token: 5, Event: delta("a", 0)},
+			{SessionID: "s", TurnID: "b", Token: 1, Event: delta("b", 0)},
+			{SessionID: "s", TurnID: "a", Token: 3, Event: delta("a", 1)},
+			{SessionID: "s", TurnID: "b", Token: 1, Event: completed("b")},
+		})
+		require.NoError(t, res[0].Err)
+		require.NoError(t, res[1].Err)
+		require.ErrorIs(t, res[2].Err, ErrStaleToken, "a's token 5 came first in the same block")
+		require.NoError(t, res[3].Err)
+		m, err := rdb.HGetAll(ctx, KeysFor(prefix, "s").Meta).Result()
+		require.NoError(t, err)
+		require.Equal(t, "5", m["f:a"])
+		require.Equal(t, "1", m["f:b"])
+		require.Equal(t, res[3].Published.Cursor.String(), m["t:b"])
+		require.Equal(t, res[3].Published.Cursor.ID.String(), m["last"])
+	})
+}
