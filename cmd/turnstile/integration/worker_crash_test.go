@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/demo"
+	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
 // TestWorkerCrash runs three worker processes over 500 turns of 50 sessions while one worker is
@@ -83,13 +84,24 @@ func TestWorkerCrash(t *testing.T) {
 	}
 
 	// From the first post on, kill one worker about every two seconds, in turn, and restart it,
-	// until every turn ended.
+	// until every turn ended. A kill waits until the group has settled after the last one (stable,
+	// with exactly the live workers as members): the session timeout (2 s) is about the kill
+	// interval, so otherwise a kill could come while the previous victim was still a member and
+	// the group still rebalancing, and each kill would restart a rebalance that waits for dead
+	// members, without end on a loaded machine (one run saw no worker assigned a partition after
+	// its third kill).
 	kills := 0
 	deadline := time.Now().Add(100 * time.Second)
 	for !ended() {
 		require.True(t, time.Now().Before(deadline), "turns still not terminal after %d kills", kills)
 		tick := time.NewTimer(1500*time.Millisecond + time.Duration(rand.IntN(1000))*time.Millisecond)
 		<-tick.C
+		if ended() {
+			break
+		}
+		testenv.WaitFor(t, time.Until(deadline), "the worker group to settle after a kill", func() bool {
+			return ended() || groupSettled(t, c.env, workers)
+		})
 		if ended() {
 			break
 		}

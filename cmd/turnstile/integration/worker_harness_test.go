@@ -339,6 +339,22 @@ func admin(t *testing.T, env *testenv.Env) *kadm.Client {
 	return kadm.NewClient(cl)
 }
 
+// groupSettled reports whether the worker group is stable with exactly members members: no
+// rebalance under way and no killed worker still counted as a member.
+func groupSettled(t *testing.T, env *testenv.Env, members int) bool {
+	t.Helper()
+	adm := admin(t, env)
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	groups, err := adm.DescribeGroups(ctx, env.Config.ConsumerGroup)
+	if err != nil {
+		return false
+	}
+	g, ok := groups[env.Config.ConsumerGroup]
+	return ok && g.Err == nil && g.State == "Stable" && len(g.Members) == members
+}
+
 // committedOffset is the worker group's committed offset of partition 0 of the turns topic.
 func committedOffset(t *testing.T, env *testenv.Env) int64 {
 	t.Helper()
