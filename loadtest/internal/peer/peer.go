@@ -35,11 +35,16 @@ type Result struct {
 	Notes string    `json:"notes"`
 }
 
-// Comparison is both sides and their ratio.
+// Comparison is both sides and their ratio, and the floor (see Floor) with its ratios to each.
 type Comparison struct {
 	Turnstile Result  `json:"turnstile"`
 	River     Result  `json:"river"`
 	Ratio     float64 `json:"turnstile_over_river"`
+	Floor     Result  `json:"floor"`
+	// TurnstileOverFloor is what turnstile's own work costs beyond the floor's (as a rate ratio);
+	// FloorOverRiver is the most any pipeline of turnstile's shape could reach against River here.
+	TurnstileOverFloor float64 `json:"turnstile_over_floor"`
+	FloorOverRiver     float64 `json:"floor_over_river"`
 }
 
 // Options tune Run.
@@ -52,7 +57,7 @@ type Options struct {
 	Log          *slog.Logger
 }
 
-// Run measures turnstile, then River.
+// Run measures turnstile, then River, then the floor.
 func Run(ctx context.Context, o Options) (Comparison, error) {
 	if o.Sessions == 0 {
 		o.Sessions = o.Jobs
@@ -71,8 +76,16 @@ func Run(ctx context.Context, o Options) (Comparison, error) {
 		return c, fmt.Errorf("river side: %w", err)
 	}
 	c.River = rv
+	fl, err := Floor(ctx, o)
+	if err != nil {
+		return c, fmt.Errorf("floor side: %w", err)
+	}
+	c.Floor = fl
 	if rv.PerSec > 0 {
-		c.Ratio = ts.PerSec / rv.PerSec
+		c.Ratio, c.FloorOverRiver = ts.PerSec/rv.PerSec, fl.PerSec/rv.PerSec
+	}
+	if fl.PerSec > 0 {
+		c.TurnstileOverFloor = ts.PerSec / fl.PerSec
 	}
 	return c, nil
 }
@@ -174,44 +187,8 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 	}
 	defer func() { _ = st.Stop(context.WithoutCancel(ctx), false) }()
 
-	cl, err := kafka.NewClient(kafka.ProducerOpts(st.Config.BrokerList())...)
-	if err != nil {
+	if err := queueTurns(ctx, st.Config.BrokerList(), st.Config.Topic, o.Jobs, o.Sessions); err != nil {
 		return Result{}, err
-	}
-	now := time.Now()
-	recs := make([]*kgo.Record, 0, 1000)
-	flush := func() error {
-		if len(recs) == 0 {
-			return nil
-		}
-		err := cl.ProduceSync(ctx, recs...).FirstErr()
-		recs = recs[:0]
-		return err
-	}
-	for i := range o.Jobs {
-		sid := "peer-" + strconv.Itoa(i%o.Sessions)
-		env := wire.Envelope{
-			TurnID: uuid.Must(uuid.NewV7()), SessionID: sid, Tenant: "default",
-			Input: wire.Input{Text: "noop"}, Metadata: map[string]any{"demo": map[string]any{"tokens": 1}},
-			Deadline: now.Add(time.Hour), AcceptedAt: now,
-		}
-		v, err := env.Encode()
-		if err != nil {
-			cl.Close()
-			return Result{}, err
-		}
-		recs = append(recs, &kgo.Record{Topic: st.Config.Topic, Key: []byte(sid), Value: v})
-		if len(recs) == cap(recs) {
-			if err := flush(); err != nil {
-				cl.Close()
-				return Result{}, fmt.Errorf("queue turns: %w", err)
-			}
-		}
-	}
-	err = flush()
-	cl.Close()
-	if err != nil {
-		return Result{}, fmt.Errorf("queue turns: %w", err)
 	}
 	began := time.Now()
 	if err := st.StartWorker(ctx, cfg.InstanceID+"-w"); err != nil {
@@ -230,9 +207,51 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 	}
 	return Result{
 		System: "turnstile", Jobs: o.Jobs, Seconds: d.seconds, PerSec: 0.8 * float64(o.Jobs) / d.seconds, Total: d.total, CPU: d.cpu,
-		Notes: fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; per turn: a claim, two fenced publishes (turn.started with the one turn.delta as one group, then turn.completed) and the completion transaction with its history append, each batched with the other running turns' (one statement or one Redis pipeline per batch); finished turns counted from the worker's succeeded-attempts counter, confirmed once in Postgres",
+		Notes: fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; per turn: a claim, the completion transaction with its history append and one fenced publish of the whole turn (turn.started, the one turn.delta and turn.completed as one group), each batched with the other running turns' (one statement or one Redis pipeline per batch); finished turns counted from the worker's succeeded-attempts counter, confirmed once in Postgres",
 			cfg.MaxInflight, cfg.Partitions, o.Sessions),
 	}, nil
+}
+
+// queueTurns produces jobs one-word demo turns, spread over sessions sessions, to topic as intake
+// would write them.
+func queueTurns(ctx context.Context, brokers []string, topic string, jobs, sessions int) error {
+	cl, err := kafka.NewClient(kafka.ProducerOpts(brokers)...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	now := time.Now()
+	recs := make([]*kgo.Record, 0, 1000)
+	flush := func() error {
+		if len(recs) == 0 {
+			return nil
+		}
+		err := cl.ProduceSync(ctx, recs...).FirstErr()
+		recs = recs[:0]
+		return err
+	}
+	for i := range jobs {
+		sid := "peer-" + strconv.Itoa(i%sessions)
+		env := wire.Envelope{
+			TurnID: uuid.Must(uuid.NewV7()), SessionID: sid, Tenant: "default",
+			Input: wire.Input{Text: "noop"}, Metadata: map[string]any{"demo": map[string]any{"tokens": 1}},
+			Deadline: now.Add(time.Hour), AcceptedAt: now,
+		}
+		v, err := env.Encode()
+		if err != nil {
+			return err
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(sid), Value: v})
+		if len(recs) == cap(recs) {
+			if err := flush(); err != nil {
+				return fmt.Errorf("queue turns: %w", err)
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return fmt.Errorf("queue turns: %w", err)
+	}
+	return nil
 }
 
 // attemptsMetric is the worker's counter of ended attempts, by outcome; it counts a succeeded

@@ -94,7 +94,7 @@ func TestSucceeded(t *testing.T) {
 	}
 }
 
-// TestRun runs both sides with a few hundred jobs on the real services, so each side's in-process
+// TestRun runs every side with a few hundred jobs on the real services, so each side's in-process
 // count reaches the jobs queued and Postgres agrees with it.
 func TestRun(t *testing.T) {
 	t.Parallel()
@@ -111,7 +111,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []Result{c.Turnstile, c.River} {
+	for _, r := range []Result{c.Turnstile, c.River, c.Floor} {
 		if r.Jobs != 300 || r.PerSec <= 0 || r.Total <= 0 {
 			t.Errorf("%s: %+v", r.System, r)
 		}
