@@ -150,12 +150,16 @@ func (s *attemptSink) heldFailure() error {
 	return s.heldFailed
 }
 
-// agentPublish is publish for the agent's events, refused once held events failed to go out.
+// agentPublish is publish for the agent's events, refused once held events failed to go out. The
+// failure is read after settle, which waits for a lingering publish of held events: read before,
+// it could miss the failure of a publish still under way and send the agent's event after a
+// turn.started that never went out.
 func (s *attemptSink) agentPublish(ctx context.Context, ev wire.Event) error {
+	held := s.settle()
 	if err := s.heldFailure(); err != nil {
 		return err
 	}
-	return s.publish(ctx, ev)
+	return s.send(ctx, append(held, ev), len(held))
 }
 
 // agentDelta is agentPublish for a delta, which joins the held events while the linger lasts (see
@@ -172,7 +176,7 @@ func (s *attemptSink) agentDelta(ctx context.Context, ev wire.Event) error {
 		return nil
 	}
 	s.mu.Unlock()
-	return s.publish(ctx, ev)
+	return s.agentPublish(ctx, ev)
 }
 
 // publish appends ev behind any held events, in one group. A stale token is final.
