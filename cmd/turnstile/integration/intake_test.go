@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/turnstile-run/turnstile/cmd/turnstile/roles"
@@ -105,14 +106,14 @@ func TestIntakeIdempotentTurnRunsOnce(t *testing.T) {
 // partition without a commit lags by all its records).
 func consumedAll(t *testing.T, env *testenv.Env) bool {
 	t.Helper()
-	adm := admin(t, env)
-	defer adm.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	lag, err := adm.Lag(ctx, env.Config.ConsumerGroup)
-	require.NoError(t, err)
-	l, ok := lag[env.Config.ConsumerGroup]
-	return ok && l.Error() == nil && len(l.Lag) > 0 && l.Lag.Total() == 0
+	done := false
+	withAdmin(t, env, func(ctx context.Context, adm *kadm.Client) {
+		lag, err := adm.Lag(ctx, env.Config.ConsumerGroup)
+		require.NoError(t, err)
+		l, ok := lag[env.Config.ConsumerGroup]
+		done = ok && l.Error() == nil && len(l.Lag) > 0 && l.Lag.Total() == 0
+	})
+	return done
 }
 
 // TestIntakeMultitaskWithWorker: on a session whose turn is running, reject answers 409 and

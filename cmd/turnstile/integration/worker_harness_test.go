@@ -339,36 +339,44 @@ func admin(t *testing.T, env *testenv.Env) *kadm.Client {
 	return kadm.NewClient(cl)
 }
 
-// groupSettled reports whether the worker group is stable with exactly members members: no
-// rebalance under way and no killed worker still counted as a member.
-func groupSettled(t *testing.T, env *testenv.Env, members int) bool {
-	t.Helper()
-	adm := admin(t, env)
-	defer adm.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	groups, err := adm.DescribeGroups(ctx, env.Config.ConsumerGroup)
-	if err != nil {
-		return false
-	}
-	g, ok := groups[env.Config.ConsumerGroup]
-	return ok && g.Err == nil && g.State == "Stable" && len(g.Members) == members
-}
-
-// committedOffset is the worker group's committed offset of partition 0 of the turns topic.
-func committedOffset(t *testing.T, env *testenv.Env) int64 {
+// withAdmin runs f with a broker admin client, closed when f returns, and a context of 10 s.
+func withAdmin(t *testing.T, env *testenv.Env, f func(ctx context.Context, adm *kadm.Client)) {
 	t.Helper()
 	adm := admin(t, env)
 	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	offs, err := adm.FetchOffsets(ctx, env.Config.ConsumerGroup)
-	require.NoError(t, err)
-	o, ok := offs.Lookup(env.Config.Topic, 0)
-	if !ok {
-		return -1
-	}
-	return o.At
+	f(ctx, adm)
+}
+
+// groupSettled reports whether the worker group is stable with exactly members members: no
+// rebalance under way and no killed worker still counted as a member.
+func groupSettled(t *testing.T, env *testenv.Env, members int) bool {
+	t.Helper()
+	settled := false
+	withAdmin(t, env, func(ctx context.Context, adm *kadm.Client) {
+		groups, err := adm.DescribeGroups(ctx, env.Config.ConsumerGroup)
+		if err != nil {
+			return
+		}
+		g, ok := groups[env.Config.ConsumerGroup]
+		settled = ok && g.Err == nil && g.State == "Stable" && len(g.Members) == members
+	})
+	return settled
+}
+
+// committedOffset is the worker group's committed offset of partition 0 of the turns topic.
+func committedOffset(t *testing.T, env *testenv.Env) int64 {
+	t.Helper()
+	at := int64(-1)
+	withAdmin(t, env, func(ctx context.Context, adm *kadm.Client) {
+		offs, err := adm.FetchOffsets(ctx, env.Config.ConsumerGroup)
+		require.NoError(t, err)
+		if o, ok := offs.Lookup(env.Config.Topic, 0); ok {
+			at = o.At
+		}
+	})
+	return at
 }
 
 // waitTerminalEvents waits until the session's stream holds a terminal event for each turn: Postgres
