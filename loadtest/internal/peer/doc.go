@@ -1,6 +1,8 @@
 // Package peer measures the same no-op work — enqueue, execute once, record completion — through
 // turnstile and through River (a Postgres job queue) on the same Postgres, machine and run, and
-// reports the ratio.
+// reports the ratio; and through the floor, the least a pipeline of turnstile's shape does per turn
+// written with the raw clients (Floor), so the run also says how much of the gap is turnstile's own
+// work and how much the engines it stands on.
 //
 // Decisions:
 //   - Both queues are filled first and drained second, and the rate is taken between 10% and 90%
@@ -27,4 +29,11 @@
 //   - River is tuned for throughput as its authors suggest for such a test: about 1,000 workers and
 //     a short fetch cooldown and poll interval. River keeps no per-session order and publishes no
 //     stream; the ratio is therefore a price list, not a like-for-like race.
+//   - The floor keeps what any design of turnstile's shape must do — read the turns from a Kafka
+//     log, claim each with a token in Postgres, append its three events to its session's Redis
+//     stream, complete it conditional on its token — and leaves out everything else turnstile does
+//     (the session history, per-session order, lease renewal, the fenced publish script's epochs,
+//     prev chain, trimming and TTLs, the agent interface, tracing), so it is a lower bound: its
+//     statements are the cheapest that keep a fenced claim (a narrow row on its primary key), and
+//     its batches (up to 256 records, four at once) are as large as the worker's at 1,000 in flight.
 package peer
