@@ -77,6 +77,18 @@ func (r *recordedPublisher) sink(sessionID string, token int64, linger time.Dura
 // forever is a linger no test outlasts: the held events go out only with the next event.
 const forever = time.Hour
 
+// startedSink returns a recorded publisher and an attempt's sink on it (session sessionID, token
+// token, its held events lingering for linger) that holds turn.started; the sink is discarded when
+// the test ends.
+func startedSink(t *testing.T, sessionID string, token int64, linger time.Duration) (*recordedPublisher, *attemptSink) {
+	t.Helper()
+	r := newRecordedPublisher(t)
+	s := r.sink(sessionID, token, linger)
+	t.Cleanup(s.discard)
+	s.hold(context.Background(), started(s))
+	return r, s
+}
+
 func started(s *attemptSink) wire.Event {
 	return wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: s.base(), SessionID: s.sessionID})
 }
@@ -86,10 +98,7 @@ func TestSinkHeldEvents(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("AQuickAgentsWholeTurnIsOneCall", func(t *testing.T) {
-		r := newRecordedPublisher(t)
-		s := r.sink("quick", 1, forever)
-		defer s.discard()
-		s.hold(ctx, started(s))
+		r, s := startedSink(t, "quick", 1, forever)
 		require.NoError(t, s.Delta(ctx, "hello"))
 		require.NoError(t, s.Delta(ctx, "world"))
 		require.Empty(t, r.calls(), "the deltas wait with turn.started while the linger lasts")
@@ -103,10 +112,7 @@ func TestSinkHeldEvents(t *testing.T) {
 	})
 
 	t.Run("AToolCallIsPublishedBeforeItReturns", func(t *testing.T) {
-		r := newRecordedPublisher(t)
-		s := r.sink("tool", 1, forever)
-		defer s.discard()
-		s.hold(ctx, started(s))
+		r, s := startedSink(t, "tool", 1, forever)
 		require.NoError(t, s.Delta(ctx, "let me look"))
 		require.NoError(t, s.ToolCall(ctx, agent.ToolCall{CallID: "c1", Name: "search"}))
 		require.Equal(t, [][]wire.EventType{{wire.EventStarted, wire.EventDelta, wire.EventToolCall}}, r.calls(),
@@ -117,10 +123,7 @@ func TestSinkHeldEvents(t *testing.T) {
 	})
 
 	t.Run("TheLingerPublishesHeldDeltasOfASlowerAgent", func(t *testing.T) {
-		r := newRecordedPublisher(t)
-		s := r.sink("lingered", 1, forever)
-		defer s.discard()
-		s.hold(ctx, started(s))
+		r, s := startedSink(t, "lingered", 1, forever)
 		require.NoError(t, s.Delta(ctx, "first"))
 		s.linger.Reset(0) // the linger runs out now
 		<-r.called
@@ -131,10 +134,7 @@ func TestSinkHeldEvents(t *testing.T) {
 	})
 
 	t.Run("AtMostMaxHeldEventsWait", func(t *testing.T) {
-		r := newRecordedPublisher(t)
-		s := r.sink("chatty", 1, forever)
-		defer s.discard()
-		s.hold(ctx, started(s))
+		r, s := startedSink(t, "chatty", 1, forever)
 		for i := range maxHeld {
 			require.NoError(t, s.Delta(ctx, "w"))
 			if i < maxHeld-1 {
@@ -150,10 +150,7 @@ func TestSinkHeldEvents(t *testing.T) {
 	})
 
 	t.Run("ASlowAgentGetsTurnStartedOnItsOwnFirst", func(t *testing.T) {
-		r := newRecordedPublisher(t)
-		s := r.sink("slow", 1, time.Millisecond)
-		defer s.discard()
-		s.hold(ctx, started(s))
+		r, s := startedSink(t, "slow", 1, time.Millisecond)
 		<-r.called // the linger ran out: turn.started went out alone
 		require.Equal(t, [][]wire.EventType{{wire.EventStarted}}, r.calls())
 		require.NoError(t, s.Delta(ctx, "late"))
@@ -172,10 +169,7 @@ func TestSinkHeldEvents(t *testing.T) {
 	})
 
 	t.Run("FlushHeldPublishesWhatTheAgentDidNot", func(t *testing.T) {
-		r := newRecordedPublisher(t)
-		s := r.sink("silent", 1, forever)
-		defer s.discard()
-		s.hold(ctx, started(s))
+		r, s := startedSink(t, "silent", 1, forever)
 		require.NoError(t, s.flushHeld(ctx))
 		require.NoError(t, s.flushHeld(ctx), "nothing left to publish")
 		require.Equal(t, [][]wire.EventType{{wire.EventStarted}}, r.calls())
