@@ -20,7 +20,9 @@
 // published before the agent's call returns. The held events are published before anything else
 // the attempt publishes and before its terminal event, hand-off or retry (a fenced attempt drops
 // them), and if they are refused the agent's later events are refused too, so no stream shows an
-// attempt's events without its turn.started.
+// attempt's events without its turn.started. A terminal event is published once the turn's row is
+// terminal, when nothing but the publish is left to retry, so it (with what is held) keeps trying
+// through a Redis outage of up to terminalPatience (30 s) where other events try five times.
 //
 // Handle returns only when the record may be committed (the turn is terminal, here or elsewhere) or
 // when the worker is draining (the turn was handed off and must not be committed). While another

@@ -285,11 +285,11 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	// The row is terminal now; the completed event follows, behind the events still held. Should
 	// this process die in between, the redelivered record finds DONE and republishes the terminal
 	// event (at most once per turn); held deltas are then lost with the process, as they are when
-	// it dies before the linger ran out. If Redis refuses the group past the sink's retries, the
-	// turn stays succeeded (its output is in Postgres, GET /v1/turns/{id}) and the stream lacks the
-	// group: a quick turn no longer fails for Redis being down after the agent ran, and a slow
-	// agent's events were refused, and its attempt retried, before the completion as they always were.
-	if err := sink.publish(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: base, Output: output})); err != nil {
+	// it dies before the linger ran out. The publish keeps trying through a Redis outage of up to
+	// terminalPatience; should Redis stay unreachable longer, the turn stays succeeded (its output
+	// is in Postgres, GET /v1/turns/{id}) and the stream lacks the group. A slow agent's events are
+	// refused, and its attempt retried, before the completion as they always were.
+	if err := sink.publishTerminal(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: base, Output: output})); err != nil {
 		x.log.ErrorContext(ctx, "publish turn.completed failed after completion", "err", err)
 	}
 	x.log.InfoContext(ctx, "turn succeeded", "attempt", claim.Attempt, "took", time.Since(start).Round(time.Millisecond))
@@ -399,7 +399,7 @@ func (x *Executor) finish(ctx context.Context, env wire.Envelope, claim lease.Cl
 		}
 		return false
 	}
-	if err := sink.publish(ctx, ev); err != nil {
+	if err := sink.publishTerminal(ctx, ev); err != nil {
 		x.log.ErrorContext(ctx, "publish terminal event failed", "event", ev.Type, "err", err)
 	}
 	x.log.InfoContext(ctx, "turn ended", "status", status, "attempt", claim.Attempt)
@@ -422,7 +422,7 @@ func (x *Executor) finishUnleased(ctx context.Context, rec *kgo.Record, env wire
 		et = wire.EventCancelled
 	}
 	sink := &attemptSink{pub: x.cfg.Publish, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token}
-	if err := sink.publish(ctx, wire.NewEvent(et, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})); err != nil {
+	if err := sink.publishTerminal(ctx, wire.NewEvent(et, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})); err != nil {
 		x.log.ErrorContext(ctx, "publish terminal event failed", "event", et, "err", err)
 	}
 	x.log.InfoContext(ctx, "turn ended", "status", status)
@@ -449,7 +449,7 @@ func (x *Executor) expire(ctx context.Context, rec *kgo.Record, env wire.Envelop
 		traceparent: header(rec, "traceparent"),
 	}
 	ev := wire.NewEvent(wire.EventExpired, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})
-	if err := sink.publish(ctx, ev); err != nil {
+	if err := sink.publishTerminal(ctx, ev); err != nil {
 		x.log.ErrorContext(ctx, "publish terminal event failed", "event", ev.Type, "err", err)
 	}
 	x.log.InfoContext(ctx, "turn expired before it started", "remaining", remaining.Round(time.Millisecond))
@@ -482,7 +482,7 @@ func (x *Executor) republishTerminal(ctx context.Context, rec *kgo.Record, env w
 		ev = wire.NewEvent(wire.EventFailed, wire.ErrorData{EventBase: base, Error: f.Error})
 	}
 	sink := &attemptSink{pub: x.cfg.Publish, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: f.Attempt, token: f.Token}
-	if err := sink.publish(ctx, ev); err != nil && !errors.Is(err, streams.ErrStaleToken) {
+	if err := sink.publishTerminal(ctx, ev); err != nil && !errors.Is(err, streams.ErrStaleToken) {
 		x.log.WarnContext(ctx, "republish terminal event failed", "err", err)
 	}
 	if f.DeadLetter != "" {

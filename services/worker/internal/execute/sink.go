@@ -28,6 +28,14 @@ import (
 // reader of the stream) know of every tool call the agent made.
 const heldLinger = 5 * time.Millisecond
 
+// terminalPatience is how long the publish of an attempt's terminal event (with whatever is still
+// held) keeps trying while Redis is unreachable. The turn's row is terminal by then, so the publish
+// is all that is left to do, and nothing else would deliver these events (a redelivered record
+// republishes the terminal event alone, and only after a crash): a short Redis outage is worth
+// holding the turn's slot through rather than leave the stream without them. A drain ends the wait
+// early (the turn's context ends), and a stale token ends it at once.
+const terminalPatience = 30 * time.Second
+
 // maxHeld bounds the events held at once: an agent that emits more within heldLinger has them
 // published at once, as a group, and the rest of its events as they come.
 const maxHeld = 32
@@ -185,11 +193,24 @@ func (s *attemptSink) publish(ctx context.Context, ev wire.Event) error {
 	return s.send(ctx, append(held, ev), len(held))
 }
 
+// publishTerminal is publish for the attempt's terminal event, once the turn's row is terminal: it
+// keeps trying for terminalPatience while Redis is unreachable.
+func (s *attemptSink) publishTerminal(ctx context.Context, ev wire.Event) error {
+	held := s.settle()
+	return s.sendUntil(ctx, append(held, ev), len(held), time.Now().Add(terminalPatience))
+}
+
 // send publishes evs in order as one group (the publisher keeps a group's events in order in one
 // script call), retrying briefly when Redis is unreachable; the first held of evs are events that
 // were held back (hold). A stale token is final, and so is an error followed by a published event:
 // sending the failed one again would put it after a later one.
-func (s *attemptSink) send(ctx context.Context, evs []wire.Event, held int) (err error) {
+func (s *attemptSink) send(ctx context.Context, evs []wire.Event, held int) error {
+	return s.sendUntil(ctx, evs, held, time.Time{})
+}
+
+// sendUntil is send, trying again while Redis is unreachable until until has passed, instead of
+// five times in all, when until is not zero. Pauses double from 50 ms up to a second.
+func (s *attemptSink) sendUntil(ctx context.Context, evs []wire.Event, held int, until time.Time) (err error) {
 	// A span per event of a sampled turn, as if each were published alone: the gateway's delivery
 	// spans become children of the span of the event they deliver. An unsampled turn's spans are
 	// recorded by nobody (sampling follows the parent), so its events carry the turn's own trace
@@ -231,7 +252,11 @@ func (s *attemptSink) send(ctx context.Context, evs []wire.Event, held int) (err
 		if perr == nil {
 			return nil
 		}
-		if !again || i == 4 || ctx.Err() != nil {
+		gaveUp := i == 4
+		if !until.IsZero() {
+			gaveUp = !time.Now().Before(until)
+		}
+		if !again || gaveUp || ctx.Err() != nil {
 			if published < held {
 				s.mu.Lock()
 				s.heldFailed = perr
@@ -244,7 +269,7 @@ func (s *attemptSink) send(ctx context.Context, evs []wire.Event, held int) (err
 			return perr
 		case <-time.After(delay):
 		}
-		delay *= 2
+		delay = min(2*delay, time.Second)
 	}
 }
 

@@ -334,3 +334,62 @@ func TestSinkSpans(t *testing.T) {
 		require.Empty(t, rec.Ended())
 	})
 }
+
+// failingFirst returns a publish func that answers the first n calls as an unreachable Redis
+// would, and passes the rest to the recorded publisher; calls receives after every call.
+func failingFirst(r *recordedPublisher, n int, calls chan<- struct{}) func(context.Context, []streams.Message) []streams.PublishResult {
+	var seen atomic.Int32
+	return func(ctx context.Context, ms []streams.Message) []streams.PublishResult {
+		defer func() { calls <- struct{}{} }()
+		if int(seen.Add(1)) > n {
+			return r.publish(ctx, ms)
+		}
+		res := make([]streams.PublishResult, len(ms))
+		for i := range res {
+			res[i].Err = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+		}
+		return res
+	}
+}
+
+func TestSinkTerminalPatience(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	completed := func(s *attemptSink) wire.Event {
+		return wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: s.base()})
+	}
+
+	t.Run("ATerminalGroupOutlastsTheUsualFiveTries", func(t *testing.T) {
+		r, s := startedSink(t, "patient", 1, forever)
+		calls := make(chan struct{}, 16)
+		s.pub = failingFirst(r, 6, calls)
+		require.NoError(t, s.Delta(ctx, "hi"))
+		require.NoError(t, s.keepHeld())
+		require.NoError(t, s.publishTerminal(ctx, completed(s)))
+		require.Len(t, calls, 7, "six refused calls, then the one that went through")
+		require.Equal(t, []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventCompleted}, r.stream(t, "patient"))
+	})
+
+	t.Run("AnotherGroupGivesUpAfterFive", func(t *testing.T) {
+		r, s := startedSink(t, "impatient", 1, forever)
+		calls := make(chan struct{}, 16)
+		s.pub = failingFirst(r, 6, calls)
+		require.Error(t, s.flushHeld(ctx))
+		require.Len(t, calls, 5)
+		require.Empty(t, r.stream(t, "impatient"))
+	})
+
+	t.Run("ADrainEndsTheWait", func(t *testing.T) {
+		r, s := startedSink(t, "drained", 1, forever)
+		calls := make(chan struct{}, 64)
+		s.pub = failingFirst(r, 1000, calls)
+		turnCtx, cancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() { errc <- s.publishTerminal(turnCtx, completed(s)) }()
+		<-calls
+		<-calls
+		cancel()
+		require.Error(t, <-errc)
+		require.Empty(t, r.stream(t, "drained"))
+	})
+}
