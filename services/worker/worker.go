@@ -136,6 +136,13 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		},
 		DeadLettered: func(reason string) { m.deadLettered.WithLabelValues(reason).Inc() },
 		Takeover:     func() { m.takeovers.Inc() },
+		PublishRetried: func(terminal bool) {
+			if terminal {
+				m.publishRetries.WithLabelValues("terminal").Inc()
+			} else {
+				m.publishRetries.WithLabelValues("other").Inc()
+			}
+		},
 	})
 	w.consumer = cons
 	return w, nil
@@ -325,6 +332,8 @@ type metrics struct {
 	renewedLeases prometheus.Counter
 	takeovers     prometheus.Counter
 	deadLettered  *prometheus.CounterVec
+	// publishRetries counts further tries of event groups Redis could not take, by kind of group.
+	publishRetries *prometheus.CounterVec
 	// retentionDeleted counts finished turn rows deleted by retention.
 	retentionDeleted prometheus.Counter
 	// vacuums times the worker's own VACUUMs (autovacuum off) by table and result.
@@ -365,6 +374,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "turnstile_worker_dead_lettered_total",
 			Help: "Records written to the dead-letter topic, by reason.",
 		}, []string{"reason"}),
+		publishRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnstile_worker_publish_retries_total",
+			Help: "Further tries of a group of events Redis could not take, by group: terminal (the turn's outcome is committed; tried for up to 30 s) or other (five tries in all).",
+		}, []string{"group"}),
 		vacuums: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "turnstile_worker_vacuum_duration_seconds",
 			Help:    "VACUUMs the worker ran itself because autovacuum does not cover the table, by table and result.",
@@ -385,6 +398,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.vacuums, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered)
+	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.vacuums, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered, m.publishRetries)
 	return m
 }

@@ -60,3 +60,45 @@ func TestWorkerRedisOutage(t *testing.T) {
 	}
 	require.Equal(t, []historyMsg{{1, id, "user"}, {2, id, "assistant"}}, history(t, c.env, session))
 }
+
+// TestWorkerRedisOutageQuickTurn cuts a worker off from Redis and then posts a quick turn: the
+// turn completes in Postgres without Redis, its whole group (turn.started, the delta,
+// turn.completed) waits for Redis in the worker for longer than any other group would (more than
+// the five tries in all), and once Redis is back it is in the stream, once, from the one attempt.
+func TestWorkerRedisOutageQuickTurn(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, clusterOptions{Partitions: 1})
+	ru, err := url.Parse(c.env.Config.RedisURL)
+	require.NoError(t, err)
+	proxy := testenv.NewProxy(t, ru.Host)
+	ru.Host = proxy.Addr()
+	w := c.startWorker("w1", "TURNSTILE_REDIS_URL="+ru.String())
+
+	const session = "redis-outage-quick"
+	quick := map[string]any{"demo": map[string]any{"tokens": 1}}
+	first := c.post(session, "before the cut", quick)
+	waitTerminalEvents(t, c.env, session, first)
+
+	proxy.Cut(testenv.Reset)
+	id := c.post(session, "during the cut", quick)
+	testenv.WaitFor(t, 20*time.Second, "the turn to complete in Postgres without Redis", func() bool {
+		return c.turn(id).Status == "succeeded"
+	})
+	testenv.WaitFor(t, 20*time.Second, "the turn's group to be tried more often than five times", func() bool {
+		return scrape(t, w.Addr, `turnstile_worker_publish_retries_total{group="terminal"}`) >= 5
+	})
+	for _, e := range readStream(t, c.env, session) {
+		require.NotEqual(t, id, e.TurnID, "nothing of the turn can be in the stream while Redis is cut off")
+	}
+	proxy.Restore()
+	waitTerminalEvents(t, c.env, session, id)
+	var types []string
+	for _, e := range readStream(t, c.env, session) {
+		if e.TurnID == id {
+			require.Equal(t, 1, e.Attempt)
+			types = append(types, e.Type)
+		}
+	}
+	require.Equal(t, []string{"turn.started", "turn.delta", "turn.completed"}, types)
+	require.Equal(t, 1, c.turn(id).Attempt)
+}

@@ -70,6 +70,10 @@ type Hooks struct {
 	DeadLettered func(reason string)
 	// Takeover is called when an attempt takes over a turn from an earlier one.
 	Takeover func()
+	// PublishRetried is called before each further try of a group of events Redis could not take
+	// (unreachable, or an error of the call); terminal says the group ends the turn (see
+	// terminalPatience).
+	PublishRetried func(terminal bool)
 }
 
 // Executor runs turn records.
@@ -198,7 +202,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	start := time.Now()
 	turnID := env.TurnID.String()
 	sink := &attemptSink{
-		pub: x.cfg.Publish, sessionID: env.SessionID, turnID: turnID, attempt: claim.Attempt, token: claim.Token, rec: rec,
+		pub: x.cfg.Publish, retried: x.hooks.PublishRetried, sessionID: env.SessionID, turnID: turnID, attempt: claim.Attempt, token: claim.Token, rec: rec,
 		traceparent: header(rec, "traceparent"),
 	}
 	base := wire.EventBase{TurnID: turnID, Attempt: claim.Attempt}
@@ -421,7 +425,7 @@ func (x *Executor) finishUnleased(ctx context.Context, rec *kgo.Record, env wire
 	if status == wire.StatusCancelled {
 		et = wire.EventCancelled
 	}
-	sink := &attemptSink{pub: x.cfg.Publish, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token}
+	sink := &attemptSink{pub: x.cfg.Publish, retried: x.hooks.PublishRetried, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token}
 	if err := sink.publishTerminal(ctx, wire.NewEvent(et, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})); err != nil {
 		x.log.ErrorContext(ctx, "publish terminal event failed", "event", et, "err", err)
 	}
@@ -445,7 +449,7 @@ func (x *Executor) expire(ctx context.Context, rec *kgo.Record, env wire.Envelop
 		return false
 	}
 	sink := &attemptSink{
-		pub: x.cfg.Publish, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token,
+		pub: x.cfg.Publish, retried: x.hooks.PublishRetried, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token,
 		traceparent: header(rec, "traceparent"),
 	}
 	ev := wire.NewEvent(wire.EventExpired, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})
@@ -481,7 +485,7 @@ func (x *Executor) republishTerminal(ctx context.Context, rec *kgo.Record, env w
 	default:
 		ev = wire.NewEvent(wire.EventFailed, wire.ErrorData{EventBase: base, Error: f.Error})
 	}
-	sink := &attemptSink{pub: x.cfg.Publish, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: f.Attempt, token: f.Token}
+	sink := &attemptSink{pub: x.cfg.Publish, retried: x.hooks.PublishRetried, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: f.Attempt, token: f.Token}
 	if err := sink.publishTerminal(ctx, ev); err != nil && !errors.Is(err, streams.ErrStaleToken) {
 		x.log.WarnContext(ctx, "republish terminal event failed", "err", err)
 	}

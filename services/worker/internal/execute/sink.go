@@ -43,6 +43,7 @@ const maxHeld = 32
 // attemptSink publishes one attempt's events with its fencing token. It implements agent.Sink.
 type attemptSink struct {
 	pub         func(ctx context.Context, ms []streams.Message) []streams.PublishResult
+	retried     func(terminal bool) // Hooks.PublishRetried, or nil
 	sessionID   string
 	turnID      string
 	attempt     int
@@ -263,6 +264,9 @@ func (s *attemptSink) sendUntil(ctx context.Context, evs []wire.Event, held int,
 				s.mu.Unlock()
 			}
 			return perr
+		}
+		if s.retried != nil {
+			s.retried(!until.IsZero())
 		}
 		select {
 		case <-ctx.Done():

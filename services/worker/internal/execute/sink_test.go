@@ -363,10 +363,13 @@ func TestSinkTerminalPatience(t *testing.T) {
 		r, s := startedSink(t, "patient", 1, forever)
 		calls := make(chan struct{}, 16)
 		s.pub = failingFirst(r, 6, calls)
+		var retries []bool
+		s.retried = func(terminal bool) { retries = append(retries, terminal) }
 		require.NoError(t, s.Delta(ctx, "hi"))
 		require.NoError(t, s.keepHeld())
 		require.NoError(t, s.publishTerminal(ctx, completed(s)))
 		require.Len(t, calls, 7, "six refused calls, then the one that went through")
+		require.Equal(t, []bool{true, true, true, true, true, true}, retries, "each further try is counted as a terminal group's")
 		require.Equal(t, []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventCompleted}, r.stream(t, "patient"))
 	})
 
@@ -374,8 +377,11 @@ func TestSinkTerminalPatience(t *testing.T) {
 		r, s := startedSink(t, "impatient", 1, forever)
 		calls := make(chan struct{}, 16)
 		s.pub = failingFirst(r, 6, calls)
+		var retries []bool
+		s.retried = func(terminal bool) { retries = append(retries, terminal) }
 		require.Error(t, s.flushHeld(ctx))
 		require.Len(t, calls, 5)
+		require.Equal(t, []bool{false, false, false, false}, retries)
 		require.Empty(t, r.stream(t, "impatient"))
 	})
 
