@@ -169,6 +169,7 @@ func TestChartDefaults(t *testing.T) {
 	require.Contains(t, alerts["TurnstileDeadLetters"], "turnstile_worker_dead_lettered_total")
 	require.Contains(t, alerts["TurnstileTakeoverRateHigh"], "turnstile_worker_takeovers_total")
 	require.Contains(t, alerts["TurnstileStreamResets"], `turnstile_gateway_resumes_total{result="reset"}`)
+	require.Contains(t, alerts["TurnstileWorkerPublishRetries"], "turnstile_worker_publish_retries_total")
 
 	checkEnvironments(t, r)
 }
