@@ -22,8 +22,8 @@ import (
 const benchSessions = 256
 
 // BenchmarkThroughput measures turns per second through the whole worker pipeline (Kafka fetch,
-// scheduling, claim, fenced Redis publishes of turn.started, one delta and turn.completed, the
-// completion transaction, offset commits) with an instant agent, next to a baseline that only sends
+// scheduling, claim, the completion transaction, one fenced Redis publish of turn.started, one
+// delta and turn.completed, offset commits) with an instant agent, next to a baseline that only sends
 // the same claim and completion statements to the same Postgres with the same concurrency, in the
 // same run. The ratio pipeline/baseline is what the worker keeps of the database's own speed.
 func BenchmarkThroughput(b *testing.B) {
