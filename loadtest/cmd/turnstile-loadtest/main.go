@@ -8,7 +8,8 @@
 //	        the backlog drains; checks the peak backlog and the drain time against Little's law
 //	        (within 15%)
 //	soak    steady load for a long -duration (default 10m)
-//	peer    the same no-op work through turnstile and through River, as a ratio
+//	peer    the same no-op work through turnstile, through River and through the floor (the
+//	        least a pipeline of turnstile's shape does, on the raw clients), as ratios
 //
 // Without -url it starts every role in this process (embedded broker, fresh schema and key prefix,
 // removed afterwards); with -url it targets a running stack, and -database-url/-database-schema
