@@ -19,11 +19,7 @@ import (
 func TestWorkerRedisOutage(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, clusterOptions{Partitions: 1, MaxAttempts: 10, LeaseTTL: 2 * time.Second, Heartbeat: 400 * time.Millisecond})
-	ru, err := url.Parse(c.env.Config.RedisURL)
-	require.NoError(t, err)
-	proxy := testenv.NewProxy(t, ru.Host)
-	ru.Host = proxy.Addr()
-	w := c.startWorker("w1", "TURNSTILE_REDIS_URL="+ru.String())
+	proxy, w := startWorkerBehindRedisProxy(t, c, "w1")
 
 	const session = "redis-outage"
 	id := c.post(session, "keep talking", map[string]any{"demo": map[string]any{"duration_ms": 3000, "tokens": 30}})
@@ -68,11 +64,7 @@ func TestWorkerRedisOutage(t *testing.T) {
 func TestWorkerRedisOutageQuickTurn(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, clusterOptions{Partitions: 1})
-	ru, err := url.Parse(c.env.Config.RedisURL)
-	require.NoError(t, err)
-	proxy := testenv.NewProxy(t, ru.Host)
-	ru.Host = proxy.Addr()
-	w := c.startWorker("w1", "TURNSTILE_REDIS_URL="+ru.String())
+	proxy, w := startWorkerBehindRedisProxy(t, c, "w1")
 
 	const session = "redis-outage-quick"
 	quick := map[string]any{"demo": map[string]any{"tokens": 1}}
@@ -101,4 +93,15 @@ func TestWorkerRedisOutageQuickTurn(t *testing.T) {
 	}
 	require.Equal(t, []string{"turn.started", "turn.delta", "turn.completed"}, types)
 	require.Equal(t, 1, c.turn(id).Attempt)
+}
+
+// startWorkerBehindRedisProxy starts the named worker with its Redis reached through a proxy the
+// test can cut.
+func startWorkerBehindRedisProxy(t *testing.T, c *cluster, name string) (*testenv.Proxy, *testenv.Process) {
+	t.Helper()
+	ru, err := url.Parse(c.env.Config.RedisURL)
+	require.NoError(t, err)
+	proxy := testenv.NewProxy(t, ru.Host)
+	ru.Host = proxy.Addr()
+	return proxy, c.startWorker(name, "TURNSTILE_REDIS_URL="+ru.String())
 }
