@@ -61,8 +61,9 @@ WHERE t.turn_id = r.id AND t.token = r.token AND t.status = 'running'`
 // XADDs: no fencing, epoch, prev chain, trimming, TTL or notification), and one statement
 // completes the turns whose token is still theirs. It leaves out the session history, the
 // per-session order, lease renewal, the agent interface and tracing. It measures what the engines
-// turnstile stands on cost for such a turn on this machine, so a ratio of turnstile to it is the
-// price of turnstile's own work, and of it to River what no design of this shape can get under.
+// turnstile stands on cost for such a turn on this machine: turnstile's rate over the floor's is the
+// price of turnstile's own work, and the floor's over River's the most any design of this shape
+// could reach against River here.
 func Floor(ctx context.Context, o Options) (Result, error) {
 	id := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	topic, schema, prefix := "lt-floor-"+id, "lt_floor_"+id, "lt-floor-"+id
