@@ -16,6 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/turnstile-run/turnstile/loadtest/internal/stack"
+	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 )
 
@@ -76,23 +78,21 @@ func Floor(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 
-	pool, err := floorPool(ctx, o.Base.DatabaseURL, schema)
+	cfg := o.Base
+	cfg.DatabaseSchema, cfg.KeyPrefix = schema, prefix
+	// The schema and the keys go as a stack's do. Deferred first, so it runs after the pool and the
+	// client below are closed.
+	defer func() { _ = stack.Cleanup(context.WithoutCancel(ctx), cfg) }()
+	pool, err := floorPool(ctx, cfg.DatabaseURL, schema)
 	if err != nil {
 		return Result{}, err
 	}
 	defer pool.Close()
-	defer func() {
-		_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	}()
-	ropts, err := redis.ParseURL(o.Base.RedisURL)
+	rdb, err := app.NewRedis(cfg)
 	if err != nil {
-		return Result{}, fmt.Errorf("redis url: %w", err)
+		return Result{}, err
 	}
-	rdb := redis.NewClient(ropts)
-	defer func() {
-		deleteKeys(context.WithoutCancel(ctx), rdb, prefix)
-		_ = rdb.Close()
-	}()
+	defer func() { _ = rdb.Close() }()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addrs()...), kgo.ConsumerGroup(topic), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -185,18 +185,10 @@ func floorPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// deleteKeys unlinks every Redis key under prefix.
-func deleteKeys(ctx context.Context, rdb *redis.Client, prefix string) {
-	it := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-	for it.Next(ctx) {
-		rdb.Unlink(ctx, it.Val())
-	}
-}
-
 // floor runs batches of turn records through the floor's three steps.
 type floor struct {
 	pool   *pgxpool.Pool
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	prefix string
 	done   atomic.Int64
 }
