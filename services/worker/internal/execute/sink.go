@@ -188,14 +188,9 @@ func (s *attemptSink) agentDelta(ctx context.Context, ev wire.Event) error {
 	return s.agentPublish(ctx, ev)
 }
 
-// publish appends ev behind any held events, in one group. A stale token is final.
-func (s *attemptSink) publish(ctx context.Context, ev wire.Event) error {
-	held := s.settle()
-	return s.send(ctx, append(held, ev), len(held))
-}
-
-// publishTerminal is publish for the attempt's terminal event, once the turn's row is terminal: it
-// keeps trying for terminalPatience while Redis is unreachable.
+// publishTerminal appends the attempt's terminal event behind any held events, in one group, once
+// the turn's row is terminal: it keeps trying for terminalPatience while Redis is unreachable. A
+// stale token is final.
 func (s *attemptSink) publishTerminal(ctx context.Context, ev wire.Event) error {
 	held := s.settle()
 	return s.sendUntil(ctx, append(held, ev), len(held), time.Now().Add(terminalPatience))

@@ -105,7 +105,7 @@ func TestSinkHeldEvents(t *testing.T) {
 		require.NoError(t, s.keepHeld())
 		require.Nil(t, s.linger, "once the agent finished, no linger publishes the held events on their own")
 		require.Empty(t, r.calls())
-		require.NoError(t, s.publish(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: s.base()})))
+		require.NoError(t, s.publishTerminal(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: s.base()})))
 		whole := []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventDelta, wire.EventCompleted}
 		require.Equal(t, [][]wire.EventType{whole}, r.calls())
 		require.Equal(t, whole, r.stream(t, "quick"))
@@ -210,7 +210,7 @@ func TestSinkHeldEvents(t *testing.T) {
 	t.Run("AStaleTokenOnTurnStartedRefusesTheAgentsEvents", func(t *testing.T) {
 		r := newRecordedPublisher(t)
 		newer := r.sink("fenced", 7, forever)
-		require.NoError(t, newer.publish(ctx, started(newer)))
+		require.NoError(t, newer.send(ctx, []wire.Event{started(newer)}, 0))
 		s := r.sink("fenced", 3, forever) // a zombie attempt
 		defer s.discard()
 		s.hold(ctx, started(s))
@@ -228,7 +228,7 @@ func TestSinkHeldEvents(t *testing.T) {
 	t.Run("AStaleTokenOnTheLingersPublishRefusesTheAgentsEvents", func(t *testing.T) {
 		r := newRecordedPublisher(t)
 		newer := r.sink("fenced-late", 7, forever)
-		require.NoError(t, newer.publish(ctx, started(newer)))
+		require.NoError(t, newer.send(ctx, []wire.Event{started(newer)}, 0))
 		<-r.called
 		s := r.sink("fenced-late", 3, time.Millisecond)
 		defer s.discard()
@@ -292,7 +292,7 @@ func TestSinkSpans(t *testing.T) {
 		defer s.discard()
 		s.hold(ctx, started(s))
 		require.NoError(t, s.Delta(ctx, "hi"))
-		require.NoError(t, s.publish(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: s.base()})))
+		require.NoError(t, s.publishTerminal(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: s.base()})))
 	}
 
 	t.Run("Sampled", func(t *testing.T) {
@@ -352,6 +352,17 @@ func failingFirst(r *recordedPublisher, n int, calls chan<- struct{}) func(conte
 	}
 }
 
+// refusingSink is startedSink whose publisher refuses the first n calls (failingFirst); calls
+// receives after every call, and retries records each Hooks.PublishRetried call's terminal flag.
+func refusingSink(t *testing.T, sessionID string, n int) (r *recordedPublisher, s *attemptSink, calls chan struct{}, retries *[]bool) {
+	t.Helper()
+	r, s = startedSink(t, sessionID, 1, forever)
+	calls, retries = make(chan struct{}, 64), &[]bool{}
+	s.pub = failingFirst(r, n, calls)
+	s.retried = func(terminal bool) { *retries = append(*retries, terminal) }
+	return r, s, calls, retries
+}
+
 func TestSinkTerminalPatience(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -360,35 +371,25 @@ func TestSinkTerminalPatience(t *testing.T) {
 	}
 
 	t.Run("ATerminalGroupOutlastsTheUsualFiveTries", func(t *testing.T) {
-		r, s := startedSink(t, "patient", 1, forever)
-		calls := make(chan struct{}, 16)
-		s.pub = failingFirst(r, 6, calls)
-		var retries []bool
-		s.retried = func(terminal bool) { retries = append(retries, terminal) }
+		r, s, calls, retries := refusingSink(t, "patient", 6)
 		require.NoError(t, s.Delta(ctx, "hi"))
 		require.NoError(t, s.keepHeld())
 		require.NoError(t, s.publishTerminal(ctx, completed(s)))
 		require.Len(t, calls, 7, "six refused calls, then the one that went through")
-		require.Equal(t, []bool{true, true, true, true, true, true}, retries, "each further try is counted as a terminal group's")
+		require.Equal(t, []bool{true, true, true, true, true, true}, *retries, "each further try is counted as a terminal group's")
 		require.Equal(t, []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventCompleted}, r.stream(t, "patient"))
 	})
 
 	t.Run("AnotherGroupGivesUpAfterFive", func(t *testing.T) {
-		r, s := startedSink(t, "impatient", 1, forever)
-		calls := make(chan struct{}, 16)
-		s.pub = failingFirst(r, 6, calls)
-		var retries []bool
-		s.retried = func(terminal bool) { retries = append(retries, terminal) }
+		r, s, calls, retries := refusingSink(t, "impatient", 6)
 		require.Error(t, s.flushHeld(ctx))
 		require.Len(t, calls, 5)
-		require.Equal(t, []bool{false, false, false, false}, retries)
+		require.Equal(t, []bool{false, false, false, false}, *retries)
 		require.Empty(t, r.stream(t, "impatient"))
 	})
 
 	t.Run("ADrainEndsTheWait", func(t *testing.T) {
-		r, s := startedSink(t, "drained", 1, forever)
-		calls := make(chan struct{}, 64)
-		s.pub = failingFirst(r, 1000, calls)
+		r, s, calls, _ := refusingSink(t, "drained", 1000)
 		turnCtx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
 		go func() { errc <- s.publishTerminal(turnCtx, completed(s)) }()
