@@ -17,5 +17,7 @@
 //   - W3C Trace Context (traceparent, tracestate) is the only propagation format.
 //   - Span names: "intake <route>" (server), "worker.turn" (consumer) with children "worker.claim",
 //     "worker.agent" and "worker.publish <event>", and "gateway.deliver <event>" (one per event sent
-//     to a client, child of the worker's publish span).
+//     to a client, child of the worker's publish span). The worker's children of an unsampled turn
+//     span are not made at all (StartChild): under the parent-based sampler they could only be
+//     unsampled too.
 package telemetry

@@ -111,3 +111,43 @@ func TestExportIsOffByDefault(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tp.Shutdown(context.Background()))
 }
+
+// TestStartChildSkipsUnsampledParents checks that a step of an unsampled span gets no span of its
+// own (its context still carries the parent's trace), while a sampled parent and no parent get a
+// recorded child as from Start.
+func TestStartChildSkipsUnsampledParents(t *testing.T) {
+	t.Parallel()
+	tp, exp := newProvider(t)
+	ctx := telemetry.WithProvider(context.Background(), tp)
+	for _, c := range []struct {
+		name     string
+		flags    trace.TraceFlags
+		recorded bool
+	}{
+		{name: "unsampled", flags: 0, recorded: false},
+		{name: "sampled", flags: trace.FlagsSampled, recorded: true},
+	} {
+		parent := trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: c.flags, Remote: true,
+		})
+		pctx := trace.ContextWithRemoteSpanContext(ctx, parent)
+		cctx, span := telemetry.StartChild(pctx, "step")
+		require.Equal(t, c.recorded, span.IsRecording(), c.name)
+		got := trace.SpanContextFromContext(cctx)
+		require.Equal(t, parent.TraceID(), got.TraceID(), c.name)
+		if c.recorded {
+			require.NotEqual(t, parent.SpanID(), got.SpanID(), c.name)
+		} else {
+			require.Equal(t, parent, got, "%s: the context is the parent's", c.name)
+		}
+		span.End()
+	}
+	_, root := telemetry.StartChild(ctx, "root step")
+	require.True(t, root.IsRecording(), "no parent: a span as from Start")
+	root.End()
+	names := []string{}
+	for _, s := range exp.GetSpans() {
+		names = append(names, s.Name)
+	}
+	require.ElementsMatch(t, []string{"step", "root step"}, names)
+}

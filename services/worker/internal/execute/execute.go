@@ -139,9 +139,11 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 			return Finished
 		}
 		acquiredAt := time.Now()
-		cctx, cspan := telemetry.Start(ctx, "worker.claim")
+		cctx, cspan := telemetry.StartChild(ctx, "worker.claim")
 		claim, err := x.cfg.Claim(cctx, lease.ClaimRequest{Env: env, Partition: rec.Partition, Offset: rec.Offset})
-		cspan.SetAttributes(attribute.String("turnstile.claim", string(claim.Outcome)), attribute.Int("turnstile.attempt", claim.Attempt))
+		if cspan.IsRecording() {
+			cspan.SetAttributes(attribute.String("turnstile.claim", string(claim.Outcome)), attribute.Int("turnstile.attempt", claim.Attempt))
+		}
 		telemetry.End(cspan, err)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -252,7 +254,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 		}
 	}
 	agentCtx, cancelDeadline := context.WithDeadline(attemptCtx, env.Deadline)
-	agentCtx, aspan := telemetry.Start(agentCtx, "worker.agent")
+	agentCtx, aspan := telemetry.StartChild(agentCtx, "worker.agent")
 	res, err := x.runAgent(agentCtx, agent.Turn{
 		TurnID: turnID, SessionID: env.SessionID, Tenant: env.Tenant, Attempt: claim.Attempt,
 		Text: env.Input.Text, Metadata: env.Metadata, Deadline: env.Deadline, Prior: prior,
