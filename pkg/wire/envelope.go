@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	fastjson "github.com/segmentio/encoding/json"
 )
 
 // EnvelopeVersion is the version intake writes. Workers accept every version up to this one.
@@ -37,6 +38,21 @@ type Envelope struct {
 	Extra      map[string]string `json:"extra,omitempty"`
 }
 
+// envelopeRecord is Envelope as DecodeEnvelope reads it: every field the same but the metadata,
+// which it keeps raw.
+type envelopeRecord struct {
+	Version    int               `json:"v"`
+	TurnID     uuid.UUID         `json:"turn_id"`
+	SessionID  string            `json:"session_id"`
+	Tenant     string            `json:"tenant"`
+	Input      Input             `json:"input"`
+	Metadata   json.RawMessage   `json:"metadata,omitempty"`
+	Multitask  string            `json:"multitask,omitempty"`
+	Deadline   time.Time         `json:"deadline"`
+	AcceptedAt time.Time         `json:"accepted_at"`
+	Extra      map[string]string `json:"extra,omitempty"`
+}
+
 // ErrUnsupportedVersion is returned by DecodeEnvelope for an envelope written by a newer intake.
 var ErrUnsupportedVersion = errors.New("unsupported envelope version")
 
@@ -48,10 +64,27 @@ func (e *Envelope) Encode() ([]byte, error) {
 
 // DecodeEnvelope parses a record value and checks the fields a worker cannot do without. A record
 // that fails here can never succeed, so callers route it to the dead-letter topic instead of retrying.
+//
+//
+// It reads as encoding/json would (FuzzDecodeEnvelope holds it to that) in a little over half the
+// time (BenchmarkDecodeEnvelope: 2.8-3.0 µs against 5.0-6.2 µs for a demo turn's record): a worker
+// decodes every record, and with encoding/json alone the decoding was 7% of a busy worker's CPU.
+// The envelope's fixed fields go through segmentio/encoding, about three times as fast on them;
+// the metadata, an arbitrary object, is kept raw there and decoded by encoding/json, which builds
+// such values with a fifth of segmentio's allocation.
 func DecodeEnvelope(b []byte) (Envelope, error) {
-	var e Envelope
-	if err := json.Unmarshal(b, &e); err != nil {
+	var r envelopeRecord
+	if err := fastjson.Unmarshal(b, &r); err != nil {
 		return Envelope{}, fmt.Errorf("decode envelope: %w", err)
+	}
+	e := Envelope{
+		Version: r.Version, TurnID: r.TurnID, SessionID: r.SessionID, Tenant: r.Tenant, Input: r.Input,
+		Multitask: r.Multitask, Deadline: r.Deadline, AcceptedAt: r.AcceptedAt, Extra: r.Extra,
+	}
+	if len(r.Metadata) > 0 {
+		if err := json.Unmarshal(r.Metadata, &e.Metadata); err != nil {
+			return Envelope{}, fmt.Errorf("decode envelope: metadata: %w", err)
+		}
 	}
 	switch {
 	case e.Version < 1 || e.Version > EnvelopeVersion:
