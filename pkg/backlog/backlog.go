@@ -15,7 +15,11 @@ import (
 )
 
 // oldestSQL returns the age in seconds of the oldest turn that could start now, or NULL when there
-// is none. Each branch walks a partial index oldest first and stops at its first eligible row.
+// is none. The queued branch walks its partial index oldest first and stops at its first eligible
+// row; the branch of running turns whose lease expired reads the partial index of running turns
+// whole (the turns in flight, however many finished turns the table holds) and sorts what it finds:
+// a separate index on their lease expiry cost every claim, renewal and completion an index entry
+// for this one query (migration 00070).
 const oldestSQL = `
 SELECT extract(epoch FROM now() - min(a)) FROM (
     (SELECT t.accepted_at AS a FROM turns t

@@ -31,7 +31,7 @@ func scaling(n planNode, under string) []string {
 	switch {
 	case n.NodeType == "Seq Scan" && (n.Relation == "turns" || n.Relation == "sessions"):
 		bad = append(bad, path+" on "+n.Relation)
-	case n.Index == "turns_running_lease_idx":
+	case n.Index == "turns_running_session_idx":
 		bad = append(bad, path+" using "+n.Index)
 	case n.ActualLoops > 1 && !probeByKey(n):
 		bad = append(bad, fmt.Sprintf("%s run %v times", path, n.ActualLoops))
