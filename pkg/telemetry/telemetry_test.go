@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -150,4 +151,22 @@ func TestStartChildSkipsUnsampledParents(t *testing.T) {
 		names = append(names, s.Name)
 	}
 	require.ElementsMatch(t, []string{"step", "root step"}, names)
+}
+
+// TestTraceparentIsThePropagators checks that Traceparent writes exactly the traceparent header
+// the propagator would, for sampled, unsampled and other-flagged span contexts, and nothing for a
+// context without a valid one.
+func TestTraceparentIsThePropagators(t *testing.T) {
+	t.Parallel()
+	require.Empty(t, telemetry.Traceparent(context.Background()))
+	for _, flags := range []trace.TraceFlags{0, trace.FlagsSampled, 0xff, 0x02} {
+		sc := trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+			SpanID:  trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}, TraceFlags: flags,
+		})
+		ctx := trace.ContextWithSpanContext(context.Background(), sc)
+		h := http.Header{}
+		telemetry.Propagator.Inject(ctx, propagation.HeaderCarrier(h))
+		require.Equal(t, h.Get("traceparent"), telemetry.Traceparent(ctx), "flags %02x", byte(flags))
+	}
 }
