@@ -310,7 +310,13 @@ func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m
 	// one batch whole, in order, so the publisher keeps it in order in one script call.
 	publishes := batch.New(batch.Config[[]streams.Message, []streams.PublishResult]{Name: "publish batcher", Flushers: 2, OnBatch: observe("publish")},
 		func(ctx context.Context, groups [][]streams.Message) []batch.Result[[]streams.PublishResult] {
-			var ms []streams.Message
+			// Sized first: appended group by group, the messages (about 100 bytes each) were
+			// copied as the slice grew, 5% of a busy worker's allocation.
+			n := 0
+			for _, g := range groups {
+				n += len(g)
+			}
+			ms := make([]streams.Message, 0, n)
 			for _, g := range groups {
 				ms = append(ms, g...)
 			}
