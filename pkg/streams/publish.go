@@ -380,7 +380,9 @@ func (p *Publisher) script(ms []Message, blocks [][]int, minID string) ([]string
 			if m.Event.Type.Terminal() {
 				terminal = "1"
 			}
-			args = append(args, m.TurnID, m.Token, string(m.Event.Type), string(m.Event.Data), terminal, m.Traceparent)
+			// The data goes as the event's own bytes ([]byte: go-redis writes a json.RawMessage
+			// only through that type), not a string copy of them.
+			args = append(args, m.TurnID, m.Token, string(m.Event.Type), []byte(m.Event.Data), terminal, m.Traceparent)
 		}
 	}
 	return keys, args

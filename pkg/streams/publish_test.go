@@ -446,10 +446,10 @@ func TestPublisherScriptLayout(t *testing.T) {
 	require.Equal(t, []any{
 		int64(100), "123", int64(1000), "epoch",
 		ka.Notify, 2,
-		"t", int64(2), "turn.delta", string(ms[0].Event.Data), "0", "",
-		"t", int64(2), "turn.completed", string(ms[2].Event.Data), "1", "",
+		"t", int64(2), "turn.delta", []byte(ms[0].Event.Data), "0", "",
+		"t", int64(2), "turn.completed", []byte(ms[2].Event.Data), "1", "",
 		kb.Notify, 1,
-		"u", int64(3), "turn.completed", string(ms[1].Event.Data), "1", "tp",
+		"u", int64(3), "turn.completed", []byte(ms[1].Event.Data), "1", "tp",
 	}, args)
 }
 
