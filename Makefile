@@ -55,9 +55,9 @@ bench: ## run the benchmarks, each beside its baseline (see docs/BENCHMARKS.md)
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...); done
 
 .PHONY: loadtest
-loadtest: build ## run the burst scenario (in process) and the River comparison with the floor; reports in loadtest-out/ (see docs/BENCHMARKS.md)
+loadtest: build ## run the burst scenario (in process) and three rounds of the River comparison with the floor; reports in loadtest-out/ (see docs/BENCHMARKS.md)
 	./bin/turnstile-loadtest -scenario burst -out loadtest-out
-	./bin/turnstile-loadtest -scenario peer -out loadtest-out
+	./bin/turnstile-loadtest -scenario peer -rounds 3 -out loadtest-out
 
 COMPOSE_PROFILES ?=
 .PHONY: up

@@ -48,13 +48,13 @@ import (
 )
 
 type options struct {
-	scenario, url, gatewayURL, metricsURL, dbURL, dbSchema, out string
-	pprof                                                       string
-	rate                                                        float64
-	duration, calibrate, rehearse, normal, burst, drainMax      time.Duration
-	calibrateRate                                               float64
-	tokens, durationMs, window, perSession, jobs, sessions      int
-	keep, quiet                                                 bool
+	scenario, url, gatewayURL, metricsURL, dbURL, dbSchema, out    string
+	pprof                                                          string
+	rate                                                           float64
+	duration, calibrate, rehearse, normal, burst, drainMax         time.Duration
+	calibrateRate                                                  float64
+	tokens, durationMs, window, perSession, jobs, sessions, rounds int
+	keep, quiet                                                    bool
 }
 
 func main() {
@@ -80,6 +80,7 @@ func main() {
 	flag.IntVar(&o.perSession, "turns-per-session", 4, "turns per session")
 	flag.IntVar(&o.jobs, "jobs", 5000, "peer: no-op jobs per system")
 	flag.IntVar(&o.sessions, "sessions", 0, "peer: sessions to spread turnstile's turns over (default: one per job)")
+	flag.IntVar(&o.rounds, "rounds", 1, "peer: comparisons to run one after another; with more than one, peer.json holds each round and the medians")
 	flag.BoolVar(&o.keep, "keep", false, "keep the in-process stack's schema and keys")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	flag.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) to profile the generator and the in-process stack")
@@ -152,11 +153,25 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		c, err := peer.Run(ctx, peer.Options{Jobs: o.jobs, Sessions: o.sessions, Base: cfg, Log: log})
-		if err != nil {
-			return err
+		po := peer.Options{Jobs: o.jobs, Sessions: o.sessions, Base: cfg, Log: log}
+		var report any
+		if o.rounds == 1 {
+			c, err := peer.Run(ctx, po)
+			if err != nil {
+				return err
+			}
+			report = c
+		} else {
+			s, err := peer.RunRounds(ctx, po, o.rounds)
+			if err != nil {
+				return err
+			}
+			m := s.Median
+			fmt.Fprintf(os.Stderr, "medians of %d rounds: turnstile %.0f/s, River %.0f/s, floor %.0f/s; turnstile/River %.3f, turnstile/floor %.3f, floor/River %.3f\n",
+				o.rounds, m.Turnstile.PerSec, m.River.PerSec, m.Floor.PerSec, m.TurnstileOverRiver, m.TurnstileOverFloor, m.FloorOverRiver)
+			report = s
 		}
-		b, _ := json.MarshalIndent(c, "", "  ")
+		b, _ := json.MarshalIndent(report, "", "  ")
 		if err := os.MkdirAll(o.out, 0o755); err != nil { //nolint:gosec // reports are meant to be read by anyone on the machine
 			return err
 		}

@@ -186,3 +186,91 @@ func TestReadCPU(t *testing.T) {
 		t.Fatalf("the local Postgres's CPU was not read: %+v then %+v", before, after)
 	}
 }
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+	in := []float64{2, 1}
+	median(in)
+	if in[0] != 2 {
+		t.Error("median sorted its argument")
+	}
+}
+
+// TestSummarize checks that a series' ratios are the medians of each round's own ratio, not the
+// ratio of the median rates, and that a CPU figure some round lacks has no median.
+func TestSummarize(t *testing.T) {
+	pg := func(v float64) *float64 { return &v }
+	round := func(ts, rv, fl float64, tsPG *float64) Comparison {
+		return Comparison{
+			Turnstile: Result{PerSec: ts, CPU: CPUPerJob{Postgres: tsPG, Redis: pg(ts / 100), Process: ts / 10}},
+			River:     Result{PerSec: rv, CPU: CPUPerJob{Postgres: pg(rv / 100), Process: rv / 10}},
+			Floor:     Result{PerSec: fl},
+			Ratio:     ts / rv, TurnstileOverFloor: ts / fl, FloorOverRiver: fl / rv,
+		}
+	}
+	m := summarize([]Comparison{
+		round(100, 200, 400, pg(1)),
+		round(300, 1000, 600, pg(3)),
+		round(200, 250, 500, pg(2)),
+	})
+	if m.Turnstile.PerSec != 200 || m.River.PerSec != 250 || m.Floor.PerSec != 500 {
+		t.Errorf("median rates %+v %+v %+v", m.Turnstile, m.River, m.Floor)
+	}
+	// The rounds' ratios are 0.5, 0.3 and 0.8: the median is 0.5, where the median rates give 0.8.
+	if m.TurnstileOverRiver != 0.5 {
+		t.Errorf("turnstile/river = %v, want 0.5 (median of the rounds' ratios)", m.TurnstileOverRiver)
+	}
+	if m.FloorOverRiver != 2 || m.TurnstileOverFloor != 0.4 {
+		t.Errorf("floor/river %v, turnstile/floor %v", m.FloorOverRiver, m.TurnstileOverFloor)
+	}
+	if m.Turnstile.CPU.Postgres == nil || *m.Turnstile.CPU.Postgres != 2 || m.Turnstile.CPU.Process != 20 {
+		t.Errorf("turnstile cpu %+v", m.Turnstile.CPU)
+	}
+	if m.River.CPU.Redis != nil {
+		t.Errorf("river redis median %v: no round had it", *m.River.CPU.Redis)
+	}
+	m = summarize([]Comparison{round(100, 200, 400, pg(1)), round(300, 1000, 600, nil)})
+	if m.Turnstile.CPU.Postgres != nil {
+		t.Error("a Postgres median although one round lacked the figure")
+	}
+}
+
+// TestRunRounds runs two short rounds: the series holds both and its medians come from them.
+func TestRunRounds(t *testing.T) {
+	t.Parallel()
+	base := config.Default()
+	if u := os.Getenv("TURNSTILE_DATABASE_URL"); u != "" {
+		base.DatabaseURL = u
+	}
+	if u := os.Getenv("TURNSTILE_REDIS_URL"); u != "" {
+		base.RedisURL = u
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := RunRounds(ctx, Options{Jobs: 100}, 0); err == nil {
+		t.Fatal("zero rounds accepted")
+	}
+	s, err := RunRounds(ctx, Options{Jobs: 100, RiverWorkers: 50, Base: base, Log: testenv.TestLogger(t)}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Rounds) != 2 {
+		t.Fatalf("%d rounds", len(s.Rounds))
+	}
+	want := (s.Rounds[0].Ratio + s.Rounds[1].Ratio) / 2
+	if s.Median.TurnstileOverRiver != want || s.Median.Turnstile.PerSec <= 0 {
+		t.Fatalf("median %+v, want turnstile/river %v", s.Median, want)
+	}
+}
