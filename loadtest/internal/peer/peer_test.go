@@ -98,13 +98,7 @@ func TestSucceeded(t *testing.T) {
 // count reaches the jobs queued and Postgres agrees with it.
 func TestRun(t *testing.T) {
 	t.Parallel()
-	base := config.Default()
-	if u := os.Getenv("TURNSTILE_DATABASE_URL"); u != "" {
-		base.DatabaseURL = u
-	}
-	if u := os.Getenv("TURNSTILE_REDIS_URL"); u != "" {
-		base.RedisURL = u
-	}
+	base := testBase()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := Run(ctx, Options{Jobs: 300, RiverWorkers: 50, Base: base, Log: testenv.TestLogger(t)})
@@ -250,13 +244,7 @@ func TestSummarize(t *testing.T) {
 // TestRunRounds runs two short rounds: the series holds both and its medians come from them.
 func TestRunRounds(t *testing.T) {
 	t.Parallel()
-	base := config.Default()
-	if u := os.Getenv("TURNSTILE_DATABASE_URL"); u != "" {
-		base.DatabaseURL = u
-	}
-	if u := os.Getenv("TURNSTILE_REDIS_URL"); u != "" {
-		base.RedisURL = u
-	}
+	base := testBase()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := RunRounds(ctx, Options{Jobs: 100}, 0); err == nil {
@@ -273,4 +261,16 @@ func TestRunRounds(t *testing.T) {
 	if s.Median.TurnstileOverRiver != want || s.Median.Turnstile.PerSec <= 0 {
 		t.Fatalf("median %+v, want turnstile/river %v", s.Median, want)
 	}
+}
+
+// testBase is the stack's default configuration pointed at the test Postgres and Redis.
+func testBase() config.Config {
+	base := config.Default()
+	if u := os.Getenv("TURNSTILE_DATABASE_URL"); u != "" {
+		base.DatabaseURL = u
+	}
+	if u := os.Getenv("TURNSTILE_REDIS_URL"); u != "" {
+		base.RedisURL = u
+	}
+	return base
 }
