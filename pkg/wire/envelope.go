@@ -38,19 +38,12 @@ type Envelope struct {
 	Extra      map[string]string `json:"extra,omitempty"`
 }
 
-// envelopeRecord is Envelope as DecodeEnvelope reads it: every field the same but the metadata,
-// which it keeps raw.
+// envelopeRecord is Envelope as DecodeEnvelope reads it: its Metadata, shallower than the
+// embedded Envelope's, takes the metadata raw (the shallower of two fields of one name is the one
+// decoded, in encoding/json and segmentio/encoding alike).
 type envelopeRecord struct {
-	Version    int               `json:"v"`
-	TurnID     uuid.UUID         `json:"turn_id"`
-	SessionID  string            `json:"session_id"`
-	Tenant     string            `json:"tenant"`
-	Input      Input             `json:"input"`
-	Metadata   json.RawMessage   `json:"metadata,omitempty"`
-	Multitask  string            `json:"multitask,omitempty"`
-	Deadline   time.Time         `json:"deadline"`
-	AcceptedAt time.Time         `json:"accepted_at"`
-	Extra      map[string]string `json:"extra,omitempty"`
+	Envelope
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
 // ErrUnsupportedVersion is returned by DecodeEnvelope for an envelope written by a newer intake.
@@ -76,10 +69,7 @@ func DecodeEnvelope(b []byte) (Envelope, error) {
 	if err := fastjson.Unmarshal(b, &r); err != nil {
 		return Envelope{}, fmt.Errorf("decode envelope: %w", err)
 	}
-	e := Envelope{
-		Version: r.Version, TurnID: r.TurnID, SessionID: r.SessionID, Tenant: r.Tenant, Input: r.Input,
-		Multitask: r.Multitask, Deadline: r.Deadline, AcceptedAt: r.AcceptedAt, Extra: r.Extra,
-	}
+	e := r.Envelope
 	if len(r.Metadata) > 0 {
 		if err := json.Unmarshal(r.Metadata, &e.Metadata); err != nil {
 			return Envelope{}, fmt.Errorf("decode envelope: metadata: %w", err)
