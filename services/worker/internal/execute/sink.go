@@ -208,23 +208,18 @@ func (s *attemptSink) send(ctx context.Context, evs []wire.Event, held int) erro
 // five times in all, when until is not zero. Pauses double from 50 ms up to a second.
 func (s *attemptSink) sendUntil(ctx context.Context, evs []wire.Event, held int, until time.Time) (err error) {
 	// A span per event of a sampled turn, as if each were published alone: the gateway's delivery
-	// spans become children of the span of the event they deliver. An unsampled turn's spans are
-	// recorded by nobody (sampling follows the parent), so its events carry the turn's own trace
-	// context instead of a span each: making and ending those spans was about 3% of a busy worker's
-	// CPU on quick turns, for span IDs no exporter ever saw.
+	// spans become children of the span of the event they deliver. An unsampled turn gets none
+	// (telemetry.StartChild), so its events carry the turn's own trace context, rendered once:
+	// making and ending those spans was about 3% of a busy worker's CPU on quick turns, for span
+	// IDs no exporter ever saw.
 	ms := make([]streams.Message, len(evs))
-	var spans []trace.Span
-	if trace.SpanContextFromContext(ctx).IsSampled() {
-		spans = make([]trace.Span, len(evs))
-	}
+	spans := make([]trace.Span, len(evs))
 	tp := ""
 	for i, ev := range evs {
-		if spans != nil {
-			var ectx context.Context
-			ectx, spans[i] = telemetry.Start(ctx, "worker.publish "+string(ev.Type))
+		ectx, span := telemetry.StartChild(ctx, "worker.publish "+string(ev.Type))
+		spans[i] = span
+		if i == 0 || span.IsRecording() {
 			tp = telemetry.Traceparent(ectx)
-		} else if i == 0 {
-			tp = telemetry.Traceparent(ctx)
 		}
 		if tp == "" {
 			tp = s.traceparent
