@@ -143,23 +143,16 @@ func Floor(ctx context.Context, o Options) (Result, error) {
 		default:
 			return int(f.done.Load()), nil
 		}
-	}, func(ctx context.Context) (int, error) {
-		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM floor_turns WHERE status = 'succeeded'`).Scan(&n)
-		return n, err
-	})
+	}, countRows(pool, `SELECT count(*) FROM floor_turns WHERE status = 'succeeded'`))
 	stop()
 	wg.Wait()
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{
-		System: "floor", Jobs: o.Jobs, Seconds: d.seconds, PerSec: 0.8 * float64(o.Jobs) / d.seconds, Total: d.total, CPU: d.cpu,
-		Notes: fmt.Sprintf("raw franz-go, pgx and go-redis, none of turnstile's code: the same records on a fresh embedded broker (%d partitions) read by a consumer group, "+
-			"%d batches of up to %d records at once, each a claim statement (narrow row, primary key only), a pipeline of three plain XADDs per turn and a fenced completion statement; "+
-			"no history, per-session order, lease renewal or stream fencing; finished turns counted in process, confirmed once in Postgres",
-			max(o.Base.Partitions, 1), floorWorkers, floorBatch),
-	}, nil
+	return d.result("floor", o.Jobs, fmt.Sprintf("raw franz-go, pgx and go-redis, none of turnstile's code: the same records on a fresh embedded broker (%d partitions) read by a consumer group, "+
+		"%d batches of up to %d records at once, each a claim statement (narrow row, primary key only), a pipeline of three plain XADDs per turn and a fenced completion statement; "+
+		"no history, per-session order, lease renewal or stream fencing; finished turns counted in process, confirmed once in Postgres",
+		max(o.Base.Partitions, 1), floorWorkers, floorBatch)), nil
 }
 
 // floorPool opens a pool confined to a fresh schema holding the floor's table.

@@ -160,6 +160,24 @@ func confirmed(ctx context.Context, n, k int, confirm func(context.Context) (int
 	return nil
 }
 
+// result is a side's Result from its drain: the rate is the 80% of the jobs between the 10% and
+// 90% crossings over the time between them.
+func (d drained) result(system string, jobs int, notes string) Result {
+	return Result{
+		System: system, Jobs: jobs, Seconds: d.seconds, PerSec: 0.8 * float64(jobs) / d.seconds, Total: d.total,
+		CPU: d.cpu, Notes: notes,
+	}
+}
+
+// countRows is a confirm func for drain: the count(*) query q on pool.
+func countRows(pool *pgxpool.Pool, q string) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		var n int
+		err := pool.QueryRow(ctx, q).Scan(&n)
+		return n, err
+	}
+}
+
 // fraction is how far between two polls a count that was k0 at the first and k1 at the second
 // reached target (k0 < target <= k1), assuming it grew linearly in between; 1 (the later poll) when
 // it did not grow.
@@ -197,19 +215,12 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 	workers := st.WorkerMetrics()
 	d, err := drain(ctx, o.Jobs, began, func(context.Context) (int, error) {
 		return succeeded(workers)
-	}, func(ctx context.Context) (int, error) {
-		var n int
-		err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE status = 'succeeded'`).Scan(&n)
-		return n, err
-	})
+	}, countRows(st.Pool, `SELECT count(*) FROM turns WHERE status = 'succeeded'`))
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{
-		System: "turnstile", Jobs: o.Jobs, Seconds: d.seconds, PerSec: 0.8 * float64(o.Jobs) / d.seconds, Total: d.total, CPU: d.cpu,
-		Notes: fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; per turn: a claim, the completion transaction with its history append and one fenced publish of the whole turn (turn.started, the one turn.delta and turn.completed as one group), each batched with the other running turns' (one statement or one Redis pipeline per batch); finished turns counted from the worker's succeeded-attempts counter, confirmed once in Postgres",
-			cfg.MaxInflight, cfg.Partitions, o.Sessions),
-	}, nil
+	return d.result("turnstile", o.Jobs, fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; per turn: a claim, the completion transaction with its history append and one fenced publish of the whole turn (turn.started, the one turn.delta and turn.completed as one group), each batched with the other running turns' (one statement or one Redis pipeline per batch); finished turns counted from the worker's succeeded-attempts counter, confirmed once in Postgres",
+		cfg.MaxInflight, cfg.Partitions, o.Sessions)), nil
 }
 
 // queueTurns produces jobs one-word demo turns, spread over sessions sessions, to topic as intake
@@ -362,19 +373,12 @@ func River(ctx context.Context, o Options) (Result, error) {
 	q := `SELECT count(*) FROM ` + pgx.Identifier{schema, "river_job"}.Sanitize() + ` WHERE state = 'completed'`
 	d, err := drain(ctx, o.Jobs, began, func(context.Context) (int, error) {
 		return int(completed.n.Load()), nil
-	}, func(ctx context.Context) (int, error) {
-		var n int
-		err := pool.QueryRow(ctx, q).Scan(&n)
-		return n, err
-	})
+	}, countRows(pool, q))
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{
-		System: "river", Jobs: o.Jobs, Seconds: d.seconds, PerSec: 0.8 * float64(o.Jobs) / d.seconds, Total: d.total, CPU: d.cpu,
-		Notes: fmt.Sprintf("river %s, riverpgxv5, MaxWorkers=%d, FetchCooldown=2ms, FetchPollInterval=20ms, own schema on the same Postgres; no per-session order, no event stream; finished jobs counted from the client's job-completed events, confirmed once in Postgres",
-			"v0.51.2", o.RiverWorkers),
-	}, nil
+	return d.result("river", o.Jobs, fmt.Sprintf("river %s, riverpgxv5, MaxWorkers=%d, FetchCooldown=2ms, FetchPollInterval=20ms, own schema on the same Postgres; no per-session order, no event stream; finished jobs counted from the client's job-completed events, confirmed once in Postgres",
+		"v0.51.2", o.RiverWorkers)), nil
 }
 
 // eventCount counts the events of a River subscription until its channel closes.
