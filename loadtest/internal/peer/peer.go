@@ -31,8 +31,12 @@ type Result struct {
 	PerSec  float64 `json:"per_sec"`
 	Total   float64 `json:"seconds_total"`
 	// CPU is what the jobs between 10% and 90% cost each, in CPU time (see CPUPerJob).
-	CPU   CPUPerJob `json:"cpu_per_job"`
-	Notes string    `json:"notes"`
+	CPU CPUPerJob `json:"cpu_per_job"`
+	// MeanBatch is turnstile's mean requests per group-commit batch over the run, by kind (claim,
+	// complete, publish): how many turns shared one statement or one Redis pipeline, which is what
+	// spreads each round trip's fixed cost. Empty for the other sides.
+	MeanBatch map[string]float64 `json:"mean_batch,omitempty"`
+	Notes     string             `json:"notes"`
 }
 
 // Comparison is both sides and their ratio, and the floor (see Floor) with its ratios to each.
@@ -219,8 +223,14 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return d.result("turnstile", o.Jobs, fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; per turn: a claim, the completion transaction with its history append and one fenced publish of the whole turn (turn.started, the one turn.delta and turn.completed as one group), each batched with the other running turns' (one statement or one Redis pipeline per batch); finished turns counted from the worker's succeeded-attempts counter, confirmed once in Postgres",
-		cfg.MaxInflight, cfg.Partitions, o.Sessions)), nil
+	batches, err := meanBatches(workers)
+	if err != nil {
+		return Result{}, err
+	}
+	r := d.result("turnstile", o.Jobs, fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; per turn: a claim, the completion transaction with its history append and one fenced publish of the whole turn (turn.started, the one turn.delta and turn.completed as one group), each batched with the other running turns' (one statement or one Redis pipeline per batch); finished turns counted from the worker's succeeded-attempts counter, confirmed once in Postgres",
+		cfg.MaxInflight, cfg.Partitions, o.Sessions))
+	r.MeanBatch = batches
+	return r, nil
 }
 
 // queueTurns produces jobs one-word demo turns, spread over sessions sessions, to topic as intake
@@ -292,6 +302,40 @@ func succeeded(workers []prometheus.Gatherer) (int, error) {
 		}
 	}
 	return int(sum), nil
+}
+
+// batchMetric is the worker's histogram of requests per group-commit batch, by kind.
+const batchMetric = "turnstile_worker_batch_size"
+
+// meanBatches is the mean batch size of each kind over the worker processes' registries.
+func meanBatches(workers []prometheus.Gatherer) (map[string]float64, error) {
+	sum, count := map[string]float64{}, map[string]uint64{}
+	for _, g := range workers {
+		mfs, err := g.Gather()
+		if err != nil {
+			return nil, fmt.Errorf("gather worker metrics: %w", err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != batchMetric {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "kind" {
+						sum[l.GetValue()] += m.GetHistogram().GetSampleSum()
+						count[l.GetValue()] += m.GetHistogram().GetSampleCount()
+					}
+				}
+			}
+		}
+	}
+	out := make(map[string]float64, len(sum))
+	for kind, n := range count {
+		if n > 0 {
+			out[kind] = sum[kind] / float64(n)
+		}
+	}
+	return out, nil
 }
 
 type noopArgs struct{}

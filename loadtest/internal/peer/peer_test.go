@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -94,6 +95,28 @@ func TestSucceeded(t *testing.T) {
 	}
 }
 
+// TestMeanBatches checks that batch sizes are averaged per kind over every worker's registry.
+func TestMeanBatches(t *testing.T) {
+	t.Parallel()
+	worker := func(claims ...float64) prometheus.Gatherer {
+		reg := prometheus.NewRegistry()
+		size := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: batchMetric}, []string{"kind"})
+		reg.MustRegister(size)
+		for _, n := range claims {
+			size.WithLabelValues("claim").Observe(n)
+		}
+		size.WithLabelValues("publish").Observe(3)
+		return reg
+	}
+	got, err := meanBatches([]prometheus.Gatherer{worker(10, 20), worker(60)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]float64{"claim": 30, "publish": 3}; !maps.Equal(got, want) {
+		t.Fatalf("meanBatches = %v, want %v", got, want)
+	}
+}
+
 // TestRun runs every side with a few hundred jobs on the real services, so each side's in-process
 // count reaches the jobs queued and Postgres agrees with it.
 func TestRun(t *testing.T) {
@@ -108,6 +131,11 @@ func TestRun(t *testing.T) {
 	for _, r := range []Result{c.Turnstile, c.River, c.Floor} {
 		if r.Jobs != 300 || r.PerSec <= 0 || r.Total <= 0 {
 			t.Errorf("%s: %+v", r.System, r)
+		}
+	}
+	for _, kind := range []string{"claim", "complete", "publish"} {
+		if c.Turnstile.MeanBatch[kind] < 1 {
+			t.Errorf("turnstile's mean %s batch: %v", kind, c.Turnstile.MeanBatch)
 		}
 	}
 }
