@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/turnstile-run/turnstile/pkg/wire"
@@ -221,6 +222,10 @@ func (s *Store) claimRound(ctx context.Context, encoded []claimRow, pos []int, o
 // readClaims reads claimManySQL's rows for the requests at positions pos (whose turn IDs are ids,
 // all distinct) into out, and returns the indexes into pos of the requests to send again: those the
 // statement neither took nor found, or found claimable and did not take.
+//
+// The outcome and status are read as the driver's bytes and mapped to their constants (textConst),
+// and the claims are kept by value: a string per text column, and the scan's targets on the heap,
+// were five allocations a turn.
 func readClaims(rows pgx.Rows, pos []int, ids [][16]byte, out []batch.Result[Claim]) ([]int, error) {
 	defer rows.Close()
 	at := make(map[[16]byte]int, len(ids))
@@ -229,12 +234,14 @@ func readClaims(rows pgx.Rows, pos []int, ids [][16]byte, out []batch.Result[Cla
 	}
 	// A claimed row and a prev row may both come back for one turn (the row as it was before this
 	// statement took it over): the claim wins.
-	got := make([]*Claim, len(ids))
+	got := make([]Claim, len(ids))
+	found := make([]bool, len(ids))
+	// Declared once: Scan's arguments escape, so each declared in the loop would be allocated per
+	// row. Scan sets every field of c but the two set after it.
+	var id [16]byte
+	var outcome, status pgtype.DriverBytes
+	var c Claim
 	for rows.Next() {
-		var id [16]byte
-		var outcome *string
-		var c Claim
-		var status string
 		if err := rows.Scan(&id, &outcome, &c.Attempt, &c.Token, &status, &c.LeaseExpiresAt, &c.SessionSeq); err != nil {
 			return nil, err
 		}
@@ -242,26 +249,44 @@ func readClaims(rows pgx.Rows, pos []int, ids [][16]byte, out []batch.Result[Cla
 		if !ok {
 			return nil, fmt.Errorf("claim returned turn %s, which was not asked for", uuid.UUID(id))
 		}
-		if outcome == nil || (got[i] != nil && got[i].Outcome == Acquired) {
+		if outcome == nil || (found[i] && got[i].Outcome == Acquired) {
 			// outcome NULL: the row as it was was claimable, so unless it was claimed it changed
 			// under the statement.
 			continue
 		}
-		c.Outcome, c.Status = Outcome(*outcome), wire.Status(status)
-		got[i] = &c
+		c.Outcome, c.Status = textConst(outcome, outcomes), textConst(status, statuses)
+		got[i], found[i] = c, true
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	var again []int
-	for i, c := range got {
-		if c == nil {
+	for i := range got {
+		if !found[i] {
 			again = append(again, i)
 			continue
 		}
-		out[pos[i]] = batch.Result[Claim]{Val: *c}
+		out[pos[i]] = batch.Result[Claim]{Val: got[i]}
 	}
 	return again, nil
+}
+
+// The values readClaims maps the statement's text columns to.
+var (
+	outcomes = []Outcome{Acquired, Done, Leased, Cancelled, Exhausted}
+	statuses = []wire.Status{wire.StatusQueued, wire.StatusRunning, wire.StatusSucceeded, wire.StatusFailed,
+		wire.StatusCancelled, wire.StatusExpired}
+)
+
+// textConst is the constant of known that b spells, without allocating, or b as a new string if it
+// spells none of them.
+func textConst[T ~string](b []byte, known []T) T {
+	for _, k := range known {
+		if string(k) == string(b) {
+			return k
+		}
+	}
+	return T(b)
 }
 
 // claimRow is one claim request as the statement takes it.
