@@ -130,8 +130,11 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 		x.deadLetter(ctx, rec, "undecodable", err.Error(), 0)
 		return Finished
 	}
-	ctx = logging.With(ctx, slog.String("turn_id", env.TurnID.String()), slog.String("session_id", env.SessionID))
-	ctx, span := telemetry.Start(telemetry.ExtractRecord(ctx, rec), "worker.turn", trace.WithSpanKind(trace.SpanKindConsumer), telemetry.TurnAttributes(env.TurnID.String(), env.SessionID, 0))
+	// The turn ID's text, made once for the turn: the log context, the span and every attempt's
+	// events share it.
+	turnID := env.TurnID.String()
+	ctx = logging.With(ctx, slog.String("turn_id", turnID), slog.String("session_id", env.SessionID))
+	ctx, span := telemetry.Start(telemetry.ExtractRecord(ctx, rec), "worker.turn", trace.WithSpanKind(trace.SpanKindConsumer), telemetry.TurnAttributes(turnID, env.SessionID, 0))
 	defer span.End()
 	for {
 		// A turn that cannot be useful any more never starts: it is recorded expired without a claim.
@@ -176,7 +179,7 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 			x.finishUnleased(ctx, rec, env, wire.StatusFailed, msg, "attempts_exhausted")
 			return Finished
 		case lease.Acquired:
-			switch x.attempt(ctx, rec, env, claim, acquiredAt) {
+			switch x.attempt(ctx, rec, env, turnID, claim, acquiredAt) {
 			case attemptFinished:
 				return Finished
 			case attemptHandedOff:
@@ -200,9 +203,9 @@ const (
 	attemptLost
 )
 
-func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelope, claim lease.Claim, acquiredAt time.Time) attemptResult {
+// attempt runs one attempt of the turn env (whose ID's text is turnID) under the lease claim took.
+func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelope, turnID string, claim lease.Claim, acquiredAt time.Time) attemptResult {
 	start := time.Now()
-	turnID := env.TurnID.String()
 	sink := &attemptSink{
 		pub: x.cfg.Publish, retried: x.hooks.PublishRetried, sessionID: env.SessionID, turnID: turnID, attempt: claim.Attempt, token: claim.Token, rec: rec,
 		traceparent: header(rec, "traceparent"),
