@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/turnstile-run/turnstile/pkg/pgarray"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/batch"
 )
@@ -226,9 +227,9 @@ func (s *Store) claimRound(ctx context.Context, encoded []claimRow, pos []int, o
 // The outcome and status are read as the driver's bytes and mapped to their constants (textConst),
 // and the claims are kept by value: a string per text column, and the scan's targets on the heap,
 // were five allocations a turn.
-func readClaims(rows pgx.Rows, pos []int, ids [][16]byte, out []batch.Result[Claim]) ([]int, error) {
+func readClaims(rows pgx.Rows, pos []int, ids pgarray.UUIDs, out []batch.Result[Claim]) ([]int, error) {
 	defer rows.Close()
-	at := make(map[[16]byte]int, len(ids))
+	at := make(map[pgarray.UUID]int, len(ids))
 	for i, id := range ids {
 		at[id] = i
 	}
@@ -245,7 +246,7 @@ func readClaims(rows pgx.Rows, pos []int, ids [][16]byte, out []batch.Result[Cla
 		if err := rows.Scan(&id, &outcome, &c.Attempt, &c.Token, &status, &c.LeaseExpiresAt, &c.SessionSeq); err != nil {
 			return nil, err
 		}
-		i, ok := at[id]
+		i, ok := at[pgarray.UUID(id)]
 		if !ok {
 			return nil, fmt.Errorf("claim returned turn %s, which was not asked for", uuid.UUID(id))
 		}
@@ -321,34 +322,34 @@ func encodeClaim(req ClaimRequest) (claimRow, error) {
 	}, nil
 }
 
-// turnIDArg is a turn ID as a statement's array element: pgx sends [16]byte in binary, where a
-// uuid.UUID goes through its driver.Valuer, its text form (3% of a busy worker's CPU).
-func turnIDArg(id uuid.UUID) [16]byte { return id }
+// turnIDArg is a turn ID as a statement's array element: sent in binary, where a uuid.UUID goes
+// through its driver.Valuer, its text form (3% of a busy worker's CPU).
+func turnIDArg(id uuid.UUID) pgarray.UUID { return pgarray.UUID(id) }
 
 // claimArgs holds claim rows as the statement's column arrays.
 type claimArgs struct {
-	ids                 [][16]byte // see turnIDArg
-	sessions, tenants   []string
+	ids                 pgarray.UUIDs // see turnIDArg
+	sessions, tenants   pgarray.Texts
 	inputs, metadata    [][]byte
-	accepted, deadlines []time.Time
-	parts               []int32
-	offsets             []int64
+	accepted, deadlines pgarray.Times
+	parts               pgarray.Ints
+	offsets             pgarray.Ints
 }
 
 // claimArgsOf returns the column arrays of the rows at positions pos.
 func claimArgsOf(rows []claimRow, pos []int) claimArgs {
-	var a claimArgs
-	for _, p := range pos {
+	n := len(pos)
+	a := claimArgs{
+		ids: make(pgarray.UUIDs, n), sessions: make(pgarray.Texts, n), tenants: make(pgarray.Texts, n),
+		inputs: make([][]byte, n), metadata: make([][]byte, n), accepted: make(pgarray.Times, n),
+		deadlines: make(pgarray.Times, n), parts: make(pgarray.Ints, n), offsets: make(pgarray.Ints, n),
+	}
+	for i, p := range pos {
 		r := rows[p]
-		a.ids = append(a.ids, turnIDArg(r.id))
-		a.sessions = append(a.sessions, r.session)
-		a.tenants = append(a.tenants, r.tenant)
-		a.inputs = append(a.inputs, r.input)
-		a.metadata = append(a.metadata, r.metadata)
-		a.accepted = append(a.accepted, r.accepted)
-		a.deadlines = append(a.deadlines, r.deadline)
-		a.parts = append(a.parts, r.partition)
-		a.offsets = append(a.offsets, r.offset)
+		a.ids[i], a.sessions[i], a.tenants[i] = turnIDArg(r.id), pgarray.Text(r.session), pgarray.Text(r.tenant)
+		a.inputs[i], a.metadata[i] = r.input, r.metadata
+		a.accepted[i], a.deadlines[i] = pgarray.Time(r.accepted), pgarray.Time(r.deadline)
+		a.parts[i], a.offsets[i] = pgarray.Int(r.partition), pgarray.Int(r.offset)
 	}
 	return a
 }
@@ -444,10 +445,10 @@ func (s *Store) Renew(ctx context.Context, held []Held) ([]Renewal, error) {
 	if len(held) == 0 {
 		return nil, nil
 	}
-	ids := make([][16]byte, len(held))
-	tokens := make([]int64, len(held))
+	ids := make(pgarray.UUIDs, len(held))
+	tokens := make(pgarray.Ints, len(held))
 	for i, h := range held {
-		ids[i], tokens[i] = turnIDArg(h.TurnID), h.Token
+		ids[i], tokens[i] = turnIDArg(h.TurnID), pgarray.Int(h.Token)
 	}
 	rows, err := s.pool.Query(ctx, renewSQL, ids, tokens, s.ttl.Milliseconds())
 	if err != nil {
@@ -569,10 +570,10 @@ func (s *Store) CompleteMany(ctx context.Context, cs []Completion) []batch.Resul
 }
 
 func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, out []batch.Result[int64]) {
-	ids := make([][16]byte, 0, len(pos))
-	tokens := make([]int64, 0, len(pos))
+	ids := make(pgarray.UUIDs, 0, len(pos))
+	tokens := make(pgarray.Ints, 0, len(pos))
 	outputs := make([][]byte, 0, len(pos))
-	texts := make([]string, 0, len(pos))
+	texts := make(pgarray.Texts, 0, len(pos))
 	rows := make([]int, 0, len(pos)) // statement row -> position in cs
 	for _, p := range pos {
 		b, err := json.Marshal(cs[p].Output)
@@ -580,8 +581,8 @@ func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, o
 			out[p].Err = fmt.Errorf("encode output: %w", err)
 			continue
 		}
-		ids, tokens = append(ids, turnIDArg(cs[p].TurnID)), append(tokens, cs[p].Token)
-		outputs, texts = append(outputs, b), append(texts, cs[p].Output.Text)
+		ids, tokens = append(ids, turnIDArg(cs[p].TurnID)), append(tokens, pgarray.Int(cs[p].Token))
+		outputs, texts = append(outputs, b), append(texts, pgarray.Text(cs[p].Output.Text))
 		rows = append(rows, p)
 	}
 	if len(rows) == 0 {
@@ -613,7 +614,7 @@ func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, o
 
 // completeRows runs completeManySQL and returns, per row, its assistant message's sequence number,
 // or 0 if it was fenced.
-func (s *Store) completeRows(ctx context.Context, ids [][16]byte, tokens []int64, outputs [][]byte, texts []string) ([]int64, error) {
+func (s *Store) completeRows(ctx context.Context, ids pgarray.UUIDs, tokens pgarray.Ints, outputs [][]byte, texts pgarray.Texts) ([]int64, error) {
 	rs, err := s.pool.Query(ctx, completeManySQL, ids, tokens, outputs, texts)
 	if err != nil {
 		return nil, err
