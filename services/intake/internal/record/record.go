@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
+	"github.com/turnstile-run/turnstile/pkg/pgarray"
 )
 
 // Row is one accepted turn.
@@ -216,18 +217,20 @@ func (r *Recorder) write(ctx context.Context, pool *pgxpool.Pool, batch []Row) {
 		return
 	}
 	n := len(batch)
-	ids := make([][16]byte, n) // as arrays: uuid.UUID would be encoded through its text form
-	sessions := make([]string, n)
-	tenants := make([]string, n)
-	accepted := make([]time.Time, n)
-	deadlines := make([]time.Time, n)
-	needSession := make([]bool, n)
+	// As pgarray's arrays: a uuid.UUID would be encoded through its text form, and a plain slice's
+	// elements each copied to the heap.
+	ids := make(pgarray.UUIDs, n)
+	sessions := make(pgarray.Texts, n)
+	tenants := make(pgarray.Texts, n)
+	accepted := make(pgarray.Times, n)
+	deadlines := make(pgarray.Times, n)
+	needSession := make(pgarray.Bools, n)
 	sql := insertSQL
 	for i, row := range batch {
-		ids[i] = row.TurnID
-		sessions[i], tenants[i] = row.SessionID, row.Tenant
-		accepted[i], deadlines[i] = row.AcceptedAt, row.Deadline
-		needSession[i] = row.NeedSession
+		ids[i] = pgarray.UUID(row.TurnID)
+		sessions[i], tenants[i] = pgarray.Text(row.SessionID), pgarray.Text(row.Tenant)
+		accepted[i], deadlines[i] = pgarray.Time(row.AcceptedAt), pgarray.Time(row.Deadline)
+		needSession[i] = pgarray.Bool(row.NeedSession)
 		if row.NeedSession {
 			sql = insertWithSessionsSQL
 		}
