@@ -65,25 +65,36 @@ func (e *Envelope) Encode() ([]byte, error) {
 // the metadata, an arbitrary object, is kept raw there and decoded by encoding/json, which builds
 // such values with a fifth of segmentio's allocation.
 func DecodeEnvelope(b []byte) (Envelope, error) {
+	e, _, err := DecodeEnvelopeRaw(b)
+	return e, err
+}
+
+// DecodeEnvelopeRaw is DecodeEnvelope that also returns the metadata as the record held it (nil
+// when the envelope's Metadata is nil): a consumer that stores the metadata can store these bytes
+// instead of encoding the map again. They may share b's memory.
+func DecodeEnvelopeRaw(b []byte) (Envelope, json.RawMessage, error) {
 	var r envelopeRecord
 	if err := fastjson.Unmarshal(b, &r); err != nil {
-		return Envelope{}, fmt.Errorf("decode envelope: %w", err)
+		return Envelope{}, nil, fmt.Errorf("decode envelope: %w", err)
 	}
 	e := r.Envelope
 	if len(r.Metadata) > 0 {
 		if err := json.Unmarshal(r.Metadata, &e.Metadata); err != nil {
-			return Envelope{}, fmt.Errorf("decode envelope: metadata: %w", err)
+			return Envelope{}, nil, fmt.Errorf("decode envelope: metadata: %w", err)
 		}
 	}
 	switch {
 	case e.Version < 1 || e.Version > EnvelopeVersion:
-		return Envelope{}, fmt.Errorf("%w: %d", ErrUnsupportedVersion, e.Version)
+		return Envelope{}, nil, fmt.Errorf("%w: %d", ErrUnsupportedVersion, e.Version)
 	case e.TurnID == uuid.Nil:
-		return Envelope{}, errors.New("decode envelope: missing turn_id")
+		return Envelope{}, nil, errors.New("decode envelope: missing turn_id")
 	case e.SessionID == "":
-		return Envelope{}, errors.New("decode envelope: missing session_id")
+		return Envelope{}, nil, errors.New("decode envelope: missing session_id")
 	case e.Deadline.IsZero():
-		return Envelope{}, errors.New("decode envelope: missing deadline")
+		return Envelope{}, nil, errors.New("decode envelope: missing deadline")
 	}
-	return e, nil
+	if e.Metadata == nil {
+		return e, nil, nil
+	}
+	return e, r.Metadata, nil
 }

@@ -57,8 +57,15 @@ func FuzzDecodeEnvelope(f *testing.F) {
 	f.Add([]byte(`{"v":2}`))
 	f.Add([]byte(`{"v":1,`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := DecodeEnvelope(b)
+		got, raw, err := DecodeEnvelopeRaw(b)
 		want, werr := decodeEnvelopeStd(b)
+		if err == nil {
+			// The raw metadata is the metadata decoded, and there is none without metadata.
+			var m map[string]any
+			if uerr := json.Unmarshal(raw, &m); (raw != nil || got.Metadata != nil) && (uerr != nil || !reflect.DeepEqual(m, got.Metadata)) {
+				t.Fatalf("DecodeEnvelopeRaw(%q): raw metadata %q decodes to %v (%v), metadata %v", b, raw, m, uerr, got.Metadata)
+			}
+		}
 		if (err == nil) != (werr == nil) {
 			if duplicateMetadata(b) {
 				return
