@@ -124,7 +124,7 @@ const (
 // Handle runs the record's turn to its end. ctx is the worker's turn context: cancelled with
 // ErrDraining when the drain grace period is over.
 func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
-	env, err := wire.DecodeEnvelope(rec.Value)
+	env, rawMetadata, err := wire.DecodeEnvelopeRaw(rec.Value)
 	if err != nil {
 		x.log.Error("undecodable turn record sent to dead-letter topic", "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		x.deadLetter(ctx, rec, "undecodable", err.Error(), 0)
@@ -143,7 +143,7 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 		}
 		acquiredAt := time.Now()
 		cctx, cspan := telemetry.StartChild(ctx, "worker.claim")
-		claim, err := x.cfg.Claim(cctx, lease.ClaimRequest{Env: env, Partition: rec.Partition, Offset: rec.Offset})
+		claim, err := x.cfg.Claim(cctx, lease.ClaimRequest{Env: env, RawMetadata: rawMetadata, Partition: rec.Partition, Offset: rec.Offset})
 		if cspan.IsRecording() {
 			cspan.SetAttributes(attribute.String("turnstile.claim", string(claim.Outcome)), attribute.Int("turnstile.attempt", claim.Attempt))
 		}

@@ -1,12 +1,14 @@
 package lease
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -74,9 +76,13 @@ func (s *Store) TTL() time.Duration { return s.ttl }
 
 // ClaimRequest carries what the claim records about the turn from its envelope.
 type ClaimRequest struct {
-	Env       wire.Envelope
-	Partition int32
-	Offset    int64
+	Env wire.Envelope
+	// RawMetadata is Env.Metadata as the record held it (wire.DecodeEnvelopeRaw), or nil: the claim
+	// stores these bytes when Postgres takes them as they are (storableAsIs) instead of encoding
+	// the map again, which was a twelfth of a busy worker's allocations.
+	RawMetadata json.RawMessage
+	Partition   int32
+	Offset      int64
 }
 
 // Claim takes the turn's lease if it can: inserted as running, or taken over when it is queued or
@@ -210,6 +216,17 @@ func (s *Store) claimRound(ctx context.Context, encoded []claimRow, pos []int, o
 				s.claimRound(ctx, encoded, []int{p}, out)
 			}
 			return
+		case isDataError(err) && encoded[pos[0]].asIs != nil:
+			// Postgres refused the record's own metadata bytes where the map would pass (a number
+			// out of numeric's range that encoding/json reads as 0, say): store the map encoded.
+			r := &encoded[pos[0]]
+			md, merr := json.Marshal(r.asIs)
+			if merr != nil {
+				out[pos[0]].Err = fmt.Errorf("encode turn metadata: %w", merr)
+				return
+			}
+			r.metadata, r.asIs = md, nil
+			continue
 		default:
 			err = fmt.Errorf("claim turns: %w", err)
 			for _, p := range pos {
@@ -292,9 +309,12 @@ func textConst[T ~string](b []byte, known []T) T {
 
 // claimRow is one claim request as the statement takes it.
 type claimRow struct {
-	id                 uuid.UUID
-	session, tenant    string
-	input, metadata    []byte
+	id              uuid.UUID
+	session, tenant string
+	input, metadata []byte
+	// asIs is the metadata map while metadata holds the record's own bytes (storableAsIs), to be
+	// encoded instead should Postgres refuse them.
+	asIs               map[string]any
 	accepted, deadline time.Time
 	partition          int32
 	offset             int64
@@ -307,7 +327,12 @@ func encodeClaim(req ClaimRequest) (claimRow, error) {
 		return claimRow{}, fmt.Errorf("encode turn input: %w", err)
 	}
 	var md []byte
-	if e.Metadata != nil {
+	var asIs map[string]any
+	switch {
+	case e.Metadata == nil:
+	case storableAsIs(req.RawMetadata):
+		md, asIs = req.RawMetadata, e.Metadata
+	default:
 		if md, err = json.Marshal(e.Metadata); err != nil {
 			return claimRow{}, fmt.Errorf("encode turn metadata: %w", err)
 		}
@@ -317,9 +342,20 @@ func encodeClaim(req ClaimRequest) (claimRow, error) {
 		tenant = "default"
 	}
 	return claimRow{
-		id: e.TurnID, session: e.SessionID, tenant: tenant, input: input, metadata: md,
+		id: e.TurnID, session: e.SessionID, tenant: tenant, input: input, metadata: md, asIs: asIs,
 		accepted: e.AcceptedAt, deadline: e.Deadline, partition: req.Partition, offset: req.Offset,
 	}, nil
+}
+
+// storableAsIs reports whether raw, a JSON object, can go into a jsonb column as it is and mean
+// there what its decoded map, encoded again, would: valid UTF-8 with no \u escape. encoding/json
+// decodes invalid UTF-8 and an unpaired surrogate escape to U+FFFD, where Postgres refuses both,
+// so such bytes would fail a claim the encoded map passes (\u0000 fails either way). Otherwise
+// jsonb keeps what the map keeps: the last of duplicate keys, and numbers as written (where the
+// map's float64 would round a long integer). Bytes Postgres refuses all the same are claimed again
+// with the map encoded (claimRound).
+func storableAsIs(raw json.RawMessage) bool {
+	return len(raw) > 0 && utf8.Valid(raw) && !bytes.Contains(raw, []byte(`\u`))
 }
 
 // turnIDArg is a turn ID as a statement's array element: sent in binary, where a uuid.UUID goes

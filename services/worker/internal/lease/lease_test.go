@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -490,4 +491,61 @@ func TestTextConst(t *testing.T) {
 	require.Equal(t, Outcome("NEW"), textConst([]byte("NEW"), outcomes))
 	b := []byte("running")
 	require.Zero(t, testing.AllocsPerRun(100, func() { _ = textConst(b, statuses) }))
+}
+
+// withMetadata is req with the metadata raw, as the record held it, and decoded.
+func withMetadata(t *testing.T, req ClaimRequest, raw string) ClaimRequest {
+	t.Helper()
+	require.NoError(t, json.Unmarshal([]byte(raw), &req.Env.Metadata))
+	req.RawMetadata = json.RawMessage(raw)
+	return req
+}
+
+// TestClaimStoresRecordedMetadata checks that a claim stores the record's metadata bytes as they
+// are, numbers as written, and that bytes Postgres refuses where the decoded map would pass are
+// claimed with the map encoded, alone or in a batch.
+func TestClaimStoresRecordedMetadata(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := setup(t)
+	s := NewStore(env.Pool, "a", time.Minute, 3)
+	stored := func(id uuid.UUID, want string) {
+		t.Helper()
+		var same bool
+		var got string
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT metadata = $2::jsonb, metadata::text FROM turns WHERE turn_id = $1`,
+			id, want).Scan(&same, &got))
+		require.True(t, same, "stored %s, want %s", got, want)
+	}
+
+	exact := `{"b": 1, "a": {"c": [1, 2.50]}, "n": 12345678901234567890}`
+	c, err := s.Claim(ctx, withMetadata(t, request("meta-exact"), exact))
+	require.NoError(t, err)
+	require.Equal(t, Acquired, c.Outcome)
+
+	// encoding/json reads 1e-20000 as 0; Postgres's numeric cannot hold it.
+	refused := withMetadata(t, request("meta-refused"), `{"a": 1e-20000}`)
+	c, err = s.Claim(ctx, refused)
+	require.NoError(t, err)
+	require.Equal(t, Acquired, c.Outcome)
+	stored(refused.Env.TurnID, `{"a": 0}`)
+
+	reqs := []ClaimRequest{
+		withMetadata(t, request("meta-batch-1"), exact),
+		withMetadata(t, request("meta-batch-2"), `{"a": 1e-20000}`),
+	}
+	for i, r := range s.ClaimMany(ctx, reqs) {
+		require.NoError(t, r.Err, i)
+		require.Equal(t, Acquired, r.Val.Outcome, i)
+	}
+	stored(reqs[0].Env.TurnID, exact)
+	stored(reqs[1].Env.TurnID, `{"a": 0}`)
+}
+
+func TestStorableAsIs(t *testing.T) {
+	t.Parallel()
+	require.True(t, storableAsIs(json.RawMessage(`{"a":"é"}`)))
+	require.False(t, storableAsIs(nil))
+	require.False(t, storableAsIs(json.RawMessage("{\"a\":\"\xff\"}")), "invalid UTF-8")
+	require.False(t, storableAsIs(json.RawMessage(`{"a":"\ud800"}`)), "an escape")
 }
