@@ -2,7 +2,6 @@ package consume
 
 import (
 	"cmp"
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -135,17 +134,47 @@ type readySession struct {
 // waited longest starts first: a session whose turn just finished has its next turn in line by
 // when that turn was accepted, not behind every session that became ready meanwhile. That keeps
 // the oldest startable turn's wait (the backlog age) as short as the backlog allows.
+//
+// It is a binary min-heap on offset, written out on the typed slice: container/heap takes and returns
+// its elements as interfaces, two allocations a turn.
 type readyHeap []readySession
 
-func (h readyHeap) Len() int           { return len(h) }
-func (h readyHeap) Less(i, j int) bool { return h[i].offset < h[j].offset }
-func (h readyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *readyHeap) Push(x any)        { *h = append(*h, x.(readySession)) }
-func (h *readyHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// push adds r.
+func (h *readyHeap) push(r readySession) {
+	*h = append(*h, r)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if s[parent].offset <= s[i].offset {
+			break
+		}
+		s[parent], s[i] = s[i], s[parent]
+		i = parent
+	}
+}
+
+// pop removes and returns the session with the lowest offset. The heap must not be empty.
+func (h *readyHeap) pop() readySession {
+	s := *h
+	top, n := s[0], len(s)-1
+	s[0], s[n] = s[n], readySession{}
+	s = s[:n]
+	for i := 0; ; {
+		least := i
+		if l := 2*i + 1; l < n && s[l].offset < s[least].offset {
+			least = l
+		}
+		if r := 2*i + 2; r < n && s[r].offset < s[least].offset {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		s[i], s[least] = s[least], s[i]
+		i = least
+	}
+	*h = s
+	return top
 }
 
 type queued struct {
@@ -285,7 +314,7 @@ func (c *Consumer) addLocked(rec *kgo.Record) {
 	s.queue = append(s.queue, queued{rec: rec, gen: ps.gen})
 	ps.held++
 	if !s.running && len(s.queue) == 1 {
-		heap.Push(&ps.ready, readySession{sk, rec.Offset})
+		ps.ready.push(readySession{sk, rec.Offset})
 	}
 }
 
@@ -331,7 +360,7 @@ func (c *Consumer) nextReadyLocked() (sessionKey, *partState) {
 		j := (c.next + i) % n
 		ps := c.parts[c.order[j]]
 		for len(ps.ready) > 0 {
-			sk := heap.Pop(&ps.ready).(readySession).sk
+			sk := ps.ready.pop().sk
 			if s := c.sessions[sk]; s == nil || s.running || len(s.queue) == 0 {
 				continue
 			}
@@ -392,7 +421,7 @@ func (c *Consumer) finishLocked(sk sessionKey, q queued, res execute.Result) {
 	case len(s.queue) == 0:
 		delete(c.sessions, sk)
 	default:
-		heap.Push(&ps.ready, readySession{sk, s.queue[0].rec.Offset})
+		ps.ready.push(readySession{sk, s.queue[0].rec.Offset})
 	}
 }
 
