@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -75,8 +76,10 @@ var ErrStaleToken = errors.New("stale fencing token")
 // ARGV: [1] maxlen, [2] minid (ms), [3] ttl (ms), [4] fresh epoch; then per block its notify channel
 // and its event count n, then n events of 6: turn id, token, type, data, terminal ("1" or "0"),
 // traceparent.
-// Returns 2 values per event, blocks in order: status, and the cursor (statuses 1 and 0), "" (-1)
-// or the error message (-2).
+// Returns one string of 2 lines per event, blocks in order: status, and the cursor (statuses 1 and
+// 0), "" (-1) or the error message (-2, its line breaks made spaces). One string rather than an
+// array of 2 values an event: go-redis reads an array's every value into an interface, two
+// allocations an event.
 var publishScript = redis.NewScript(`
 local KEYS, ARGV, rcall, rpcall = KEYS, ARGV, redis.call, redis.pcall
 local tonumber, type, unpack = tonumber, type, unpack
@@ -204,6 +207,9 @@ while a <= nargs do
         status, res = -2, r.err
       end
     end
+    if status == -2 then
+      res = (string.gsub(res, '\n', ' '))
+    end
     out[o + 1], out[o + 2] = status, res
     o = o + 2
     a = a + 6
@@ -214,7 +220,7 @@ while a <= nargs do
     rcall('PEXPIRE', meta, ttl)
   end
 end
-return out
+return table.concat(out, '\n')
 `)
 
 // Publisher appends fenced events to session streams.
@@ -431,41 +437,64 @@ func (r *rawArg) MarshalBinary() ([]byte, error) { return r.b, nil }
 
 // results reads the call's reply into out. An error of the whole call is each of its messages'.
 func (c *scriptCall) results(ms []Message, cmd *redis.Cmd, out []PublishResult) {
-	res, err := cmd.Slice()
-	j := 0
+	reply, err := cmd.Text()
+	lines := replyLines{s: reply}
 	for _, blk := range c.blocks {
 		for _, i := range blk {
 			t := ms[i].Event.Type
-			switch {
-			case err != nil:
+			if err != nil {
 				out[i] = PublishResult{Err: fmt.Errorf("publish %s to session stream: %w", t, err)}
-			case len(res) < 2*j+2:
-				out[i] = PublishResult{Err: fmt.Errorf("publish %s: script reply of %d values is short", t, len(res))}
-			default:
-				pub, perr := parseReply(t, res[2*j], res[2*j+1])
-				out[i] = PublishResult{Published: pub, Err: perr}
+				continue
 			}
-			j++
+			status, ok1 := lines.next()
+			v, ok2 := lines.next()
+			if !ok1 || !ok2 {
+				out[i] = PublishResult{Err: fmt.Errorf("publish %s: script reply of %d bytes is short", t, len(reply))}
+				continue
+			}
+			pub, perr := parseReply(t, status, v)
+			out[i] = PublishResult{Published: pub, Err: perr}
 		}
 	}
 }
 
-// parseReply reads one event's status and the string that goes with it (see publishScript).
-func parseReply(t wire.EventType, status, v any) (Published, error) {
-	s, _ := v.(string)
-	switch st, _ := status.(int64); st {
-	case -1:
-		return Published{}, ErrStaleToken
-	case -2:
-		return Published{}, fmt.Errorf("publish %s to session stream: %w", t, errors.New(s))
-	case 0, 1:
-		c, err := ParseCursor(s)
-		if err != nil {
-			return Published{}, fmt.Errorf("publish %s: cursor %q: %w", t, s, err)
-		}
-		return Published{Cursor: c, Appended: st == 1}, nil
+// replyLines reads the script's reply a line at a time, without copying: a line is a substring.
+type replyLines struct {
+	s    string
+	pos  int
+	done bool
+}
+
+// next returns the next line, false once every line was read.
+func (r *replyLines) next() (string, bool) {
+	if r.done {
+		return "", false
 	}
-	return Published{}, fmt.Errorf("publish %s: unexpected script status %v", t, status)
+	rest := r.s[r.pos:]
+	i := strings.IndexByte(rest, '\n')
+	if i < 0 {
+		r.done = true
+		return rest, true
+	}
+	r.pos += i + 1
+	return rest[:i], true
+}
+
+// parseReply reads one event's status and the line that goes with it (see publishScript).
+func parseReply(t wire.EventType, status, v string) (Published, error) {
+	switch status {
+	case "-1":
+		return Published{}, ErrStaleToken
+	case "-2":
+		return Published{}, fmt.Errorf("publish %s to session stream: %w", t, errors.New(v))
+	case "0", "1":
+		c, err := ParseCursor(v)
+		if err != nil {
+			return Published{}, fmt.Errorf("publish %s: cursor %q: %w", t, v, err)
+		}
+		return Published{Cursor: c, Appended: status == "1"}, nil
+	}
+	return Published{}, fmt.Errorf("publish %s: unexpected script status %q", t, status)
 }
 
 // NewEpoch mints a random epoch name: 10 characters of [a-z0-9].

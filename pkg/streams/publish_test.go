@@ -516,3 +516,19 @@ func TestPublishManyFenceAcrossTurnsInABlock(t *testing.T) {
 		require.Equal(t, res[3].Published.Cursor.ID.String(), m["last"])
 	})
 }
+
+// TestReplyLines checks the reading of the script's reply: empty lines are lines, the last line
+// has no line break after it, and nothing follows it.
+func TestReplyLines(t *testing.T) {
+	t.Parallel()
+	r := replyLines{s: "1\nab:1-0\n-1\n"}
+	var got []string
+	for {
+		l, ok := r.next()
+		if !ok {
+			break
+		}
+		got = append(got, l)
+	}
+	require.Equal(t, []string{"1", "ab:1-0", "-1", ""}, got)
+}
