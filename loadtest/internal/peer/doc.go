@@ -22,8 +22,8 @@
 //     offset commit. Its turns are queued straight into Kafka as intake would write them.
 //   - Each side also reports its CPU time per job over the same 10%-90% window (CPUPerJob): the
 //     local Postgres and Redis servers' from /proc, the process's own from getrusage (the
-//     generator, and for turnstile the in-process stack; for River its client), interpolated
-//     between polls like the crossings. Both systems are CPU-bound on a small machine, so the ratio
+//     generator, and for turnstile the in-process stack; for River its client), read every 50 ms
+//     (a reading costs the generator half a millisecond) and interpolated at the crossings. Both systems are CPU-bound on a small machine, so the ratio
 //     of rates follows the ratio of these costs, and the breakdown says where a gap comes from.
 //     The servers' figures are whole servers (whatever else they do meanwhile).
 //   - River is tuned for throughput as its authors suggest for such a test: about 1,000 workers and

@@ -97,12 +97,41 @@ func Run(ctx context.Context, o Options) (Comparison, error) {
 // pollEvery is how often drain reads the count of finished jobs. The count is each side's own
 // in-process signal (River's completion events, turnstile's worker counter), not a Postgres
 // query: polled every 50 ms, that count(*) was a sequential scan of 10-60 ms of Postgres CPU
-// mid-run, charged to the system measured. A poll still costs the generator's process the CPU
-// reading (cpuReader, 150-400 µs on the 2-core machine) and on turnstile's side a registry read
-// (about 50 µs): at 10 ms 2-4% of one core, the same per second on both sides. 10 ms still puts
+// mid-run, charged to the system measured. A poll still costs turnstile's side a registry read
+// (about 50 µs), and every cpuEvery the CPU reading. 10 ms puts
 // some 20 polls inside River's 10%-90% window when it drains 10,000 jobs in about 0.3 s, and the
 // crossings are interpolated between polls.
 const pollEvery = 10 * time.Millisecond
+
+// cpuEvery is how often drain reads the CPU times (cpuReader), at the poll due after it. Read at
+// every poll, they cost the generator's process 0.4-0.6 ms each here (a listing of /proc and a
+// stat file per Postgres backend), 7% of turnstile's process CPU in a profile of the drain, charged
+// to the side measured and more per job to the slower side. CPU time grows steadily while a side
+// drains, so the times at a crossing are interpolated between the readings around it as well as
+// between polls: the reading's precision is the kernel's 10 ms tick either way.
+const cpuEvery = 50 * time.Millisecond
+
+// cpuSample is the CPU times read at a moment.
+type cpuSample struct {
+	at  time.Time
+	cpu cpuTimes
+}
+
+// cpuAt is the CPU times at t, interpolated linearly between the samples around it (sorted by
+// time); the first or the last sample's outside them.
+func cpuAt(samples []cpuSample, t time.Time) cpuTimes {
+	for i := 1; i < len(samples); i++ {
+		a, b := samples[i-1], samples[i]
+		if t.After(b.at) {
+			continue
+		}
+		if !t.After(a.at) {
+			return a.cpu
+		}
+		return between(a.cpu, b.cpu, float64(t.Sub(a.at))/float64(b.at.Sub(a.at)))
+	}
+	return samples[len(samples)-1].cpu
+}
 
 // drained is what drain measured.
 type drained struct {
@@ -114,36 +143,38 @@ type drained struct {
 // drain polls count until it reaches n, then asks confirm once how many jobs Postgres holds as
 // finished and fails unless that is n too: count is an in-process signal, and a signal that
 // over-reported would time a drain that had not happened. The moments the count crossed 10% and
-// 90% of n are interpolated linearly between the two polls around each, and so are the CPU times
-// read at each poll (cpuReader), so the CPU per job covers the same jobs as the rate.
+// 90% of n are interpolated linearly between the two polls around each, and the CPU times at those
+// moments between the readings around them (cpuEvery), so the CPU per job covers the same jobs as
+// the rate.
 func drain(ctx context.Context, n int, began time.Time, count, confirm func(context.Context) (int, error)) (drained, error) {
 	var t10, t90 time.Time
-	var c10, c90 cpuTimes
 	lo, hi := n/10, n-n/10
 	cpus := newCPUReader()
-	prevK, prevAt, prevCPU := 0, began, cpus.read()
+	samples := []cpuSample{{began, cpus.read()}}
+	prevK, prevAt := 0, began
 	for {
 		k, err := count(ctx)
 		if err != nil {
 			return drained{}, err
 		}
-		now, cpu := time.Now(), cpus.read()
+		now := time.Now()
 		if t10.IsZero() && k >= lo {
-			f := fraction(lo, prevK, k)
-			t10, c10 = at(prevAt, now, f), between(prevCPU, cpu, f)
+			t10 = at(prevAt, now, fraction(lo, prevK, k))
 		}
 		if t90.IsZero() && k >= hi {
-			f := fraction(hi, prevK, k)
-			t90, c90 = at(prevAt, now, f), between(prevCPU, cpu, f)
+			t90 = at(prevAt, now, fraction(hi, prevK, k))
+		}
+		if k >= n || now.Sub(samples[len(samples)-1].at) >= cpuEvery {
+			samples = append(samples, cpuSample{now, cpus.read()})
 		}
 		if k >= n {
 			d := drained{
 				seconds: t90.Sub(t10).Seconds(), total: now.Sub(began).Seconds(),
-				cpu: perJob(c10, c90, float64(hi-lo)),
+				cpu: perJob(cpuAt(samples, t10), cpuAt(samples, t90), float64(hi-lo)),
 			}
 			return d, confirmed(ctx, n, k, confirm)
 		}
-		prevK, prevAt, prevCPU = k, now, cpu
+		prevK, prevAt = k, now
 		select {
 		case <-ctx.Done():
 			return drained{}, fmt.Errorf("%d of %d done: %w", k, n, ctx.Err())

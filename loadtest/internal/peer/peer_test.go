@@ -35,6 +35,28 @@ func TestCrossing(t *testing.T) {
 	}
 }
 
+// TestCPUAt checks the CPU times at a moment interpolated between the readings around it, and the
+// first or last reading's outside them.
+func TestCPUAt(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sample := func(ms int, self time.Duration) cpuSample {
+		return cpuSample{t0.Add(time.Duration(ms) * time.Millisecond), cpuTimes{self: self, postgres: 2 * self, hasPostgres: true}}
+	}
+	samples := []cpuSample{sample(0, 0), sample(50, 100*time.Millisecond), sample(100, 300*time.Millisecond)}
+	for _, c := range []struct {
+		ms   int
+		want time.Duration
+	}{
+		{-10, 0}, {0, 0}, {25, 50 * time.Millisecond}, {50, 100 * time.Millisecond},
+		{75, 200 * time.Millisecond}, {100, 300 * time.Millisecond}, {130, 300 * time.Millisecond},
+	} {
+		got := cpuAt(samples, t0.Add(time.Duration(c.ms)*time.Millisecond))
+		if got.self != c.want || got.postgres != 2*c.want || !got.hasPostgres {
+			t.Errorf("cpuAt(%d ms) = %+v, want self %v", c.ms, got, c.want)
+		}
+	}
+}
+
 // TestDrainConfirms checks that drain ends with Postgres's word on the jobs finished: a count that
 // reached n is not believed unless Postgres holds n too.
 func TestDrainConfirms(t *testing.T) {
