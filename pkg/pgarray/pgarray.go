@@ -22,7 +22,7 @@ func (a Array[E, P]) Dimensions() []pgtype.ArrayDimension {
 	if a == nil {
 		return nil
 	}
-	return []pgtype.ArrayDimension{{Length: int32(len(a)), LowerBound: 1}} //nolint:gosec // a batch is at most a few thousand rows
+	return []pgtype.ArrayDimension{{Length: int32(len(a)), LowerBound: 1}}
 }
 
 // Index is a pointer to element i.
@@ -77,11 +77,17 @@ func (*Bool) pgElem() {}
 // BoolValue implements pgtype.BoolValuer.
 func (b *Bool) BoolValue() (pgtype.Bool, error) { return pgtype.Bool{Bool: bool(*b), Valid: true}, nil }
 
-// The array argument types.
-type (
-	UUIDs = Array[UUID, *UUID]
-	Texts = Array[Text, *Text]
-	Ints  = Array[Int, *Int]
-	Times = Array[Time, *Time]
-	Bools = Array[Bool, *Bool]
-)
+// UUIDs is a uuid[] argument.
+type UUIDs = Array[UUID, *UUID]
+
+// Texts is a text[] argument.
+type Texts = Array[Text, *Text]
+
+// Ints is an integer[] or bigint[] argument.
+type Ints = Array[Int, *Int]
+
+// Times is a timestamptz[] argument.
+type Times = Array[Time, *Time]
+
+// Bools is a boolean[] argument.
+type Bools = Array[Bool, *Bool]

@@ -372,7 +372,7 @@ func (p *Publisher) calls(ms []Message) []scriptCall {
 // The arguments point into arrays of their values (see scriptValues) instead of holding the values:
 // go-redis writes a *string or an *int64 as it writes the value, and a pointer goes into an
 // interface as it is, where a string, an int64 or a slice is first copied to the heap. Held by
-// value, the arguments cost about five allocations an event, 15% of a busy worker's.
+// value, the arguments cost about five allocations an event, 15% of a busy worker's allocations.
 func (p *Publisher) script(ms []Message, blocks [][]int, minID string) ([]string, []any) {
 	n := 0
 	for _, blk := range blocks {

@@ -47,8 +47,13 @@ func TestCPUAt(t *testing.T) {
 		ms   int
 		want time.Duration
 	}{
-		{-10, 0}, {0, 0}, {25, 50 * time.Millisecond}, {50, 100 * time.Millisecond},
-		{75, 200 * time.Millisecond}, {100, 300 * time.Millisecond}, {130, 300 * time.Millisecond},
+		{-10, 0},
+		{0, 0},
+		{25, 50 * time.Millisecond},
+		{50, 100 * time.Millisecond},
+		{75, 200 * time.Millisecond},
+		{100, 300 * time.Millisecond},
+		{130, 300 * time.Millisecond},
 	} {
 		got := cpuAt(samples, t0.Add(time.Duration(c.ms)*time.Millisecond))
 		if got.self != c.want || got.postgres != 2*c.want || !got.hasPostgres {

@@ -292,8 +292,10 @@ func readClaims(rows pgx.Rows, pos []int, ids pgarray.UUIDs, out []batch.Result[
 // The values readClaims maps the statement's text columns to.
 var (
 	outcomes = []Outcome{Acquired, Done, Leased, Cancelled, Exhausted}
-	statuses = []wire.Status{wire.StatusQueued, wire.StatusRunning, wire.StatusSucceeded, wire.StatusFailed,
-		wire.StatusCancelled, wire.StatusExpired}
+	statuses = []wire.Status{
+		wire.StatusQueued, wire.StatusRunning, wire.StatusSucceeded, wire.StatusFailed,
+		wire.StatusCancelled, wire.StatusExpired,
+	}
 )
 
 // textConst is the constant of known that b spells, without allocating, or b as a new string if it
