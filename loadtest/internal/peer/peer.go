@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -314,25 +315,12 @@ const attemptsMetric = "turnstile_worker_attempts_total"
 // worker role's metrics only, so a read is cheap; see stack.Stack.WorkerMetrics).
 func succeeded(workers []prometheus.Gatherer) (int, error) {
 	var sum float64
-	for _, g := range workers {
-		mfs, err := g.Gather()
-		if err != nil {
-			return 0, fmt.Errorf("gather worker metrics: %w", err)
+	err := eachMetric(workers, attemptsMetric, func(m *dto.Metric) {
+		if label(m, "outcome") == "succeeded" {
+			sum += m.GetCounter().GetValue()
 		}
-		for _, mf := range mfs {
-			if mf.GetName() != attemptsMetric {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "outcome" && l.GetValue() == "succeeded" {
-						sum += m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
-	}
-	return int(sum), nil
+	})
+	return int(sum), err
 }
 
 // batchMetric is the worker's histogram of requests per group-commit batch, by kind.
@@ -341,24 +329,14 @@ const batchMetric = "turnstile_worker_batch_size"
 // meanBatches is the mean batch size of each kind over the worker processes' registries.
 func meanBatches(workers []prometheus.Gatherer) (map[string]float64, error) {
 	sum, count := map[string]float64{}, map[string]uint64{}
-	for _, g := range workers {
-		mfs, err := g.Gather()
-		if err != nil {
-			return nil, fmt.Errorf("gather worker metrics: %w", err)
+	err := eachMetric(workers, batchMetric, func(m *dto.Metric) {
+		if kind := label(m, "kind"); kind != "" {
+			sum[kind] += m.GetHistogram().GetSampleSum()
+			count[kind] += m.GetHistogram().GetSampleCount()
 		}
-		for _, mf := range mfs {
-			if mf.GetName() != batchMetric {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "kind" {
-						sum[l.GetValue()] += m.GetHistogram().GetSampleSum()
-						count[l.GetValue()] += m.GetHistogram().GetSampleCount()
-					}
-				}
-			}
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[string]float64, len(sum))
 	for kind, n := range count {
@@ -367,6 +345,35 @@ func meanBatches(workers []prometheus.Gatherer) (map[string]float64, error) {
 		}
 	}
 	return out, nil
+}
+
+// eachMetric calls f with every metric of the family name in the worker processes' registries.
+func eachMetric(workers []prometheus.Gatherer, name string, f func(*dto.Metric)) error {
+	for _, g := range workers {
+		mfs, err := g.Gather()
+		if err != nil {
+			return fmt.Errorf("gather worker metrics: %w", err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				f(m)
+			}
+		}
+	}
+	return nil
+}
+
+// label is the value of the metric's label name, or "" without one.
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }
 
 type noopArgs struct{}
