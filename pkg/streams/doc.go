@@ -8,7 +8,8 @@
 //	<prefix>:s:{<session>}:meta     epoch, per-turn fencing tokens f:<turn>, per-turn terminal
 //	                                t:<turn> = "<epoch>:<id>", and last, the newest entry the
 //	                                publisher appended
-//	<prefix>:s:{<session>}:notify   Pub/Sub channel; each append publishes its cursor "<epoch>:<id>"
+//	<prefix>:s:{<session>}:notify   Pub/Sub channel; each publish call that appends to the stream
+//	                                publishes the cursor "<epoch>:<id>" of its last append there
 //
 // Publishing is one Lua script: it rejects a write whose fencing token is older than the newest one
 // the turn has published with (so a zombie attempt changes nothing once a newer attempt has spoken),

@@ -33,10 +33,9 @@ var ErrStaleToken = errors.New("stale fencing token")
 //     one's cursor (status 0) from the marker t:<turn> = "<epoch>:<id>".
 //   - The append (status 1): XADD with approximate MAXLEN; the entry's "prev" field names the entry
 //     before it, so a reader can tell a cursor just before the oldest retained entry (nothing lost)
-//     from one further back (trimmed history), which Redis does not record for trimming. The notify
-//     channel gets the cursor "<epoch>:<id>".
-//   - After the session's last append in the call: trim by age (approximate MINID) and set the idle
-//     TTL of both keys.
+//     from one further back (trimmed history), which Redis does not record for trimming.
+//   - After the session's last append in the call: trim by age (approximate MINID), set the idle
+//     TTL of both keys, and publish that append's cursor "<epoch>:<id>" on the notify channel.
 //
 // How it costs Redis less than the script per event it replaces (docs/BENCHMARKS.md has the
 // figures; each of these was measured and kept because it pays):
@@ -44,7 +43,9 @@ var ErrStaleToken = errors.New("stale fencing token")
 //   - One call for many events: a script run has a fixed cost of about a quarter of what the old
 //     script cost per event, paid once per call instead.
 //   - One HMGET reads a turn's fence and terminal marker, with the session's first event also its
-//     epoch and "last" (below); one HSET per event writes what changed.
+//     epoch and "last" (below); one HSET writes what the turn's events in the call changed, when
+//     the session's next turn is read or after its last event (flush), where an HSET per event
+//     cost a third of a fresh session's Redis time with the notifications below.
 //   - meta "last" is the newest entry this script appended, so prev needs no read of the newest
 //     entry: XREVRANGE … COUNT 1 returns it with every field, and turning that into Lua cost about
 //     as much as the XADD. "last" is checked, not trusted: XREVRANGE + (last COUNT 1 is empty
@@ -59,8 +60,12 @@ var ErrStaleToken = errors.New("stale fencing token")
 //     whole call, an entry appended now is never older than it, and trimming removes whole nodes
 //     from the head, so one trim after the session's last append removes what one after each
 //     append would (short of Redis's cap on one approximate trim, 100 nodes' worth, which only that
-//     large a backlog of expired entries reaches; the next call goes on). The TTLs end where the
-//     call's last append would have left them.
+//     large a backlog of expired entries reaches; the next call goes on). A stream the call
+//     created has nothing to trim by age and is not trimmed. The TTLs end where the call's last
+//     append would have left them.
+//   - One notification per session per call, with the cursor of its last append: a reader takes
+//     a notification as the signal to read its session's stream from its own cursor (the gateway
+//     does not read the payload), so one tells it what one per append did.
 //   - The call's sessions share its one fresh epoch: an epoch only has to differ from the same
 //     session's earlier ones, and a session's keys cannot vanish while the call runs, so it starts
 //     at most one generation in it.
@@ -85,11 +90,31 @@ local KEYS, ARGV, rcall, rpcall = KEYS, ARGV, redis.call, redis.pcall
 local tonumber, type, unpack = tonumber, type, unpack
 local maxlen, minid, ttl, fresh = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local out, o = {}, 0
--- h holds one event's HSET arguments: one table for the whole call, so no event allocates one.
-local h, hn = {}, 0
+-- h holds a session's HSET arguments, wrote the places in out of the events that put fields in
+-- it: one table each for the whole call, so no session allocates them.
+local h, hn, wrote, wn = {}, 0, {}, 0
 local function field(f, v)
   h[hn + 1], h[hn + 2] = f, v
   hn = hn + 2
+end
+-- flush writes the fields gathered since the last flush in one HSET, the later of two values of a
+-- field last, as the HSET per event it replaces would have left them. It fails only as the first
+-- write of the call (memory full: Redis refuses a script's writes only until one succeeded), so
+-- only when every append before it failed too, and then it fails each event that gave it a field,
+-- as that event's own HSET would have.
+local function flush(meta)
+  if hn > 0 then
+    local r = rpcall('HSET', meta, unpack(h, 1, hn))
+    if type(r) == 'table' then
+      for i = 1, wn do
+        local w = wrote[i]
+        if out[w] ~= -2 then
+          out[w], out[w + 1] = -2, (string.gsub(r.err, '\n', ' '))
+        end
+      end
+    end
+  end
+  hn, wn = 0, 0
 end
 local a, b, nargs = 5, 0, #ARGV
 while a <= nargs do
@@ -102,19 +127,24 @@ while a <= nargs do
   local loaded, err = false, nil
   local epoch, last = false, false
   local exists, prev
-  local appended = false
+  -- existed: whether the stream was there before this call's first append to it. cursor: the
+  -- cursor of the session's newest append in this call.
+  local existed, cursor = true, nil
   -- The turn whose meta fields were read last, and its fence and terminal marker (strings).
   local turn, fkey, tkey, fence, term
   for _ = 1, n do
     local t, token, terminal = ARGV[a], ARGV[a + 1], ARGV[a + 4] == '1'
     local status, res = -1, ''
-    hn = 0
+    local fields = hn
     repeat
       if err then
         status, res = -2, err
         break
       end
       if t ~= turn then
+        -- Another turn's fields are read from the hash, so what this call changed goes there
+        -- first.
+        flush(meta)
         local fk, tk = 'f:' .. t, 't:' .. t
         local r
         if loaded then
@@ -166,6 +196,7 @@ while a <= nargs do
           -- No epoch: a new generation starts whether the stream is absent or empty.
           exists, prev = false, ''
         end
+        existed = exists
       end
       if not epoch or not exists then
         epoch = fresh
@@ -189,23 +220,16 @@ while a <= nargs do
         status, res = -2, id.err
         break
       end
-      exists, prev, appended = true, id, true
-      local cursor = epoch .. ':' .. id
+      exists, prev, cursor = true, id, epoch .. ':' .. id
       if terminal then
         term = cursor
         field(tkey, cursor)
       end
-      field('last', id)
-      rcall('PUBLISH', notify, cursor)
       status, res = 1, cursor
     until true
-    if hn > 0 then
-      -- Written even when the append failed, as the fence and epoch were before it; an error
-      -- here (memory full before anything was written) is the event's own.
-      local r = rpcall('HSET', meta, unpack(h, 1, hn))
-      if type(r) == 'table' and status ~= -2 then
-        status, res = -2, r.err
-      end
+    if hn > fields then
+      wrote[wn + 1] = o + 1
+      wn = wn + 1
     end
     if status == -2 then
       res = (string.gsub(res, '\n', ' '))
@@ -214,10 +238,22 @@ while a <= nargs do
     o = o + 2
     a = a + 6
   end
-  if appended then
-    rcall('XTRIM', events, 'MINID', '~', minid)
+  if cursor then
+    field('last', prev)
+  end
+  -- Written even where an append failed, as the fence and epoch were before it.
+  flush(meta)
+  if cursor then
+    -- A stream this call created holds no entry older than minid, so only one that existed
+    -- can need trimming by age.
+    if existed then
+      rcall('XTRIM', events, 'MINID', '~', minid)
+    end
     rcall('PEXPIRE', events, ttl)
     rcall('PEXPIRE', meta, ttl)
+    -- One notification for the session's appends: readers take it as a signal to read the
+    -- stream from where they are, not as the cursor of each entry.
+    rcall('PUBLISH', notify, cursor)
   end
 end
 return table.concat(out, '\n')

@@ -3,6 +3,8 @@ package streams
 import (
 	"context"
 	"encoding"
+	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
@@ -531,4 +534,97 @@ func TestReplyLines(t *testing.T) {
 		got = append(got, l)
 	}
 	require.Equal(t, []string{"1", "ab:1-0", "-1", ""}, got)
+}
+
+// TestPublishManyNotifiesOncePerSession: a call announces each session it appended to once, with
+// the cursor of its last append there, and a session whose every event was refused (stale) hears
+// nothing.
+func TestPublishManyNotifiesOncePerSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := benchRedis(ctx, t)
+	p := NewPublisher(rdb, prefix, 10000, time.Hour)
+	ka, kb, kc := KeysFor(prefix, "a"), KeysFor(prefix, "b"), KeysFor(prefix, "c")
+	_, err := p.Publish(ctx, "c", "t", 5, delta("t", 0), "")
+	require.NoError(t, err)
+
+	// marker gets a message after the call: everything the call published arrives before it.
+	marker := prefix + ":marker"
+	sub := rdb.Subscribe(ctx, ka.Notify, kb.Notify, kc.Notify, marker)
+	defer func() { require.NoError(t, sub.Close()) }()
+	for range 4 {
+		_, err := sub.Receive(ctx) // the subscription confirmations
+		require.NoError(t, err)
+	}
+	res := p.PublishMany(ctx, []Message{
+		{SessionID: "a", TurnID: "t", Token: 1, Event: delta("t", 0)},
+		{SessionID: "b", TurnID: "u", Token: 1, Event: delta("u", 0)},
+		{SessionID: "c", TurnID: "t", Token: 4, Event: delta("t", 1)}, // stale
+		{SessionID: "a", TurnID: "t", Token: 1, Event: delta("t", 1)},
+		{SessionID: "a", TurnID: "t", Token: 1, Event: completed("t")},
+	})
+	require.ErrorIs(t, res[2].Err, ErrStaleToken)
+	require.NoError(t, rdb.Publish(ctx, marker, "end").Err())
+
+	got := map[string][]string{}
+	for {
+		msg, err := sub.ReceiveMessage(ctx)
+		require.NoError(t, err)
+		if msg.Channel == marker {
+			break
+		}
+		got[msg.Channel] = append(got[msg.Channel], msg.Payload)
+	}
+	require.Equal(t, map[string][]string{
+		ka.Notify: {res[4].Published.Cursor.String()},
+		kb.Notify: {res[1].Published.Cursor.String()},
+	}, got)
+}
+
+// TestPublishManyMemoryFull: with Redis out of memory, every event of a call that would write
+// fails with Redis's error, including one whose only write is a newer fence in the session's one
+// HSET (a repeated terminal event, otherwise status 0), and nothing changes. It runs on a Redis
+// server of its own, since a memory limit on the shared one would fail every other test using it.
+func TestPublishManyMemoryFull(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server is not installed here")
+	}
+	ctx := context.Background()
+	addr := testenv.FreeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.CommandContext(ctx, bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer func() { require.NoError(t, rdb.Close()) }()
+	testenv.WaitFor(t, 10*time.Second, "the private redis-server", func() bool { return rdb.Ping(ctx).Err() == nil })
+
+	p := NewPublisher(rdb, "oom", 10000, time.Hour)
+	first, err := p.Publish(ctx, "s", "t", 1, completed("t"), "")
+	require.NoError(t, err)
+	k := KeysFor("oom", "s")
+	metaBefore, err := rdb.HGetAll(ctx, k.Meta).Result()
+	require.NoError(t, err)
+
+	require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "1").Err())
+	res := p.PublishMany(ctx, []Message{
+		{SessionID: "s", TurnID: "t", Token: 2, Event: completed("t")}, // repeated terminal, newer fence
+		{SessionID: "s", TurnID: "u", Token: 1, Event: delta("u", 0)},
+	})
+	require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "0").Err())
+	for i, r := range res {
+		require.ErrorContains(t, r.Err, "OOM", "event %d", i)
+	}
+	metaAfter, err := rdb.HGetAll(ctx, k.Meta).Result()
+	require.NoError(t, err)
+	require.Equal(t, metaBefore, metaAfter)
+	entries, err := rdb.XRange(ctx, k.Events, "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, first.Cursor.ID.String(), entries[0].ID)
 }

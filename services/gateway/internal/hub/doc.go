@@ -1,6 +1,7 @@
 // Package hub shares Redis reads among a gateway replica's SSE clients. Each session with local
 // clients has one feed: it learns of new entries from one Pub/Sub connection shared by the whole
-// replica (the publish script announces every append's cursor), reads them once with XRANGE from its
+// replica (each publish script call that appends to a session announces its last append's
+// cursor there; the feed reads the payload only as a wake-up), reads them once with XRANGE from its
 // last ID into a ring shared by the session's local subscribers, and wakes them. Each subscriber
 // holds only its position in the ring, so an idle one costs a few hundred bytes; one that falls
 // more than the ring's size behind is cut loose (Next reports it lost) so it cannot stall the
