@@ -201,7 +201,7 @@ func terminalCount(t *testing.T, env *testenv.Env, ids []string) int {
 	return n
 }
 
-// historyMsg is a row of session_messages.
+// historyMsg is a message of the session history, as the session_messages view shows it.
 type historyMsg struct {
 	Seq    int64
 	TurnID string

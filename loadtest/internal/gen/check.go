@@ -57,7 +57,8 @@ type Correctness struct {
 	Examples []string `json:"examples,omitempty"`
 }
 
-// PostgresCheck is the cross-check of the run against the turns and session_messages tables.
+// PostgresCheck is the cross-check of the run against the turns table and the session history (read
+// as messages through the session_messages view).
 type PostgresCheck struct {
 	Checked bool `json:"checked"`
 	// Missing: accepted turns with no row.

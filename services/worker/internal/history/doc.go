@@ -1,5 +1,6 @@
 // Package history gives agents a session's history: the messages appended, exactly once per
-// succeeded turn, by the completion transaction (session_messages), oldest first.
+// succeeded turn, by the completion transaction (session_history: one row a turn, holding its
+// question and answer), oldest first.
 //
 // A Cache keeps the history of recently used sessions in memory, bounded by a number of sessions
 // (least recently used first out). Every Get validates its entry with one cheap indexed statement

@@ -36,7 +36,7 @@ func New(pool *pgxpool.Pool, maxSessions int) *Cache {
 }
 
 // Stats are a cache's counters: Hits found the cached history current, Misses had to read
-// messages, Rows counts message rows read from Postgres.
+// messages, Rows counts the messages read from Postgres (two a turn).
 type Stats struct{ Hits, Misses, Rows int64 }
 
 // Stats returns the counters.
@@ -44,14 +44,16 @@ func (c *Cache) Stats() Stats {
 	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Rows: c.rows.Load()}
 }
 
-// One round trip: the session's last_seq, and the messages newer than the cached ones (none on a
-// warm hit). A session without a row has no history.
+// One round trip: the session's last_seq, and the turns' messages newer than the cached ones (none
+// on a warm hit). A session without a row has no history. A session_history row is one turn's
+// question (seq - 1) and answer (seq); a cached history ends with an answer, so a row is either
+// wholly cached or wholly newer.
 const readSQL = `
-SELECT s.last_seq, m.seq, m.turn_id::text, m.role, m.content
+SELECT s.last_seq, h.seq, h.turn_id::text, h.question, h.answer
 FROM sessions s
-LEFT JOIN session_messages m ON m.session_id = s.session_id AND m.seq > $2
+LEFT JOIN session_history h ON h.session_id = s.session_id AND h.seq > $2
 WHERE s.session_id = $1
-ORDER BY m.seq`
+ORDER BY h.seq`
 
 // Get returns the session's history, oldest first. The returned slice must not be modified.
 func (c *Cache) Get(ctx context.Context, sessionID string) ([]agent.Message, error) {
@@ -76,13 +78,14 @@ func (c *Cache) Get(ctx context.Context, sessionID string) ([]agent.Message, err
 	)
 	for rows.Next() {
 		var seq *int64
-		var turnID, role, content *string
-		if err := rows.Scan(&lastSeq, &seq, &turnID, &role, &content); err != nil {
+		var turnID, question, answer *string
+		if err := rows.Scan(&lastSeq, &seq, &turnID, &question, &answer); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read session history: %w", err)
 		}
 		if seq != nil {
-			fresh = append(fresh, agent.Message{Seq: *seq, TurnID: *turnID, Role: *role, Content: *content})
+			fresh = append(fresh, agent.Message{Seq: *seq - 1, TurnID: *turnID, Role: "user", Content: *question},
+				agent.Message{Seq: *seq, TurnID: *turnID, Role: "assistant", Content: *answer})
 		}
 	}
 	rows.Close()

@@ -25,9 +25,8 @@ func complete(t *testing.T, env *testenv.Env, session, user, assistant string) {
 		WITH seq AS (
 			INSERT INTO sessions AS s (session_id, tenant, last_seq) VALUES ($1, 't', 2)
 			ON CONFLICT (session_id) DO UPDATE SET last_seq = s.last_seq + 2 RETURNING s.last_seq)
-		INSERT INTO session_messages (session_id, seq, turn_id, role, content)
-		SELECT $1, q.last_seq - 1, $2::uuid, 'user', $3 FROM seq q
-		UNION ALL SELECT $1, q.last_seq, $2::uuid, 'assistant', $4 FROM seq q`, session, uuid.New(), user, assistant)
+		INSERT INTO session_history (session_id, seq, turn_id, question, answer)
+		SELECT $1, q.last_seq, $2::uuid, $3, $4 FROM seq q`, session, uuid.New(), user, assistant)
 	require.NoError(t, err)
 }
 

@@ -549,7 +549,8 @@ type Completion struct {
 }
 
 // completeManySQL marks many turns succeeded and appends each one's user and assistant messages to
-// its session history in one statement, each row conditional on its own token. Turns are locked
+// its session history (one session_history row holding both) in one statement, each row
+// conditional on its own token. Turns are locked
 // in turn_id order (lockedTurns) and sessions bumped in session_id order, so it cannot deadlock
 // with another batch or with the renewal; should one batch complete several turns of one session,
 // their messages are numbered in request order. The result names the 1-based positions of the
@@ -584,10 +585,8 @@ WITH req AS MATERIALIZED (
 ), numbered AS (
     SELECT r.*, ((SELECT by_session FROM last)->>r.session_id)::bigint - 2 * r.later AS top FROM ranked r
 ), msgs AS (
-    INSERT INTO session_messages (session_id, seq, turn_id, role, content)
-    SELECT session_id, top - 1, turn_id, 'user', coalesce(question, '') FROM numbered
-    UNION ALL
-    SELECT session_id, top, turn_id, 'assistant', answer FROM numbered
+    INSERT INTO session_history (session_id, seq, turn_id, question, answer)
+    SELECT session_id, top, turn_id, coalesce(question, ''), answer FROM numbered
 )
 SELECT ord, top FROM numbered`
 
@@ -740,18 +739,32 @@ func (s *Store) DeadLettered(ctx context.Context, turnID uuid.UUID) error {
 	return nil
 }
 
-// History returns a session's messages, oldest first.
+// History returns a session's messages, oldest first: each succeeded turn's question (role user)
+// and answer (role assistant).
 func (s *Store) History(ctx context.Context, sessionID string) ([]HistoryMessage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT seq, turn_id, role, content FROM session_messages
+	rows, err := s.pool.Query(ctx, `SELECT seq, turn_id, question, answer FROM session_history
 		WHERE session_id = $1 ORDER BY seq`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("read session history: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (HistoryMessage, error) {
-		var m HistoryMessage
-		err := r.Scan(&m.Seq, &m.TurnID, &m.Role, &m.Content)
-		return m, err
-	})
+	var out []HistoryMessage
+	for rows.Next() {
+		var (
+			seq              int64
+			turnID           uuid.UUID
+			question, answer string
+		)
+		if err := rows.Scan(&seq, &turnID, &question, &answer); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read session history: %w", err)
+		}
+		out = append(out, HistoryMessage{Seq: seq - 1, TurnID: turnID, Role: "user", Content: question},
+			HistoryMessage{Seq: seq, TurnID: turnID, Role: "assistant", Content: answer})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read session history: %w", err)
+	}
+	return out, nil
 }
 
 // HistoryMessage is one row of the session history.

@@ -382,7 +382,7 @@ func TestStoreBatches(t *testing.T) {
 		require.NoError(t, err)
 		// The table the completion appends to is gone: the statement fails, so nothing of the batch
 		// happened and every completion reports the error (not ErrFenced, not success).
-		_, err = env.Pool.Exec(ctx, `ALTER TABLE session_messages RENAME TO session_messages_gone`)
+		_, err = env.Pool.Exec(ctx, `ALTER TABLE session_history RENAME TO session_history_gone`)
 		require.NoError(t, err)
 		res := s.CompleteMany(ctx, []Completion{{a.Env.TurnID, ca.Token, wire.Output{}}, {b.Env.TurnID, cb.Token, wire.Output{}}})
 		for _, r := range res {

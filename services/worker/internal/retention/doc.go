@@ -5,8 +5,8 @@
 // a short one, so no statement holds many row locks or runs long; it then waits
 // TURNSTILE_RETENTION_INTERVAL. Rows are picked with FOR UPDATE SKIP LOCKED, so the cleaners of
 // several workers share the work instead of queueing behind each other. Queued and running turns,
-// and failed turns still owed to the dead-letter topic, are never deleted, and the session history (session_messages) is kept: it is the conversation, not
-// bookkeeping.
+// and failed turns still owed to the dead-letter topic, are never deleted, and the session history
+// (session_history) is kept: it is the conversation, not bookkeeping.
 //
 // A turn row is what tells a worker that a redelivered record already ran (the claim answers DONE),
 // so the retention must exceed how long a record can still be delivered: the Kafka topic's
