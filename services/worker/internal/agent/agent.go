@@ -38,6 +38,16 @@ type Message struct {
 	Content string
 }
 
+// TurnMessages are the two messages a succeeded turn adds to its session history: its question
+// (role user) at seq - 1 and its answer (role assistant) at seq, the number the history stores it
+// under (one session_history row).
+func TurnMessages(seq int64, turnID, question, answer string) [2]Message {
+	return [2]Message{
+		{Seq: seq - 1, TurnID: turnID, Role: "user", Content: question},
+		{Seq: seq, TurnID: turnID, Role: "assistant", Content: answer},
+	}
+}
+
 // ToolCall is a tool invocation an agent announces.
 type ToolCall struct {
 	CallID    string

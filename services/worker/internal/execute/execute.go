@@ -287,9 +287,8 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 		return x.failedAttempt(ctx, attemptCtx, env, claim, sink, err, ended)
 	}
 	if seq > 0 && x.cfg.HistoryAppended != nil {
-		x.cfg.HistoryAppended(env.SessionID, seq,
-			agent.Message{Seq: seq - 1, TurnID: turnID, Role: "user", Content: env.Input.Text},
-			agent.Message{Seq: seq, TurnID: turnID, Role: "assistant", Content: output.Text})
+		msgs := agent.TurnMessages(seq, turnID, env.Input.Text, output.Text)
+		x.cfg.HistoryAppended(env.SessionID, seq, msgs[:]...)
 	}
 	// The row is terminal now; the completed event follows, behind the events still held. Should
 	// this process die in between, the redelivered record finds DONE and republishes the terminal

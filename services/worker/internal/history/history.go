@@ -84,8 +84,8 @@ func (c *Cache) Get(ctx context.Context, sessionID string) ([]agent.Message, err
 			return nil, fmt.Errorf("read session history: %w", err)
 		}
 		if seq != nil {
-			fresh = append(fresh, agent.Message{Seq: *seq - 1, TurnID: *turnID, Role: "user", Content: *question},
-				agent.Message{Seq: *seq, TurnID: *turnID, Role: "assistant", Content: *answer})
+			msgs := agent.TurnMessages(*seq, *turnID, *question, *answer)
+			fresh = append(fresh, msgs[:]...)
 		}
 	}
 	rows.Close()

@@ -550,12 +550,11 @@ type Completion struct {
 
 // completeManySQL marks many turns succeeded and appends each one's user and assistant messages to
 // its session history (one session_history row holding both) in one statement, each row
-// conditional on its own token. Turns are locked
-// in turn_id order (lockedTurns) and sessions bumped in session_id order, so it cannot deadlock
-// with another batch or with the renewal; should one batch complete several turns of one session,
-// their messages are numbered in request order. The result names the 1-based positions of the
-// requests that completed, with the sequence number of their assistant message; the others were
-// fenced.
+// conditional on its own token. Turns are locked in turn_id order (lockedTurns) and sessions
+// bumped in session_id order, so it cannot deadlock with another batch or with the renewal; should
+// one batch complete several turns of one session, their messages are numbered in request order.
+// The result names the 1-based positions of the requests that completed, with the sequence number
+// of their assistant message; the others were fenced.
 //
 // Each turn's messages are numbered from its session's new last_seq, which only the upsert's
 // RETURNING knows. Joining those rows back to the turns was planned, from the CTEs' estimates of a
