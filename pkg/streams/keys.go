@@ -1,5 +1,7 @@
 package streams
 
+import "strings"
+
 // Keys names the Redis keys of one session.
 type Keys struct {
 	Events string
@@ -9,7 +11,23 @@ type Keys struct {
 
 // KeysFor returns the keys of a session under prefix. The session ID is the hash tag, so all three
 // map to one cluster slot and the publish script can touch them together.
+//
+// The three names are substrings of one string built once: the publisher names a session's keys
+// for every script call, and a string each was three allocations a session a call.
 func KeysFor(prefix, sessionID string) Keys {
-	base := prefix + ":s:{" + sessionID + "}:"
-	return Keys{Events: base + "events", Meta: base + "meta", Notify: base + "notify"}
+	const events, meta, notify = "events", "meta", "notify"
+	baseLen := len(prefix) + len(":s:{") + len(sessionID) + len("}:")
+	var b strings.Builder
+	b.Grow(3*baseLen + len(events) + len(meta) + len(notify))
+	for _, suffix := range [...]string{events, meta, notify} {
+		b.WriteString(prefix)
+		b.WriteString(":s:{")
+		b.WriteString(sessionID)
+		b.WriteString("}:")
+		b.WriteString(suffix)
+	}
+	all := b.String()
+	e := baseLen + len(events)
+	m := e + baseLen + len(meta)
+	return Keys{Events: all[:e], Meta: all[e:m], Notify: all[m:]}
 }

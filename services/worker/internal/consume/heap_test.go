@@ -26,14 +26,14 @@ func TestReadyHeapOrder(t *testing.T) {
 				continue
 			}
 			off := rng.Int64N(50)
-			h.push(readySession{sk: sessionKey{key: strconv.FormatInt(off, 10)}, offset: off})
+			h.push(readySession{s: &session{sk: sessionKey{key: strconv.FormatInt(off, 10)}}, offset: off})
 			model = append(model, off)
 		}
 		slices.Sort(model)
 		for _, want := range model {
 			got := h.pop()
 			require.Equal(t, want, got.offset)
-			require.Equal(t, strconv.FormatInt(want, 10), got.sk.key, "a session keeps its own offset")
+			require.Equal(t, strconv.FormatInt(want, 10), got.s.sk.key, "a session keeps its own offset")
 		}
 		require.Empty(t, h)
 	}
