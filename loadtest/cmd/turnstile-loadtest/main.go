@@ -54,7 +54,7 @@ type options struct {
 	duration, calibrate, rehearse, normal, burst, drainMax         time.Duration
 	calibrateRate                                                  float64
 	tokens, durationMs, window, perSession, jobs, sessions, rounds int
-	keep, quiet                                                    bool
+	keep, quiet, recordQueued                                      bool
 }
 
 func main() {
@@ -81,6 +81,7 @@ func main() {
 	flag.IntVar(&o.jobs, "jobs", 5000, "peer: no-op jobs per system")
 	flag.IntVar(&o.sessions, "sessions", 0, "peer: sessions to spread turnstile's turns over (default: one per job)")
 	flag.IntVar(&o.rounds, "rounds", 1, "peer: comparisons to run one after another; with more than one, peer.json holds each round and the medians")
+	flag.BoolVar(&o.recordQueued, "record-queued", false, "peer: also record turnstile's turns in Postgres as intake does (queued rows, session owners) before the drain, so claims take over existing rows as in production")
 	flag.BoolVar(&o.keep, "keep", false, "keep the in-process stack's schema and keys")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	flag.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) to profile the generator and the in-process stack")
@@ -153,7 +154,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		po := peer.Options{Jobs: o.jobs, Sessions: o.sessions, Base: cfg, Log: log}
+		po := peer.Options{Jobs: o.jobs, Sessions: o.sessions, RecordQueued: o.recordQueued, Base: cfg, Log: log}
 		var report any
 		if o.rounds == 1 {
 			c, err := peer.Run(ctx, po)

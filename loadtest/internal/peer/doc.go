@@ -20,6 +20,13 @@
 //     claim with a fenced lease in Postgres, turn.started, one turn.delta and turn.completed through
 //     the fenced publish script, the completion transaction with the session history, and the
 //     offset commit. Its turns are queued straight into Kafka as intake would write them.
+//   - By default no Postgres row precedes a turn's claim, so the claim inserts the row (and the
+//     completion the session's row): the path a turn takes in production only when intake could
+//     not record it. With Options.RecordQueued (-record-queued) each turn is also written as intake
+//     records it (its session's owner, the turn as queued) before the drain, outside the timed
+//     window as River's inserts are, and each claim takes over an existing row: the production
+//     path, which costs Postgres a few microseconds a turn more (docs/BENCHMARKS.md). The default
+//     stays the insert, so the rows measured before the option compare with the rows after it.
 //   - Each side also reports its CPU time per job over the same 10%-90% window (CPUPerJob): the
 //     local Postgres and Redis servers' from /proc, the process's own from getrusage (the
 //     generator, and for turnstile the in-process stack; for River its client), read every 50 ms

@@ -74,7 +74,7 @@ func Floor(ctx context.Context, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("start embedded broker: %w", err)
 	}
 	defer func() { _ = broker.Stop(context.WithoutCancel(ctx)) }()
-	if err := queueTurns(ctx, broker.Addrs(), topic, o.Jobs, o.Sessions); err != nil {
+	if _, err := queueTurns(ctx, broker.Addrs(), topic, o.Jobs, o.Sessions); err != nil {
 		return Result{}, err
 	}
 

@@ -58,6 +58,11 @@ type Options struct {
 	// Sessions spreads turnstile's turns over this many sessions. Defaults to Jobs (one turn each).
 	Sessions     int
 	RiverWorkers int
+	// RecordQueued also writes turnstile's turns to Postgres before its drain as intake does (the
+	// session's owner and the turn as queued), so each claim takes over an existing row, as in
+	// production, instead of inserting it. Off, the claim inserts the row: the cheaper path, taken in
+	// production only when intake could not record the turn.
+	RecordQueued bool
 	Base         config.Config
 	Log          *slog.Logger
 }
@@ -241,8 +246,16 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 	}
 	defer func() { _ = st.Stop(context.WithoutCancel(ctx), false) }()
 
-	if err := queueTurns(ctx, st.Config.BrokerList(), st.Config.Topic, o.Jobs, o.Sessions); err != nil {
+	envs, err := queueTurns(ctx, st.Config.BrokerList(), st.Config.Topic, o.Jobs, o.Sessions)
+	if err != nil {
 		return Result{}, err
+	}
+	queuedAs := "straight into Kafka, no row until the claim inserts it"
+	if o.RecordQueued {
+		if err := recordQueued(ctx, st.Pool, envs); err != nil {
+			return Result{}, err
+		}
+		queuedAs = "into Kafka and as queued rows with their sessions' owners, as intake records them (-record-queued)"
 	}
 	began := time.Now()
 	if err := st.StartWorker(ctx, cfg.InstanceID+"-w"); err != nil {
@@ -259,21 +272,35 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	r := d.result("turnstile", o.Jobs, fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; per turn: a claim, the completion transaction with its history append and one fenced publish of the whole turn (turn.started, the one turn.delta and turn.completed as one group), each batched with the other running turns' (one statement or one Redis pipeline per batch); finished turns counted from the worker's succeeded-attempts counter, confirmed once in Postgres",
-		cfg.MaxInflight, cfg.Partitions, o.Sessions))
+	r := d.result("turnstile", o.Jobs, fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; turns queued %s; per turn: a claim, the completion transaction with its history append and one fenced publish of the whole turn (turn.started, the one turn.delta and turn.completed as one group), each batched with the other running turns' (one statement or one Redis pipeline per batch); finished turns counted from the worker's succeeded-attempts counter, confirmed once in Postgres",
+		cfg.MaxInflight, cfg.Partitions, o.Sessions, queuedAs))
 	r.MeanBatch = batches
 	return r, nil
 }
 
-// queueTurns produces jobs one-word demo turns, spread over sessions sessions, to topic as intake
-// would write them.
-func queueTurns(ctx context.Context, brokers []string, topic string, jobs, sessions int) error {
+// turnEnvelopes is jobs one-word demo turns, spread over sessions sessions.
+func turnEnvelopes(jobs, sessions int) []wire.Envelope {
+	now := time.Now()
+	envs := make([]wire.Envelope, jobs)
+	for i := range envs {
+		envs[i] = wire.Envelope{
+			TurnID: uuid.Must(uuid.NewV7()), SessionID: "peer-" + strconv.Itoa(i%sessions), Tenant: "default",
+			Input: wire.Input{Text: "noop"}, Metadata: map[string]any{"demo": map[string]any{"tokens": 1}},
+			Deadline: now.Add(time.Hour), AcceptedAt: now,
+		}
+	}
+	return envs
+}
+
+// queueTurns produces jobs one-word demo turns (turnEnvelopes) to topic as intake would write them,
+// and returns their envelopes.
+func queueTurns(ctx context.Context, brokers []string, topic string, jobs, sessions int) ([]wire.Envelope, error) {
 	cl, err := kafka.NewClient(kafka.ProducerOpts(brokers)...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cl.Close()
-	now := time.Now()
+	envs := turnEnvelopes(jobs, sessions)
 	recs := make([]*kgo.Record, 0, 1000)
 	flush := func() error {
 		if len(recs) == 0 {
@@ -283,26 +310,59 @@ func queueTurns(ctx context.Context, brokers []string, topic string, jobs, sessi
 		recs = recs[:0]
 		return err
 	}
-	for i := range jobs {
-		sid := "peer-" + strconv.Itoa(i%sessions)
-		env := wire.Envelope{
-			TurnID: uuid.Must(uuid.NewV7()), SessionID: sid, Tenant: "default",
-			Input: wire.Input{Text: "noop"}, Metadata: map[string]any{"demo": map[string]any{"tokens": 1}},
-			Deadline: now.Add(time.Hour), AcceptedAt: now,
-		}
+	for _, env := range envs {
 		v, err := env.Encode()
 		if err != nil {
-			return err
+			return nil, err
 		}
-		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(sid), Value: v})
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(env.SessionID), Value: v})
 		if len(recs) == cap(recs) {
 			if err := flush(); err != nil {
-				return fmt.Errorf("queue turns: %w", err)
+				return nil, fmt.Errorf("queue turns: %w", err)
 			}
 		}
 	}
 	if err := flush(); err != nil {
-		return fmt.Errorf("queue turns: %w", err)
+		return nil, fmt.Errorf("queue turns: %w", err)
+	}
+	return envs, nil
+}
+
+// recordQueuedSQL writes what intake writes to Postgres for an accepted turn (its session's owner,
+// and the turn as queued; services/intake's api and record packages), for many turns at once.
+const recordQueuedSQL = `
+WITH rows AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[])
+        AS r(turn_id, session_id, tenant, accepted_at, deadline)
+), s AS (
+    INSERT INTO sessions (session_id, tenant)
+    SELECT DISTINCT ON (session_id) session_id, tenant FROM rows ORDER BY session_id
+    ON CONFLICT (session_id) DO NOTHING
+)
+INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, deadline)
+SELECT turn_id, session_id, tenant, 'queued', accepted_at, deadline FROM rows
+ON CONFLICT (turn_id) DO NOTHING`
+
+// recordQueued writes envs to Postgres as intake does before a worker claims them (recordQueuedSQL),
+// a thousand turns a statement.
+func recordQueued(ctx context.Context, pool *pgxpool.Pool, envs []wire.Envelope) error {
+	for len(envs) > 0 {
+		chunk := envs[:min(len(envs), 1000)]
+		envs = envs[len(chunk):]
+		ids := make([]uuid.UUID, len(chunk))
+		sessions, tenants := make([]string, len(chunk)), make([]string, len(chunk))
+		accepted, deadlines := make([]time.Time, len(chunk)), make([]time.Time, len(chunk))
+		for i, e := range chunk {
+			ids[i], sessions[i], tenants[i], accepted[i], deadlines[i] = e.TurnID, e.SessionID, e.Tenant, e.AcceptedAt, e.Deadline
+		}
+		tag, err := pool.Exec(ctx, recordQueuedSQL, ids, sessions, tenants, accepted, deadlines)
+		if err != nil {
+			return fmt.Errorf("record queued turns: %w", err)
+		}
+		// Fresh turn IDs: every one is a new row, or the drain would not start from queued rows.
+		if tag.RowsAffected() != int64(len(chunk)) {
+			return fmt.Errorf("record queued turns: %d of %d rows inserted", tag.RowsAffected(), len(chunk))
+		}
 	}
 	return nil
 }
