@@ -71,8 +71,10 @@ type Consumer struct {
 	mu       sync.Mutex
 	parts    map[partKey]*partState
 	sessions map[sessionKey]*session
-	// order lists the assigned partitions; next is where the round-robin start resumes.
-	order []partKey
+	// order lists the assigned partitions' states, sorted by partition, for the round-robin starts
+	// and the pause decisions to walk without a lookup each; next is where the round-robin start
+	// resumes.
+	order []*partState
 	next  int
 	// bufferedShare and heldShare are each partition's shares of MaxBuffered and MaxHeld.
 	bufferedShare int
@@ -100,6 +102,7 @@ type partKey struct {
 }
 
 type partState struct {
+	pk      partKey
 	tracker *offsets.Tracker
 	epoch   int32
 	// gen changes when the partition is revoked, so completions of turns fetched under an earlier
@@ -364,7 +367,7 @@ func (c *Consumer) nextReadyLocked() (*session, *partState) {
 	n := len(c.order)
 	for i := range n {
 		j := (c.next + i) % n
-		ps := c.parts[c.order[j]]
+		ps := c.order[j]
 		for len(ps.ready) > 0 {
 			s := ps.ready.pop().s
 			if s.running || len(s.queue) == 0 {
@@ -435,14 +438,13 @@ func (c *Consumer) finishLocked(s *session, q queued, res execute.Result) {
 // the others would have nothing to start while that partition's records were worked off.
 func (c *Consumer) pauseLocked() {
 	var pause, resume map[string][]int32
-	for _, pk := range c.order {
-		ps := c.parts[pk]
+	for _, ps := range c.order {
 		full := len(ps.ready) >= c.bufferedShare || ps.held >= c.heldShare
 		switch {
 		case full && !ps.paused:
-			pause = addPart(pause, pk)
+			pause = addPart(pause, ps.pk)
 		case !full && ps.paused:
-			resume = addPart(resume, pk)
+			resume = addPart(resume, ps.pk)
 		default:
 			continue
 		}
@@ -468,11 +470,11 @@ func addPart(m map[string][]int32, pk partKey) map[string][]int32 {
 // went.
 func (c *Consumer) assignmentChangedLocked() {
 	c.order = c.order[:0]
-	for pk := range c.parts {
-		c.order = append(c.order, pk)
+	for _, ps := range c.parts {
+		c.order = append(c.order, ps)
 	}
-	slices.SortFunc(c.order, func(a, b partKey) int {
-		return cmp.Or(strings.Compare(a.topic, b.topic), cmp.Compare(a.part, b.part))
+	slices.SortFunc(c.order, func(a, b *partState) int {
+		return cmp.Or(strings.Compare(a.pk.topic, b.pk.topic), cmp.Compare(a.pk.part, b.pk.part))
 	})
 	c.next = 0
 	n := max(len(c.order), 1)
@@ -493,7 +495,8 @@ func (c *Consumer) assigned(_ context.Context, cl *kgo.Client, assigned map[stri
 				start = eo.Offset
 			}
 			genCounter++
-			c.parts[partKey{topic, p}] = &partState{tracker: offsets.New(start), epoch: -1, gen: genCounter}
+			pk := partKey{topic, p}
+			c.parts[pk] = &partState{pk: pk, tracker: offsets.New(start), epoch: -1, gen: genCounter}
 		}
 	}
 	c.assignmentChangedLocked()
