@@ -244,7 +244,10 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	// finishes within heldLinger (see hold); a refusal of it ends the attempt as it always did, only
 	// later: where the agent's event was refused, or before the completion.
 	sink.hold(ctx, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: env.SessionID}))
-	x.log.InfoContext(ctx, "turn started", "attempt", claim.Attempt)
+	// LogAttrs on the two lines every turn logs: an int or a duration passed as a key-value pair is
+	// put in an interface, an allocation even with the level off (the argument boxing of the
+	// "turn succeeded" line was 2-3% of the process's CPU in a profile of the peer drain).
+	x.log.LogAttrs(ctx, slog.LevelInfo, "turn started", slog.Int("attempt", claim.Attempt))
 
 	history, err := x.history(attemptCtx, env.SessionID, claim.SessionSeq)
 	if err != nil {
@@ -300,7 +303,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	if err := sink.publishTerminal(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: base, Output: output})); err != nil {
 		x.log.ErrorContext(ctx, "publish turn.completed failed after completion", "err", err)
 	}
-	x.log.InfoContext(ctx, "turn succeeded", "attempt", claim.Attempt, "took", time.Since(start).Round(time.Millisecond))
+	x.log.LogAttrs(ctx, slog.LevelInfo, "turn succeeded", slog.Int("attempt", claim.Attempt), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
 	ended("succeeded")
 	return attemptFinished
 }
