@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -130,10 +131,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		Complete:        completions.Do,
 		Publish:         publishGroup(publishes),
 	}, store, pub, ag, renewer, cons.Client(), log, execute.Hooks{
-		AttemptEnded: func(outcome string, _ int, took time.Duration) {
-			m.attempts.WithLabelValues(outcome).Inc()
-			m.duration.WithLabelValues(outcome).Observe(took.Seconds())
-		},
+		AttemptEnded: func(outcome string, _ int, took time.Duration) { m.attemptEnded(outcome, took) },
 		DeadLettered: func(reason string) { m.deadLettered.WithLabelValues(reason).Inc() },
 		Takeover:     func() { m.takeovers.Inc() },
 		PublishRetried: func(terminal bool) {
@@ -348,6 +346,28 @@ type metrics struct {
 	// publish).
 	batchSize     *prometheus.HistogramVec
 	batchDuration *prometheus.HistogramVec
+	// byOutcome keeps each outcome's attemptSeries once looked up (see attemptEnded).
+	byOutcome sync.Map
+}
+
+// attemptSeries is one outcome's series of the attempts counter and the duration histogram.
+type attemptSeries struct {
+	attempts prometheus.Counter
+	duration prometheus.Observer
+}
+
+// attemptEnded counts an ended attempt and observes its duration under its outcome. Each outcome's
+// two series are looked up in their vectors once and kept: WithLabelValues checks and hashes the
+// label and takes the vector's lock on every call, and every turn ends an attempt (the two calls
+// were about 2.5% of the process's CPU samples in a profile of the peer drain).
+func (m *metrics) attemptEnded(outcome string, took time.Duration) {
+	v, ok := m.byOutcome.Load(outcome)
+	if !ok {
+		v, _ = m.byOutcome.LoadOrStore(outcome, attemptSeries{m.attempts.WithLabelValues(outcome), m.duration.WithLabelValues(outcome)})
+	}
+	s := v.(attemptSeries)
+	s.attempts.Inc()
+	s.duration.Observe(took.Seconds())
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
