@@ -74,7 +74,7 @@ func Floor(ctx context.Context, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("start embedded broker: %w", err)
 	}
 	defer func() { _ = broker.Stop(context.WithoutCancel(ctx)) }()
-	if _, err := queueTurns(ctx, broker.Addrs(), topic, o.Jobs, o.Sessions); err != nil {
+	if err := queueTurns(ctx, broker.Addrs(), topic, o.Jobs, o.Sessions, nil); err != nil {
 		return Result{}, err
 	}
 

@@ -246,16 +246,14 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 	}
 	defer func() { _ = st.Stop(context.WithoutCancel(ctx), false) }()
 
-	envs, err := queueTurns(ctx, st.Config.BrokerList(), st.Config.Topic, o.Jobs, o.Sessions)
-	if err != nil {
-		return Result{}, err
-	}
 	queuedAs := "straight into Kafka, no row until the claim inserts it"
+	var record func([]wire.Envelope) error
 	if o.RecordQueued {
-		if err := recordQueued(ctx, st.Pool, envs); err != nil {
-			return Result{}, err
-		}
+		record = func(envs []wire.Envelope) error { return recordQueued(ctx, st.Pool, envs) }
 		queuedAs = "into Kafka and as queued rows with their sessions' owners, as intake records them (-record-queued)"
+	}
+	if err := queueTurns(ctx, st.Config.BrokerList(), st.Config.Topic, o.Jobs, o.Sessions, record); err != nil {
+		return Result{}, err
 	}
 	began := time.Now()
 	if err := st.StartWorker(ctx, cfg.InstanceID+"-w"); err != nil {
@@ -278,13 +276,13 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 	return r, nil
 }
 
-// turnEnvelopes is jobs one-word demo turns, spread over sessions sessions.
-func turnEnvelopes(jobs, sessions int) []wire.Envelope {
-	now := time.Now()
-	envs := make([]wire.Envelope, jobs)
+// turnEnvelopes is n one-word demo turns, the turns first..first+n-1 of a run that spreads its
+// turns over sessions sessions, accepted at now.
+func turnEnvelopes(first, n, sessions int, now time.Time) []wire.Envelope {
+	envs := make([]wire.Envelope, n)
 	for i := range envs {
 		envs[i] = wire.Envelope{
-			TurnID: uuid.Must(uuid.NewV7()), SessionID: "peer-" + strconv.Itoa(i%sessions), Tenant: "default",
+			TurnID: uuid.Must(uuid.NewV7()), SessionID: "peer-" + strconv.Itoa((first+i)%sessions), Tenant: "default",
 			Input: wire.Input{Text: "noop"}, Metadata: map[string]any{"demo": map[string]any{"tokens": 1}},
 			Deadline: now.Add(time.Hour), AcceptedAt: now,
 		}
@@ -292,40 +290,38 @@ func turnEnvelopes(jobs, sessions int) []wire.Envelope {
 	return envs
 }
 
-// queueTurns produces jobs one-word demo turns (turnEnvelopes) to topic as intake would write them,
-// and returns their envelopes.
-func queueTurns(ctx context.Context, brokers []string, topic string, jobs, sessions int) ([]wire.Envelope, error) {
+// queueTurns produces jobs one-word demo turns (turnEnvelopes), spread over sessions sessions, to
+// topic as intake would write them, a thousand at a time, and hands each thousand to record when it
+// is not nil, after Kafka took them. The envelopes are made a thousand at a time too, so the drain
+// measured next starts without a run's worth of them just discarded on the heap.
+func queueTurns(ctx context.Context, brokers []string, topic string, jobs, sessions int, record func([]wire.Envelope) error) error {
 	cl, err := kafka.NewClient(kafka.ProducerOpts(brokers)...)
 	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	envs := turnEnvelopes(jobs, sessions)
-	recs := make([]*kgo.Record, 0, 1000)
-	flush := func() error {
-		if len(recs) == 0 {
-			return nil
-		}
-		err := cl.ProduceSync(ctx, recs...).FirstErr()
-		recs = recs[:0]
 		return err
 	}
-	for _, env := range envs {
-		v, err := env.Encode()
-		if err != nil {
-			return nil, err
+	defer cl.Close()
+	now := time.Now()
+	recs := make([]*kgo.Record, 0, 1000)
+	for first := 0; first < jobs; first += cap(recs) {
+		envs := turnEnvelopes(first, min(cap(recs), jobs-first), sessions, now)
+		recs = recs[:0]
+		for _, env := range envs {
+			v, err := env.Encode()
+			if err != nil {
+				return err
+			}
+			recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(env.SessionID), Value: v})
 		}
-		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(env.SessionID), Value: v})
-		if len(recs) == cap(recs) {
-			if err := flush(); err != nil {
-				return nil, fmt.Errorf("queue turns: %w", err)
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			return fmt.Errorf("queue turns: %w", err)
+		}
+		if record != nil {
+			if err := record(envs); err != nil {
+				return err
 			}
 		}
 	}
-	if err := flush(); err != nil {
-		return nil, fmt.Errorf("queue turns: %w", err)
-	}
-	return envs, nil
+	return nil
 }
 
 // recordQueuedSQL writes what intake writes to Postgres for an accepted turn (its session's owner,

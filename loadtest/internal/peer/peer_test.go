@@ -337,7 +337,7 @@ func TestRecordQueued(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{Partitions: 1})
 	ctx := context.Background()
-	envs := turnEnvelopes(5, 2)
+	envs := turnEnvelopes(0, 5, 2, time.Now())
 	if err := recordQueued(ctx, env.Pool, envs); err != nil {
 		t.Fatal(err)
 	}
