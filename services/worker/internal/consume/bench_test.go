@@ -13,9 +13,10 @@ import (
 
 // BenchmarkSchedule is the consumer's own bookkeeping for one record, without Kafka or a handler:
 // the record queued behind its session as a fetch hands it over (addLocked), started when a slot is
-// free (takeLocked) and finished (finishLocked), with the pause decision after each (pauseLocked), over 8 partitions of one-turn sessions with 1,000
-// turns in flight, as in the peer scenario. Its baseline is the cost of the map it keeps the
-// sessions in: one insert and one delete of a session key per record (BenchmarkScheduleBaseline).
+// free (takeLocked) and finished (finishLocked), with the pause decision after each (pauseLocked),
+// over 8 partitions of one-turn sessions with 1,000 turns in flight, as in the peer scenario. Its
+// baseline is the cost of the map it keeps the sessions in: one insert and one delete of a session
+// key per record (BenchmarkScheduleBaseline).
 func BenchmarkSchedule(b *testing.B) {
 	const parts, inflight = 8, 1000
 	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Topic: "bench", Group: "bench", MaxInflight: inflight},
