@@ -122,6 +122,29 @@ func (s *SSEStream) Until(t testing.TB, timeout time.Duration, stop func(Event) 
 	}
 }
 
+// UntilEnd reads events until stop returns true for one (included) or the server ends the stream,
+// and returns them and whether stop was reached: a client that resumes whenever the stream ends, as
+// a browser's EventSource does, reads this way. It fails the test only after timeout.
+func (s *SSEStream) UntilEnd(t testing.TB, timeout time.Duration, stop func(Event) bool) ([]Event, bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	var out []Event
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				return out, false
+			}
+			out = append(out, ev)
+			if stop(ev) {
+				return out, true
+			}
+		case <-deadline:
+			t.Fatalf("stream neither reached its stop condition nor ended within %v; got %d events: %s", timeout, len(out), summarize(out))
+		}
+	}
+}
+
 // Ended waits for the server to end the stream and returns any events sent before the end.
 func (s *SSEStream) Ended(t testing.TB, timeout time.Duration) []Event {
 	t.Helper()
