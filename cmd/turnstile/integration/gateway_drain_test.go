@@ -44,23 +44,39 @@ func TestGatewayDrainOnSIGTERM(t *testing.T) {
 		for range perSession {
 			opened.Add(1)
 			go func() {
+				// A failed read below ends this goroutine (FailNow): the deferred sends still happen,
+				// so the test reports that failure instead of waiting for this client forever.
+				var r result
+				open := false
+				defer func() {
+					if !open {
+						opened.Done()
+					}
+					results <- r
+				}()
 				url := "/v1/sessions/" + session + "/events"
 				first := testenv.OpenSSE(t, "http://"+a.Addr+url, "")
+				open = true
 				opened.Done()
 				evs := first.Ended(t, time.Minute)
-				got := payloadIndexes(t, evs)
-				r := result{got: got}
-				if len(got) == 0 || got[len(got)-1] != total-1 {
-					last := ""
-					if len(evs) > 0 {
-						last = evs[len(evs)-1].ID
+				r.got = payloadIndexes(t, evs)
+				last := ""
+				if len(evs) > 0 {
+					last = evs[len(evs)-1].ID
+				}
+				// The rest from the other gateway, resumed from the last event received, and again
+				// whenever that one ends the stream too (a slow client on a loaded machine), as a
+				// browser would.
+				deadline := time.Now().Add(time.Minute)
+				for len(r.got) == 0 || r.got[len(r.got)-1] != total-1 {
+					require.True(t, time.Now().Before(deadline), "the rest of the session within a minute; got %d events", len(r.got))
+					more, _ := testenv.OpenSSE(t, "http://"+b.Addr+url, last).UntilEnd(t, time.Minute, func(e testenv.Event) bool { return e.Type == "turn.completed" })
+					if len(more) > 0 {
+						last = more[len(more)-1].ID
 					}
-					second := testenv.OpenSSE(t, "http://"+b.Addr+url, last)
-					more := second.Until(t, time.Minute, func(e testenv.Event) bool { return e.Type == "turn.completed" })
 					r.got = append(r.got, payloadIndexes(t, more)...)
 					r.movedOver = true
 				}
-				results <- r
 			}()
 		}
 	}
@@ -72,11 +88,15 @@ func TestGatewayDrainOnSIGTERM(t *testing.T) {
 	// The terminal event waits until the draining gateway has exited, so every client of it was
 	// closed (and must move) before its stream could end there.
 	drained := make(chan struct{})
+	// Closed on every path, so neither side waits for the other forever when one of them fails.
+	closeHalf, closeDrained := sync.OnceFunc(func() { close(half) }), sync.OnceFunc(func() { close(drained) })
+	defer closeDrained()
 	go func() {
 		defer close(published)
+		defer closeHalf()
 		for i := range total {
 			if i == total/4 {
-				close(half)
+				closeHalf()
 			}
 			if i == total-1 {
 				<-drained
@@ -109,7 +129,7 @@ func TestGatewayDrainOnSIGTERM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, a.Wait(ctx), "the draining gateway exits cleanly")
-	close(drained)
+	closeDrained()
 	<-published
 
 	moved := 0

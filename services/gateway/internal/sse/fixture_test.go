@@ -172,6 +172,20 @@ func indexes(t *testing.T, evs []testenv.Event) []int {
 	return out
 }
 
+// within receives from ch, failing the test after d: a stream that stalls fails the test that
+// waits for it instead of hanging it.
+func within[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("no %s within %v", what, d)
+		var zero T
+		return zero
+	}
+}
+
 func seq(from, to int) []int {
 	out := make([]int, 0, to-from)
 	for i := from; i < to; i++ {

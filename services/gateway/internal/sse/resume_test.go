@@ -270,7 +270,7 @@ func TestIndependentClient(t *testing.T) {
 	})
 	connDone := make(chan error, 1)
 	go func() { connDone <- conn.Connect() }()
-	require.Equal(t, "", (<-opens).CursorSource)
+	require.Equal(t, "", within(t, opens, wait, "stream open").CursorSource)
 
 	cuts := 0
 	published := 0
@@ -279,15 +279,15 @@ func TestIndependentClient(t *testing.T) {
 		f.publish(session, turn, published, n, published+n == total, "")
 		published += n
 		// Wait until the client has the batch's middle, then cut mid-flow.
-		for i := range reached {
-			if i >= published-n/2 || i == total-1 {
+		for {
+			if i := within(t, reached, wait, "event"); i >= published-n/2 || i == total-1 {
 				break
 			}
 		}
 		if published < total {
 			gw.handler.Cut()
 			cuts++
-			info := <-opens
+			info := within(t, opens, wait, "resumed stream open")
 			require.Equal(t, "header", info.CursorSource, "the library resumes with Last-Event-ID")
 			require.Equal(t, "resumed", info.Result)
 		}
@@ -298,7 +298,7 @@ func TestIndependentClient(t *testing.T) {
 		return len(got) >= total
 	})
 	cancel()
-	require.ErrorIs(t, <-connDone, context.Canceled, "the client stops because the test cancelled it")
+	require.ErrorIs(t, within(t, connDone, wait, "client stop"), context.Canceled, "the client stops because the test cancelled it")
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, seq(0, total), got, "every event exactly once, in order, across %d cuts", cuts)
