@@ -18,6 +18,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/pgarray"
 	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/batch"
 )
 
@@ -738,40 +739,32 @@ func (s *Store) DeadLettered(ctx context.Context, turnID uuid.UUID) error {
 	return nil
 }
 
-// History returns a session's messages, oldest first: each succeeded turn's question (role user)
-// and answer (role assistant).
-func (s *Store) History(ctx context.Context, sessionID string) ([]HistoryMessage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT seq, turn_id, question, answer FROM session_history
+// History returns a session's messages, oldest first: each succeeded turn's question and answer
+// (agent.TurnMessages of its session_history row). It is the uncached read; the worker's history
+// cache (package history) reads the same rows incrementally.
+func (s *Store) History(ctx context.Context, sessionID string) ([]agent.Message, error) {
+	rows, err := s.pool.Query(ctx, `SELECT seq, turn_id::text, question, answer FROM session_history
 		WHERE session_id = $1 ORDER BY seq`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("read session history: %w", err)
 	}
-	var out []HistoryMessage
+	defer rows.Close()
+	var out []agent.Message
 	for rows.Next() {
 		var (
-			seq              int64
-			turnID           uuid.UUID
-			question, answer string
+			seq                      int64
+			turnID, question, answer string
 		)
 		if err := rows.Scan(&seq, &turnID, &question, &answer); err != nil {
-			rows.Close()
 			return nil, fmt.Errorf("read session history: %w", err)
 		}
-		out = append(out, HistoryMessage{Seq: seq - 1, TurnID: turnID, Role: "user", Content: question},
-			HistoryMessage{Seq: seq, TurnID: turnID, Role: "assistant", Content: answer})
+		msgs := agent.TurnMessages(seq, turnID, question, answer)
+		out = append(out, msgs[:]...)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read session history: %w", err)
 	}
 	return out, nil
-}
-
-// HistoryMessage is one row of the session history.
-type HistoryMessage struct {
-	Seq     int64
-	TurnID  uuid.UUID
-	Role    string
-	Content string
 }
 
 // expireSQL ends a turn that must not start because its deadline is too near: it is recorded

@@ -345,7 +345,7 @@ func TestStoreBatches(t *testing.T) {
 			{4, reqs[2].Env.TurnID, "assistant", "three"},
 		} {
 			require.Equal(t, want.seq, h[i].Seq)
-			require.Equal(t, want.turn, h[i].TurnID)
+			require.Equal(t, want.turn.String(), h[i].TurnID)
 			require.Equal(t, want.role, h[i].Role)
 			require.Equal(t, want.content, h[i].Content)
 		}
