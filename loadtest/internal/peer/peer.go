@@ -339,26 +339,23 @@ INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, deadline)
 SELECT turn_id, session_id, tenant, 'queued', accepted_at, deadline FROM rows
 ON CONFLICT (turn_id) DO NOTHING`
 
-// recordQueued writes envs to Postgres as intake does before a worker claims them (recordQueuedSQL),
-// a thousand turns a statement.
+// recordQueued writes envs to Postgres as intake does before a worker claims them, in one
+// statement (recordQueuedSQL); queueTurns hands it a thousand at a time.
 func recordQueued(ctx context.Context, pool *pgxpool.Pool, envs []wire.Envelope) error {
-	for len(envs) > 0 {
-		chunk := envs[:min(len(envs), 1000)]
-		envs = envs[len(chunk):]
-		ids := make([]uuid.UUID, len(chunk))
-		sessions, tenants := make([]string, len(chunk)), make([]string, len(chunk))
-		accepted, deadlines := make([]time.Time, len(chunk)), make([]time.Time, len(chunk))
-		for i, e := range chunk {
-			ids[i], sessions[i], tenants[i], accepted[i], deadlines[i] = e.TurnID, e.SessionID, e.Tenant, e.AcceptedAt, e.Deadline
-		}
-		tag, err := pool.Exec(ctx, recordQueuedSQL, ids, sessions, tenants, accepted, deadlines)
-		if err != nil {
-			return fmt.Errorf("record queued turns: %w", err)
-		}
-		// Fresh turn IDs: every one is a new row, or the drain would not start from queued rows.
-		if tag.RowsAffected() != int64(len(chunk)) {
-			return fmt.Errorf("record queued turns: %d of %d rows inserted", tag.RowsAffected(), len(chunk))
-		}
+	n := len(envs)
+	ids := make([]uuid.UUID, n)
+	sessions, tenants := make([]string, n), make([]string, n)
+	accepted, deadlines := make([]time.Time, n), make([]time.Time, n)
+	for i, e := range envs {
+		ids[i], sessions[i], tenants[i], accepted[i], deadlines[i] = e.TurnID, e.SessionID, e.Tenant, e.AcceptedAt, e.Deadline
+	}
+	tag, err := pool.Exec(ctx, recordQueuedSQL, ids, sessions, tenants, accepted, deadlines)
+	if err != nil {
+		return fmt.Errorf("record queued turns: %w", err)
+	}
+	// Fresh turn IDs: every one is a new row, or the drain would not start from queued rows.
+	if tag.RowsAffected() != int64(n) {
+		return fmt.Errorf("record queued turns: %d of %d rows inserted", tag.RowsAffected(), n)
 	}
 	return nil
 }
