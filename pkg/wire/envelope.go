@@ -13,12 +13,15 @@ import (
 // EnvelopeVersion is the version intake writes. Workers accept every version up to this one.
 const EnvelopeVersion = 1
 
-// Input is what the user said in a turn.
+// Input is what the user said in a turn. The worker's statements store it built from Text alone
+// (services/worker/internal/lease): a field added here must be added there, and
+// TestInputAndOutputStoredAsEncoded fails until it is.
 type Input struct {
 	Text string `json:"text"`
 }
 
-// Output is what the agent answered.
+// Output is what the agent answered. The worker's completion stores it built from Text alone, as
+// it does Input.
 type Output struct {
 	Text string `json:"text"`
 }

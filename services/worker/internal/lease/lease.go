@@ -113,14 +113,15 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 // with the square of the batch (TestStatementsProbeByKey).
 const claimManySQL = `
 WITH req AS (
-    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::timestamptz[],
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[],
         $7::timestamptz[], $8::integer[], $9::bigint[])
-        AS r(turn_id, session_id, tenant, input, metadata, accepted_at, deadline, kpart, koff)
+        AS r(turn_id, session_id, tenant, input_text, metadata, accepted_at, deadline, kpart, koff)
 ), claimed AS (
     INSERT INTO turns AS t (turn_id, session_id, tenant, status, attempt, fencing_token, lease_owner,
         lease_expires_at, input, metadata, accepted_at, deadline, started_at, kafka_partition, kafka_offset)
     SELECT r.turn_id, r.session_id, r.tenant, 'running', 1, nextval('fencing_token_seq'), $10,
-        now() + $11 * interval '1 millisecond', r.input, r.metadata, r.accepted_at, r.deadline, now(), r.kpart, r.koff
+        now() + $11 * interval '1 millisecond', jsonb_build_object('text', r.input_text), r.metadata, r.accepted_at,
+        r.deadline, now(), r.kpart, r.koff
     FROM req r ORDER BY r.turn_id
     ON CONFLICT (turn_id) DO UPDATE SET
         status = 'running',
@@ -314,7 +315,8 @@ func textConst[T ~string](b []byte, known []T) T {
 type claimRow struct {
 	id              uuid.UUID
 	session, tenant string
-	input, metadata []byte
+	input           string // the input's text
+	metadata        []byte
 	// asIs is the metadata map while metadata holds the record's own bytes (storableAsIs), to be
 	// encoded instead should Postgres refuse them.
 	asIs               map[string]any
@@ -323,12 +325,14 @@ type claimRow struct {
 	offset             int64
 }
 
+// encodeClaim lays out req as the claim statement takes it. The input goes as its text, and the
+// statement builds the stored object from it (as the completion builds the output, and see
+// wire.Input): encoding it as JSON here and handing pgx a [][]byte for a jsonb[] argument, whose
+// every element pgx copies to the heap, cost three allocations a turn. The text needs no checking:
+// a decoded envelope's strings are valid UTF-8, and a NUL, which Postgres refuses in text, it
+// refused as \u0000 in jsonb too.
 func encodeClaim(req ClaimRequest) (claimRow, error) {
 	e := req.Env
-	input, err := json.Marshal(e.Input)
-	if err != nil {
-		return claimRow{}, fmt.Errorf("encode turn input: %w", err)
-	}
 	var md []byte
 	var asIs map[string]any
 	switch {
@@ -336,6 +340,7 @@ func encodeClaim(req ClaimRequest) (claimRow, error) {
 	case storableAsIs(req.RawMetadata):
 		md, asIs = req.RawMetadata, e.Metadata
 	default:
+		var err error
 		if md, err = json.Marshal(e.Metadata); err != nil {
 			return claimRow{}, fmt.Errorf("encode turn metadata: %w", err)
 		}
@@ -345,7 +350,7 @@ func encodeClaim(req ClaimRequest) (claimRow, error) {
 		tenant = "default"
 	}
 	return claimRow{
-		id: e.TurnID, session: e.SessionID, tenant: tenant, input: input, metadata: md, asIs: asIs,
+		id: e.TurnID, session: e.SessionID, tenant: tenant, input: e.Input.Text, metadata: md, asIs: asIs,
 		accepted: e.AcceptedAt, deadline: e.Deadline, partition: req.Partition, offset: req.Offset,
 	}, nil
 }
@@ -369,7 +374,8 @@ func turnIDArg(id uuid.UUID) pgarray.UUID { return pgarray.UUID(id) }
 type claimArgs struct {
 	ids                 pgarray.UUIDs // see turnIDArg
 	sessions, tenants   pgarray.Texts
-	inputs, metadata    [][]byte
+	inputs              pgarray.Texts // the input's text: the statement builds the object (encodeClaim)
+	metadata            [][]byte
 	accepted, deadlines pgarray.Times
 	parts               pgarray.Ints
 	offsets             pgarray.Ints
@@ -380,13 +386,13 @@ func claimArgsOf(rows []claimRow, pos []int) claimArgs {
 	n := len(pos)
 	a := claimArgs{
 		ids: make(pgarray.UUIDs, n), sessions: make(pgarray.Texts, n), tenants: make(pgarray.Texts, n),
-		inputs: make([][]byte, n), metadata: make([][]byte, n), accepted: make(pgarray.Times, n),
+		inputs: make(pgarray.Texts, n), metadata: make([][]byte, n), accepted: make(pgarray.Times, n),
 		deadlines: make(pgarray.Times, n), parts: make(pgarray.Ints, n), offsets: make(pgarray.Ints, n),
 	}
 	for i, p := range pos {
 		r := rows[p]
 		a.ids[i], a.sessions[i], a.tenants[i] = turnIDArg(r.id), pgarray.Text(r.session), pgarray.Text(r.tenant)
-		a.inputs[i], a.metadata[i] = r.input, r.metadata
+		a.inputs[i], a.metadata[i] = pgarray.Text(r.input), r.metadata
 		a.accepted[i], a.deadlines[i] = pgarray.Time(r.accepted), pgarray.Time(r.deadline)
 		a.parts[i], a.offsets[i] = pgarray.Int(r.partition), pgarray.Int(r.offset)
 	}
@@ -563,11 +569,11 @@ type Completion struct {
 // jsonb object keyed by session and looks each turn's session up in it, whatever the plan.
 const completeManySQL = `
 WITH req AS MATERIALIZED (
-    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[], $4::text[]) WITH ORDINALITY
-        AS r(turn_id, token, output, answer, ord)
+    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[]) WITH ORDINALITY
+        AS r(turn_id, token, answer, ord)
 ), done AS MATERIALIZED (` + lockedTurns + `
 ), updated AS (
-    UPDATE turns t SET status = 'succeeded', output = d.output, error = NULL, finished_at = now(),
+    UPDATE turns t SET status = 'succeeded', output = jsonb_build_object('text', d.answer), error = NULL, finished_at = now(),
         lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
     FROM done d WHERE t.turn_id = d.turn_id
 ), seq AS (
@@ -606,30 +612,23 @@ func (s *Store) CompleteMany(ctx context.Context, cs []Completion) []batch.Resul
 	return out
 }
 
+// completeRound completes the turns at positions pos of cs (distinct turns) and writes their
+// results to out. Only an output's text is sent: the statement builds the stored output object
+// from it (see wire.Output), where encoding each output as JSON and handing pgx a [][]byte for the
+// jsonb[] argument (whose every element it copies to the heap) cost four allocations a turn.
 func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, out []batch.Result[int64]) {
 	ids := make(pgarray.UUIDs, 0, len(pos))
 	tokens := make(pgarray.Ints, 0, len(pos))
-	outputs := make([][]byte, 0, len(pos))
 	texts := make(pgarray.Texts, 0, len(pos))
-	rows := make([]int, 0, len(pos)) // statement row -> position in cs
 	for _, p := range pos {
-		b, err := json.Marshal(cs[p].Output)
-		if err != nil {
-			out[p].Err = fmt.Errorf("encode output: %w", err)
-			continue
-		}
 		ids, tokens = append(ids, turnIDArg(cs[p].TurnID)), append(tokens, pgarray.Int(cs[p].Token))
-		outputs, texts = append(outputs, b), append(texts, pgarray.Text(cs[p].Output.Text))
-		rows = append(rows, p)
-	}
-	if len(rows) == 0 {
-		return
+		texts = append(texts, pgarray.Text(cs[p].Output.Text))
 	}
 	for try := 0; ; try++ {
-		seqs, err := s.completeRows(ctx, ids, tokens, outputs, texts)
+		seqs, err := s.completeRows(ctx, ids, tokens, texts)
 		switch {
 		case err == nil:
-			for k, p := range rows {
+			for k, p := range pos {
 				if seqs[k] == 0 {
 					out[p].Err = ErrFenced
 				} else {
@@ -641,7 +640,7 @@ func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, o
 			continue
 		default:
 			err = fmt.Errorf("complete turns: %w", err)
-			for _, p := range rows {
+			for _, p := range pos {
 				out[p].Err = err
 			}
 			return
@@ -651,8 +650,8 @@ func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, o
 
 // completeRows runs completeManySQL and returns, per row, its assistant message's sequence number,
 // or 0 if it was fenced.
-func (s *Store) completeRows(ctx context.Context, ids pgarray.UUIDs, tokens pgarray.Ints, outputs [][]byte, texts pgarray.Texts) ([]int64, error) {
-	rs, err := s.pool.Query(ctx, completeManySQL, ids, tokens, outputs, texts)
+func (s *Store) completeRows(ctx context.Context, ids pgarray.UUIDs, tokens pgarray.Ints, answers pgarray.Texts) ([]int64, error) {
+	rs, err := s.pool.Query(ctx, completeManySQL, ids, tokens, answers)
 	if err != nil {
 		return nil, err
 	}
@@ -773,7 +772,7 @@ func (s *Store) History(ctx context.Context, sessionID string) ([]agent.Message,
 const expireSQL = `
 INSERT INTO turns AS t (turn_id, session_id, tenant, status, fencing_token, input, metadata, accepted_at,
     deadline, finished_at, error, kafka_partition, kafka_offset)
-VALUES ($1, $2, $3, 'expired', nextval('fencing_token_seq'), $4, $5, $6, $7, now(), $8, $9, $10)
+VALUES ($1, $2, $3, 'expired', nextval('fencing_token_seq'), jsonb_build_object('text', $4::text), $5, $6, $7, now(), $8, $9, $10)
 ON CONFLICT (turn_id) DO UPDATE SET status = 'expired', error = EXCLUDED.error, finished_at = now(),
     fencing_token = nextval('fencing_token_seq'), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE NOT t.cancel_requested

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -548,4 +550,63 @@ func TestStorableAsIs(t *testing.T) {
 	require.False(t, storableAsIs(nil))
 	require.False(t, storableAsIs(json.RawMessage("{\"a\":\"\xff\"}")), "invalid UTF-8")
 	require.False(t, storableAsIs(json.RawMessage(`{"a":"\ud800"}`)), "an escape")
+}
+
+// TestInputAndOutputStoredAsEncoded checks that the input and output objects the claim, expiry and
+// completion statements build from their texts are what encoding wire.Input and wire.Output stores,
+// for texts JSON escapes, batched and alone. The statements know each struct's one field: a field
+// added to either must be added to them too, and this test fails until it is.
+func TestInputAndOutputStoredAsEncoded(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []reflect.Type{reflect.TypeFor[wire.Input](), reflect.TypeFor[wire.Output]()} {
+		require.Equal(t, 1, typ.NumField(), "%s gained a field: claimManySQL and completeManySQL build it from its text alone", typ)
+	}
+	ctx := context.Background()
+	env := setup(t)
+	s := NewStore(env.Pool, "a", time.Minute, 3)
+	texts := []string{"", "plain", `quote " backslash \ slash /`, "<b>&amp;</b>", "tab\tnewline\n\u2028\u2029 é 😀", "\x7f\u0001"}
+	var reqs []ClaimRequest
+	for i, text := range texts {
+		r := request("stored-as-encoded-" + strconv.Itoa(i))
+		r.Env.Input.Text = text
+		reqs = append(reqs, r)
+	}
+	claim := func(reqs []ClaimRequest) []Claim {
+		var cs []Claim
+		for i, r := range s.ClaimMany(ctx, reqs) {
+			require.NoError(t, r.Err, i)
+			require.Equal(t, Acquired, r.Val.Outcome, i)
+			cs = append(cs, r.Val)
+		}
+		return cs
+	}
+	claimed := append(claim(reqs[:len(reqs)-1]), claim(reqs[len(reqs)-1:])...)
+	var done []Completion
+	for i, c := range claimed {
+		done = append(done, Completion{TurnID: reqs[i].Env.TurnID, Token: c.Token, Output: wire.Output{Text: "re: " + texts[i]}})
+	}
+	for i, r := range append(s.CompleteMany(ctx, done[:len(done)-1]), s.CompleteMany(ctx, done[len(done)-1:])...) {
+		require.NoError(t, r.Err, i)
+	}
+	expired := request("stored-as-encoded-expired")
+	expired.Env.Input.Text = texts[2]
+	_, _, err := s.Expire(ctx, expired, "too late")
+	require.NoError(t, err)
+	done = append(done, Completion{TurnID: expired.Env.TurnID})
+	for i, r := range append(reqs, expired) {
+		in, err := json.Marshal(r.Env.Input)
+		require.NoError(t, err)
+		out, err := json.Marshal(done[i].Output)
+		require.NoError(t, err)
+		var inSame, outSame bool
+		var gotIn, gotOut string
+		if i == len(reqs) {
+			out = nil // expired: no output
+		}
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT input = $2::jsonb, output IS NOT DISTINCT FROM $3::jsonb,
+			input::text, coalesce(output::text, '')
+			FROM turns WHERE turn_id = $1`, r.Env.TurnID, in, out).Scan(&inSame, &outSame, &gotIn, &gotOut))
+		require.True(t, inSame, "input stored as %s, encoded %s", gotIn, in)
+		require.True(t, outSame, "output stored as %s, encoded %s", gotOut, out)
+	}
 }

@@ -133,11 +133,11 @@ func TestStatementsProbeByKey(t *testing.T) {
 				FROM turns JOIN unnest($1::uuid[]) WITH ORDINALITY AS r(turn_id, ord) USING (turn_id)`, a.ids).Scan(&tokens))
 			require.Len(t, tokens, n, "the claim took every turn")
 			explain("renew", renewSQL, a.ids, tokens, s.ttl.Milliseconds())
-			outputs, texts := make([][]byte, n), make([]string, n)
-			for i := range outputs {
-				outputs[i], texts[i] = []byte(`{"text":"ok"}`), "ok"
+			answers := make([]string, n)
+			for i := range answers {
+				answers[i] = "ok"
 			}
-			explain("complete", completeManySQL, a.ids, tokens, outputs, texts)
+			explain("complete", completeManySQL, a.ids, tokens, answers)
 			var done int
 			require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM turns WHERE turn_id = ANY($1) AND status = 'succeeded'`, a.ids).Scan(&done))
 			require.Equal(t, n, done, "the completion finished every turn")
