@@ -367,14 +367,35 @@ type scriptCall struct {
 // call's keys must share a cluster slot, and a session's keys do (its ID is their hash tag).
 // Grouping by slot instead would put two sessions in one call only when they happen to share one of
 // the 16,384 slots, about 8 pairs in a batch of 500 sessions: not worth the hashing.
+//
+// The groups are laid out in one slice, each session's messages a run of it (a counting sort by
+// the session's ordinal): a slice per session, grown by append, was three allocations for a quick
+// turn's three events, a sixth of the publisher's.
 func (p *Publisher) calls(ms []Message) []scriptCall {
-	var order []string
-	bySession := make(map[string][]int)
+	ordinal := make(map[string]int, len(ms)) // session -> its place in order of first message
+	of := make([]int, len(ms))               // message -> its session's ordinal
+	var size []int                           // ordinal -> the session's messages
 	for i, m := range ms {
-		if _, ok := bySession[m.SessionID]; !ok {
-			order = append(order, m.SessionID)
+		o, ok := ordinal[m.SessionID]
+		if !ok {
+			o = len(size)
+			ordinal[m.SessionID] = o
+			size = append(size, 0)
 		}
-		bySession[m.SessionID] = append(bySession[m.SessionID], i)
+		of[i] = o
+		size[o]++
+	}
+	// next[o] is where the session's next message goes in grouped, its run starting at the total
+	// size of the sessions before it.
+	next := make([]int, len(size))
+	for o, total := 1, 0; o < len(size); o++ {
+		total += size[o-1]
+		next[o] = total
+	}
+	grouped := make([]int, len(ms))
+	for i, o := range of {
+		grouped[next[o]] = i
+		next[o]++
 	}
 	var out []scriptCall
 	var cur scriptCall
@@ -385,8 +406,9 @@ func (p *Publisher) calls(ms []Message) []scriptCall {
 		}
 		cur, n = scriptCall{}, 0
 	}
-	for _, s := range order {
-		rest := bySession[s]
+	for o, start := 0, 0; o < len(size); o++ {
+		rest := grouped[start : start+size[o] : start+size[o]]
+		start += size[o]
 		for len(rest) > 0 {
 			k := min(len(rest), maxScriptEvents-n)
 			cur.blocks = append(cur.blocks, rest[:k:k])
