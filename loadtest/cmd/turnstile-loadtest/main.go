@@ -54,7 +54,7 @@ type options struct {
 	duration, calibrate, rehearse, normal, burst, drainMax         time.Duration
 	calibrateRate                                                  float64
 	tokens, durationMs, window, perSession, jobs, sessions, rounds int
-	keep, quiet, recordQueued, h2c                                 bool
+	keep, quiet, recordQueued                                      bool
 }
 
 func main() {
@@ -82,7 +82,6 @@ func main() {
 	flag.IntVar(&o.sessions, "sessions", 0, "peer: sessions to spread turnstile's turns over (default: one per job)")
 	flag.IntVar(&o.rounds, "rounds", 1, "peer: comparisons to run one after another; with more than one, peer.json holds each round and the medians")
 	flag.BoolVar(&o.recordQueued, "record-queued", false, "peer: also record turnstile's turns in Postgres as intake does (queued rows, session owners) before the drain, so claims take over existing rows as in production")
-	flag.BoolVar(&o.h2c, "h2c", false, "speak HTTP/2 without TLS (prior knowledge) to -url, which must be http:// and speak it as turnstile's servers do: the followed streams share a few connections instead of one each (always on for the in-process stack)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the in-process stack's schema and keys")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	flag.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) to profile the generator and the in-process stack")
@@ -185,9 +184,6 @@ func run(ctx context.Context, o options) error {
 	gc := gen.Config{
 		IntakeURL: o.url, GatewayURL: o.gatewayURL, Window: o.window, TurnsPerSession: o.perSession,
 		Knobs: demo.Knobs{Tokens: o.tokens, DurationMs: o.durationMs},
-		// The in-process stack's servers speak h2c; over HTTP/1.1 its streams would hold two file
-		// descriptors each in this one process (see gen.Config.H2C).
-		H2C: o.h2c || o.url == "",
 	}
 	if o.url == "" {
 		cfg, err := baseConfig(o)

@@ -23,7 +23,6 @@ import (
 	"github.com/turnstile-run/turnstile/loadtest/internal/scrape"
 	"github.com/turnstile-run/turnstile/loadtest/internal/sse"
 	"github.com/turnstile-run/turnstile/pkg/demo"
-	"github.com/turnstile-run/turnstile/pkg/httpx"
 )
 
 // BacklogAgeMetric is the gauge the generator scrapes from /metrics.
@@ -49,12 +48,6 @@ type Config struct {
 	PostTimeout time.Duration
 	// Seed makes the arrival times reproducible. Defaults to the clock.
 	Seed uint64
-	// H2C speaks HTTP/2 without TLS (httpx.H2CTransport) to every URL, which must be http:// and
-	// served by turnstile's own servers (or a proxy speaking h2c): the followed streams share a few
-	// connections. Over HTTP/1.1 each followed session holds a connection, and so a file
-	// descriptor, and in an in-process stack a second for the server's end: a burst whose backlog
-	// spreads over 10,000 sessions reaches a limit of 20,000 open files.
-	H2C bool
 }
 
 // Generator runs one load test. Its methods are safe for concurrent use.
@@ -151,18 +144,12 @@ func New(cfg Config) *Generator {
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(time.Now().UnixNano())
 	}
-	var rt http.RoundTripper
-	if cfg.H2C {
-		rt = httpx.H2CTransport()
-	} else {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns = 4096
-		tr.MaxIdleConnsPerHost = 4096
-		rt = tr
-	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 4096
+	tr.MaxIdleConnsPerHost = 4096
 	return &Generator{
 		cfg:      cfg,
-		hc:       &http.Client{Transport: rt},
+		hc:       &http.Client{Transport: tr},
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), //nolint:gosec // a seeded, reproducible arrival schedule, not a secret
 		sessions: map[int]*session{},
 		turns:    map[string]*turn{},
