@@ -1,4 +1,3 @@
 // Package httpx holds the HTTP pieces every turnstile service shares: RFC 9457 problem documents
-// with stable type URIs, and an http.Server hardened with read, write, idle and header limits that
-// speaks HTTP/1.1 and HTTP/2 without TLS, with the client transport for the latter.
+// with stable type URIs, and an http.Server hardened with read, write, idle and header limits.
 package httpx
