@@ -38,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/turnstile-run/turnstile/loadtest/internal/fdlimit"
 	"github.com/turnstile-run/turnstile/loadtest/internal/gen"
 	"github.com/turnstile-run/turnstile/loadtest/internal/peer"
 	"github.com/turnstile-run/turnstile/loadtest/internal/report"
@@ -180,6 +181,11 @@ func run(ctx context.Context, o options) error {
 		return os.WriteFile(filepath.Join(o.out, "peer.json"), b, 0o644) //nolint:gosec // reports are meant to be read by anyone on the machine
 	}
 
+	// Every followed session holds a connection (two ends of it with the stack in process).
+	openFiles, err := fdlimit.Raise()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "warning: %v\n", err)
+	}
 	var pool *pgxpool.Pool
 	gc := gen.Config{
 		IntakeURL: o.url, GatewayURL: o.gatewayURL, Window: o.window, TurnsPerSession: o.perSession,
@@ -233,7 +239,7 @@ func run(ctx context.Context, o options) error {
 		drained = g.WaitIdle(ctx, o.drainMax)
 	case "burst":
 		var err error
-		burst, drained, err = runBurst(ctx, o, g, bar)
+		burst, drained, err = runBurst(ctx, o, g, bar, openFiles)
 		if err != nil {
 			return err
 		}
@@ -263,7 +269,7 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar) (*gen.Burst, bool, error) {
+func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar, openFiles uint64) (*gen.Burst, bool, error) {
 	bar.phase("calibrate", o.calibrate)
 	c0 := g.Elapsed()
 	g.Arrive(ctx, "calibrate", o.calibrateRate, o.calibrate)
@@ -289,6 +295,9 @@ func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar) (*gen.
 		}
 		fmt.Fprintf(os.Stderr, "\ncapacity at the burst rate %.1f turns/s, at the normal rate %.1f turns/s\n", b.BurstCapacityPerSec, b.NormalCapacityPerSec)
 	}
+	if err := fitsOpenFiles(o, b, openFiles); err != nil {
+		return nil, false, err
+	}
 	n0 := g.Elapsed()
 	bar.phase("normal", o.normal)
 	g.Arrive(ctx, "normal", b.NormalRate, o.normal)
@@ -309,6 +318,23 @@ func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar) (*gen.
 	drained := g.WaitIdle(ctx, o.drainMax)
 	g.AnalyseBurst(b, n0, b0, b1)
 	return b, drained, nil
+}
+
+// fitsOpenFiles fails a burst whose predicted peak backlog would hold more streams open than the
+// process may have files open (fdlimit), before it starts: past the limit the generator's own
+// streams and posts fail, and the report would count them as the stack's refusals. A second of
+// posts at the burst rate is taken to be in flight at once.
+func fitsOpenFiles(o options, b *gen.Burst, openFiles uint64) error {
+	mu := b.CapacityPerSec
+	if b.BurstCapacityPerSec > 0 {
+		mu = b.BurstCapacityPerSec
+	}
+	peak := max(b.BurstRate-mu, 0) * o.burst.Seconds()
+	need := fdlimit.Need(peak, o.perSession, o.window, int(b.BurstRate), o.url == "")
+	if err := fdlimit.Fits(need, openFiles); err != nil {
+		return fmt.Errorf("the burst's predicted backlog of %.0f turns, %d to a session, %w; or lower the capacity the burst scales to (TURNSTILE_WORKER_MAX_INFLIGHT, -burst)", peak, o.perSession, err)
+	}
+	return nil
 }
 
 // rehearse measures the workers' capacity under the load generator's own load in each phase: it
