@@ -56,7 +56,9 @@ bench: ## run the benchmarks, each beside its baseline (see docs/BENCHMARKS.md)
 
 .PHONY: loadtest
 loadtest: build ## run the burst scenario (in process) and three rounds of the River comparison with the floor; reports in loadtest-out/ (see docs/BENCHMARKS.md)
-	./bin/turnstile-loadtest -scenario burst -out loadtest-out
+	@# Eight turns a session: the burst's backlog (a minute of the capacity) is followed over half the
+	@# streams four would take, two open files each with the stack in process (docs/BENCHMARKS.md).
+	./bin/turnstile-loadtest -scenario burst -turns-per-session 8 -out loadtest-out
 	./bin/turnstile-loadtest -scenario peer -rounds 3 -out loadtest-out
 
 COMPOSE_PROFILES ?=

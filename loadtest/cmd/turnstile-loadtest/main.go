@@ -330,11 +330,21 @@ func fitsOpenFiles(o options, b *gen.Burst, openFiles uint64) error {
 		mu = b.BurstCapacityPerSec
 	}
 	peak := max(b.BurstRate-mu, 0) * o.burst.Seconds()
-	need := fdlimit.Need(peak, o.perSession, o.window, int(b.BurstRate), o.url == "")
-	if err := fdlimit.Fits(need, openFiles); err != nil {
-		return fmt.Errorf("the burst's predicted backlog of %.0f turns, %d to a session, %w; or lower the capacity the burst scales to (TURNSTILE_WORKER_MAX_INFLIGHT, -burst)", peak, o.perSession, err)
+	need := func(perSession int) int {
+		return fdlimit.Need(peak, perSession, o.window, int(b.BurstRate), o.url == "")
 	}
-	return nil
+	err := fdlimit.Fits(need(o.perSession), openFiles)
+	if err == nil {
+		return nil
+	}
+	hint := "lower the capacity the burst scales to (TURNSTILE_WORKER_MAX_INFLIGHT, -burst)"
+	for k := o.perSession + 1; k <= 64; k++ {
+		if fdlimit.Fits(need(k), openFiles) == nil {
+			hint = fmt.Sprintf("spread it over fewer sessions (-turns-per-session %d fits), or %s", k, hint)
+			break
+		}
+	}
+	return fmt.Errorf("the burst's predicted backlog of %.0f turns, %d to a session, %w; or %s", peak, o.perSession, err, hint)
 }
 
 // rehearse measures the workers' capacity under the load generator's own load in each phase: it
