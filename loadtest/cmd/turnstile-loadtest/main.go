@@ -70,7 +70,7 @@ func main() {
 	flag.Float64Var(&o.rate, "rate", 50, "arrivals per second (steady, soak)")
 	flag.DurationVar(&o.duration, "duration", 0, "arrival time (steady default 30s, soak default 10m)")
 	flag.DurationVar(&o.calibrate, "calibrate", 15*time.Second, "burst: saturation phase that measures capacity")
-	flag.Float64Var(&o.calibrateRate, "calibrate-rate", 600, "burst: arrivals per second while calibrating (must exceed capacity)")
+	flag.Float64Var(&o.calibrateRate, "calibrate-rate", 600, "burst: arrivals per second while calibrating; doubled (twice at most) while the workers keep up with it")
 	flag.DurationVar(&o.rehearse, "rehearse", 15*time.Second, "burst: rehearsal at the burst rate that measures capacity under the burst's own load (0 skips it: naive prediction only)")
 	flag.DurationVar(&o.normal, "normal", 20*time.Second, "burst: normal load before the burst")
 	flag.DurationVar(&o.burst, "burst", 60*time.Second, "burst: length of the burst")
@@ -270,22 +270,9 @@ func run(ctx context.Context, o options) error {
 }
 
 func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar, openFiles uint64) (*gen.Burst, bool, error) {
-	bar.phase("calibrate", o.calibrate)
-	c0 := g.Elapsed()
-	g.Arrive(ctx, "calibrate", o.calibrateRate, o.calibrate)
-	c1 := g.Elapsed()
-	if g.Outstanding() < int(o.calibrateRate) {
-		fmt.Fprintf(os.Stderr, "warning: calibration left only %d outstanding turns; -calibrate-rate %.0f may not saturate the workers\n", g.Outstanding(), o.calibrateRate)
-	}
-	bar.phase("calibrate drain", o.drainMax)
-	if !g.WaitIdle(ctx, o.drainMax) {
-		return nil, false, fmt.Errorf("calibration backlog did not drain within %v", o.drainMax)
-	}
-	// Capacity: the completion rate while the calibration backlog was being worked off.
-	mu := g.BusyRate(c0, g.Elapsed()+time.Second)
-	_ = c1
-	if mu <= 0 {
-		return nil, false, fmt.Errorf("calibration measured no completions")
+	mu, err := calibrate(ctx, o, g, bar)
+	if err != nil {
+		return nil, false, err
 	}
 	b := &gen.Burst{CapacityPerSec: mu, NormalRate: mu / 2, BurstRate: 2 * mu, BurstSeconds: o.burst.Seconds()}
 	fmt.Fprintf(os.Stderr, "\nmeasured capacity %.1f turns/s: normal %.1f/s, burst %.1f/s for %v\n", mu, b.NormalRate, b.BurstRate, o.burst)
@@ -318,6 +305,43 @@ func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar, openFi
 	drained := g.WaitIdle(ctx, o.drainMax)
 	g.AnalyseBurst(b, n0, b0, b1)
 	return b, drained, nil
+}
+
+// calibrateAttempts is how many times calibrate doubles its rate looking for one the workers
+// cannot keep up with.
+const calibrateAttempts = 3
+
+// calibrate measures the workers' capacity μ with the generator idle: it posts at -calibrate-rate
+// for -calibrate and takes the completion rate while the backlog that built is worked off. A rate
+// the workers keep up with builds no backlog and measures the rate, not the capacity: when less
+// than a second of arrivals is left outstanding as the posting stops, it calibrates again at twice
+// the rate (calibrateAttempts in all), so the default rate serves a faster machine too.
+func calibrate(ctx context.Context, o options, g *gen.Generator, bar *bar) (float64, error) {
+	rate := o.calibrateRate
+	for attempt := 1; ; attempt++ {
+		bar.phase("calibrate", o.calibrate)
+		c0 := g.Elapsed()
+		g.Arrive(ctx, "calibrate", rate, o.calibrate)
+		left := g.Outstanding()
+		bar.phase("calibrate drain", o.drainMax)
+		if !g.WaitIdle(ctx, o.drainMax) {
+			return 0, fmt.Errorf("calibration backlog did not drain within %v", o.drainMax)
+		}
+		// Capacity: the completion rate while the calibration backlog was being worked off.
+		mu := g.BusyRate(c0, g.Elapsed()+time.Second)
+		if mu <= 0 {
+			return 0, fmt.Errorf("calibration measured no completions")
+		}
+		if left >= int(rate) {
+			return mu, nil
+		}
+		if attempt == calibrateAttempts {
+			fmt.Fprintf(os.Stderr, "warning: calibration at %.0f turns/s left only %d outstanding; the workers may not have been saturated\n", rate, left)
+			return mu, nil
+		}
+		fmt.Fprintf(os.Stderr, "calibration at %.0f turns/s left only %d outstanding (measured %.1f/s): the workers kept up, so again at %.0f/s\n", rate, left, mu, 2*rate)
+		rate *= 2
+	}
 }
 
 // fitsOpenFiles fails a burst whose predicted peak backlog would hold more streams open than the
