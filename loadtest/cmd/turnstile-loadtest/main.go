@@ -307,8 +307,8 @@ func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar, openFi
 	return b, drained, nil
 }
 
-// calibrateAttempts is how many times calibrate doubles its rate looking for one the workers
-// cannot keep up with.
+// calibrateAttempts is how many calibrations calibrate runs at most, doubling the rate after each
+// that the workers kept up with.
 const calibrateAttempts = 3
 
 // calibrate measures the workers' capacity μ with the generator idle: it posts at -calibrate-rate
