@@ -354,19 +354,14 @@ func fitsOpenFiles(o options, b *gen.Burst, openFiles uint64) error {
 		mu = b.BurstCapacityPerSec
 	}
 	peak := max(b.BurstRate-mu, 0) * o.burst.Seconds()
-	need := func(perSession int) int {
-		return fdlimit.Need(peak, perSession, o.window, int(b.BurstRate), o.url == "")
-	}
-	err := fdlimit.Fits(need(o.perSession), openFiles)
+	posts, inProcess := int(b.BurstRate), o.url == ""
+	err := fdlimit.Fits(fdlimit.Need(peak, o.perSession, o.window, posts, inProcess), openFiles)
 	if err == nil {
 		return nil
 	}
 	hint := "lower the capacity the burst scales to (TURNSTILE_WORKER_MAX_INFLIGHT, -burst)"
-	for k := o.perSession + 1; k <= 64; k++ {
-		if fdlimit.Fits(need(k), openFiles) == nil {
-			hint = fmt.Sprintf("spread it over fewer sessions (-turns-per-session %d fits), or %s", k, hint)
-			break
-		}
+	if k, ok := fdlimit.TurnsPerSessionThatFits(peak, o.perSession, o.window, posts, inProcess, openFiles); ok {
+		hint = fmt.Sprintf("spread it over fewer sessions (-turns-per-session %d fits), or %s", k, hint)
 	}
 	return fmt.Errorf("the burst's predicted backlog of %.0f turns, %d to a session, %w; or %s", peak, o.perSession, err, hint)
 }

@@ -68,3 +68,17 @@ func Fits(need int, limit uint64) error {
 	}
 	return fmt.Errorf("needs about %d open files in this process, above its limit of %d: raise the limit (ulimit -n, or run as a user that may raise it: the generator raises it as far as it may)", need, limit)
 }
+
+// MaxTurnsPerSession is the most turns to a session TurnsPerSessionThatFits offers.
+const MaxTurnsPerSession = 64
+
+// TurnsPerSessionThatFits is the fewest turns to a session, above from and at most
+// MaxTurnsPerSession, at which Need for the rest of the arguments fits limit; false if none does.
+func TurnsPerSessionThatFits(backlog float64, from, window, posts int, inProcess bool, limit uint64) (int, bool) {
+	for k := max(from, 0) + 1; k <= MaxTurnsPerSession; k++ {
+		if Fits(Need(backlog, k, window, posts, inProcess), limit) == nil {
+			return k, true
+		}
+	}
+	return 0, false
+}

@@ -37,3 +37,14 @@ func TestFits(t *testing.T) {
 	require.ErrorContains(t, err, "needs about 22128 open files")
 	require.ErrorContains(t, err, "limit of 20000")
 }
+
+func TestTurnsPerSessionThatFits(t *testing.T) {
+	// A burst's predicted backlog on a 20,000 limit with the stack in process: five to a session
+	// need 20,504 files, six 17,672.
+	k, ok := TurnsPerSessionThatFits(42_481, 4, 64, 1_192, true, 20_000)
+	require.True(t, ok)
+	require.Equal(t, 6, k)
+	require.Error(t, Fits(Need(42_481, 5, 64, 1_192, true), 20_000), "five does not fit")
+	_, ok = TurnsPerSessionThatFits(42_481, 4, 64, 1_192, true, 3_000)
+	require.False(t, ok, "the posts alone exceed the limit")
+}
