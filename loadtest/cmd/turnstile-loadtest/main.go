@@ -349,11 +349,7 @@ func calibrate(ctx context.Context, o options, g *gen.Generator, bar *bar) (floa
 // streams and posts fail, and the report would count them as the stack's refusals. A second of
 // posts at the burst rate is taken to be in flight at once.
 func fitsOpenFiles(o options, b *gen.Burst, openFiles uint64) error {
-	mu := b.CapacityPerSec
-	if b.BurstCapacityPerSec > 0 {
-		mu = b.BurstCapacityPerSec
-	}
-	peak := max(b.BurstRate-mu, 0) * o.burst.Seconds()
+	peak := b.PlannedPeak()
 	posts, inProcess := int(b.BurstRate), o.url == ""
 	err := fdlimit.Fits(fdlimit.Need(peak, o.perSession, o.window, posts, inProcess), openFiles)
 	if err == nil {

@@ -48,3 +48,12 @@ func TestAnalyseBurst(t *testing.T) {
 	require.InDelta(t, b.NaivePredictedPeak, b.PredictedPeak, 1e-9)
 	require.False(t, b.WithinFifteenPct)
 }
+
+func TestPlannedPeak(t *testing.T) {
+	b := &Burst{CapacityPerSec: 150, BurstCapacityPerSec: 100, NormalCapacityPerSec: 150, BurstRate: 300, BurstSeconds: 10}
+	require.InDelta(t, 2000, b.PlannedPeak(), 1e-9, "(300-100)·10, the rehearsal's capacity at the burst rate")
+	b = &Burst{CapacityPerSec: 150, BurstRate: 300, BurstSeconds: 10}
+	require.InDelta(t, 1500, b.PlannedPeak(), 1e-9, "(300-150)·10 without a rehearsal")
+	b = &Burst{CapacityPerSec: 400, BurstRate: 300, BurstSeconds: 10}
+	require.Zero(t, b.PlannedPeak(), "a burst the workers keep up with leaves no backlog")
+}

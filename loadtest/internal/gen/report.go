@@ -205,12 +205,23 @@ func (g *Generator) AnalyseBurst(b *Burst, normalStart, burstStart, burstEnd tim
 		return peak, drain, peakRatio, drainRatio
 	}
 	b.NaivePredictedPeak, b.NaivePredictedDrainSec, b.NaivePeakRatio, b.NaiveDrainRatio = predict(b.CapacityPerSec, b.CapacityPerSec)
-	muBurst, muNormal := b.BurstCapacityPerSec, b.NormalCapacityPerSec
-	if muBurst <= 0 || muNormal <= 0 {
-		// No rehearsal: only the naive prediction exists.
-		muBurst, muNormal = b.CapacityPerSec, b.CapacityPerSec
-	}
-	b.PredictedPeak, b.PredictedDrainSec, b.PeakRatio, b.DrainRatio = predict(muBurst, muNormal)
+	b.PredictedPeak, b.PredictedDrainSec, b.PeakRatio, b.DrainRatio = predict(b.loadMatched())
 	within := func(r float64) bool { return r >= 0.85 && r <= 1.15 }
 	b.WithinFifteenPct = within(b.PeakRatio) && within(b.DrainRatio)
+}
+
+// loadMatched is the capacities the prediction uses: the rehearsal's at the burst rate and at the
+// normal rate, or without a rehearsal the idle generator's for both (the naive prediction).
+func (b *Burst) loadMatched() (muBurst, muNormal float64) {
+	if b.BurstCapacityPerSec <= 0 || b.NormalCapacityPerSec <= 0 {
+		return b.CapacityPerSec, b.CapacityPerSec
+	}
+	return b.BurstCapacityPerSec, b.NormalCapacityPerSec
+}
+
+// PlannedPeak is the peak backlog the burst is predicted to leave before it runs: its planned rate
+// against the capacity the prediction uses (AnalyseBurst predicts from the measured rate).
+func (b *Burst) PlannedPeak() float64 {
+	muBurst, _ := b.loadMatched()
+	return max(b.BurstRate-muBurst, 0) * b.BurstSeconds
 }
