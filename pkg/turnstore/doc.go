@@ -1,4 +1,43 @@
-// Package turnstore reads and writes the parts of a turn's Postgres row that more than one service
-// touches: the status read model the API serves, and cancel requests. The claim, lease and completion
-// statements belong to the worker alone and live there.
+// Package turnstore is the one owner of every statement over the turns schema: the turns,
+// sessions and session_history tables and the cancel notifications Postgres sends about them
+// (the tables themselves are package migrations'). No other package of a service writes SQL over
+// them; each calls a method of Store.
+//
+// Its users:
+//   - intake's API: a turn's status and a session's turns (Get, ListSession), cancel requests
+//     (RequestCancel), and its session, acceptance and backlog statements;
+//   - intake's queued-row recorder (package record): InsertQueued;
+//   - the worker's lease store (package lease): ClaimTurns, RenewLeases, ReleaseLease,
+//     RecordAttemptError, CompleteTurns, FinishTurn, FinishUnleased, ExpireTurn, ReadFinal,
+//     ClearDeadLetter, ReadHistory;
+//   - the worker's history cache (package history): ReadHistoryAfter;
+//   - the worker's housekeeping: DeleteFinished (package retention), ListenCancels (package
+//     cancelwatch), TableStats and Vacuum over HotTables (package vacuum).
+//
+// The load generator (module loadtest) keeps its own statements: its check reads a run's results
+// to cross-check them, and its peer seeds queued rows as intake writes them and measures a floor on
+// a table of its own. They are a test harness reading and preparing data, not users of the rules
+// kept here.
+//
+// # Layout
+//
+// Statements are grouped in files by concern: claim.go (taking leases), renew.go (renewing and
+// releasing them, and ErrFenced), complete.go (succeeding a turn and appending its history),
+// finish.go (every other end of a turn, and reading it back), history.go, queued.go, retention.go,
+// notify.go and vacuum.go. Each statement is one method of Store. A short statement is written
+// where it is run; a long one lives in a .sql file of the same name next to its Go file, embedded
+// with //go:embed, and the doc comment of its variable says why it is written as it is (its plan,
+// its lock order). A fragment that several statements share (locked_turns.sql, the lock-ordered
+// probe of held turns) or that one statement takes only sometimes (queued_sessions.sql) is a file
+// of its own, spliced in where the statement has the line "-- include: <file>".
+//
+// A statement over many turns takes its requests as column arrays of package pgarray's types in a
+// Params struct (sent in binary, one element per turn), and returns one value per row or per
+// request. The logic around the statements is the callers': splitting a batch into rounds,
+// running a statement again after a deadlock, isolating a row Postgres refuses, deciding each
+// request's outcome from the rows, timeouts. A Store is safe for concurrent use and holds nothing
+// but its pool, so each user makes its own over the pool it is given.
+//
+// Errors are wrapped with a short phrase of what was being done; ErrFenced (the fencing token a
+// statement names is no longer the turn's) and ErrNotFound are the conditions callers branch on.
 package turnstore

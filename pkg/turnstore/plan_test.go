@@ -1,4 +1,4 @@
-package lease
+package turnstore
 
 import (
 	"context"
@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/pgarray"
+	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
 // planNode is one node of EXPLAIN (ANALYZE, FORMAT JSON).
@@ -68,7 +72,7 @@ func probeByKey(n planNode) bool {
 // the table, with the turns in flight or with the square of the batch.
 func TestStatementsProbeByKey(t *testing.T) {
 	t.Parallel()
-	env := setup(t)
+	env := testenv.New(t, testenv.Options{Partitions: 1})
 	ctx := context.Background()
 	_, err := env.Pool.Exec(ctx, `ANALYZE turns; ANALYZE sessions`)
 	require.NoError(t, err)
@@ -79,20 +83,11 @@ func TestStatementsProbeByKey(t *testing.T) {
 		INSERT INTO sessions (session_id, tenant, last_seq) SELECT 'old-' || g, 'default', 2 FROM generate_series(1, 20000) g`)
 	require.NoError(t, err)
 
-	s := NewStore(env.Pool, "plan", time.Minute, 3)
 	const n = 200
-	reqs := make([]ClaimRequest, n)
-	for i := range reqs {
-		reqs[i] = request("plan-" + strconv.Itoa(i))
-	}
-	a := claimArgsOf(encodedAll(t, reqs), positions(n))
-	claimArgs := []any{
-		a.ids, a.sessions, a.tenants, a.inputs, a.metadata, a.accepted, a.deadlines, a.parts, a.offsets,
-		s.owner, s.ttl.Milliseconds(), s.maxAttempts,
-	}
+	a := claimParams(n)
 
-	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
-		t.Run(mode, func(t *testing.T) {
+	for name, mode := range map[string]string{"GenericPlan": "force_generic_plan", "CustomPlan": "force_custom_plan"} {
+		t.Run(name, func(t *testing.T) {
 			conn, err := env.Pool.Acquire(ctx)
 			require.NoError(t, err)
 			defer conn.Release()
@@ -127,39 +122,41 @@ func TestStatementsProbeByKey(t *testing.T) {
 				require.Empty(t, scaling(plans[0].Plan, ""), "%s plan:\n%s", name, out)
 			}
 
-			explain("claim", claimManySQL, claimArgs...)
+			explain("claim", claimSQL, a.args()...)
 			var tokens []int64
 			require.NoError(t, tx.QueryRow(ctx, `SELECT array_agg(fencing_token ORDER BY ord)
-				FROM turns JOIN unnest($1::uuid[]) WITH ORDINALITY AS r(turn_id, ord) USING (turn_id)`, a.ids).Scan(&tokens))
+				FROM turns JOIN unnest($1::uuid[]) WITH ORDINALITY AS r(turn_id, ord) USING (turn_id)`, a.TurnIDs).Scan(&tokens))
 			require.Len(t, tokens, n, "the claim took every turn")
-			explain("renew", renewSQL, a.ids, tokens, s.ttl.Milliseconds())
-			answers := make([]string, n)
-			for i := range answers {
-				answers[i] = "ok"
+			renew := RenewParams{TurnIDs: a.TurnIDs, Tokens: make(pgarray.Ints, n), TTL: a.TTL}
+			for i, tok := range tokens {
+				renew.Tokens[i] = pgarray.Int(tok)
 			}
-			explain("complete", completeManySQL, a.ids, tokens, answers)
+			explain("renew", renewSQL, renew.args()...)
+			complete := CompleteParams{TurnIDs: a.TurnIDs, Tokens: renew.Tokens, Answers: make(pgarray.Texts, n)}
+			for i := range complete.Answers {
+				complete.Answers[i] = "ok"
+			}
+			explain("complete", completeSQL, complete.args()...)
 			var done int
-			require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM turns WHERE turn_id = ANY($1) AND status = 'succeeded'`, a.ids).Scan(&done))
+			require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM turns WHERE turn_id = ANY($1) AND status = 'succeeded'`, a.TurnIDs).Scan(&done))
 			require.Equal(t, n, done, "the completion finished every turn")
 		})
 	}
 }
 
-func encodedAll(t *testing.T, reqs []ClaimRequest) []claimRow {
-	t.Helper()
-	rows := make([]claimRow, len(reqs))
-	for i, r := range reqs {
-		row, err := encodeClaim(r)
-		require.NoError(t, err)
-		rows[i] = row
+// claimParams returns the claim parameters of n new turns of distinct sessions.
+func claimParams(n int) ClaimParams {
+	now := time.Now()
+	p := ClaimParams{
+		TurnIDs: make(pgarray.UUIDs, n), SessionIDs: make(pgarray.Texts, n), Tenants: make(pgarray.Texts, n),
+		Inputs: make(pgarray.Texts, n), Metadata: make([][]byte, n), AcceptedAt: make(pgarray.Times, n),
+		Deadlines: make(pgarray.Times, n), Partitions: make(pgarray.Ints, n), Offsets: make(pgarray.Ints, n),
+		Owner: "plan", TTL: time.Minute, MaxAttempts: 3,
 	}
-	return rows
-}
-
-func positions(n int) []int {
-	p := make([]int, n)
-	for i := range p {
-		p[i] = i
+	for i := range n {
+		p.TurnIDs[i] = pgarray.UUID(uuid.Must(uuid.NewV7()))
+		p.SessionIDs[i], p.Tenants[i], p.Inputs[i] = pgarray.Text("plan-"+strconv.Itoa(i)), "default", "hi"
+		p.AcceptedAt[i], p.Deadlines[i] = pgarray.Time(now), pgarray.Time(now.Add(time.Hour))
 	}
 	return p
 }

@@ -1,0 +1,154 @@
+package turnstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/turnstile-run/turnstile/pkg/pgarray"
+	"github.com/turnstile-run/turnstile/pkg/wire"
+)
+
+// ClaimOutcome is what the claim statement found for one turn.
+type ClaimOutcome string
+
+// Claim outcomes.
+const (
+	// ClaimAcquired: the statement took the lease.
+	ClaimAcquired ClaimOutcome = "ACQUIRED"
+	// ClaimDone: the turn already ended.
+	ClaimDone ClaimOutcome = "DONE"
+	// ClaimLeased: a live lease is held by someone else.
+	ClaimLeased ClaimOutcome = "LEASED"
+	// ClaimCancelled: cancellation was requested before an attempt could start.
+	ClaimCancelled ClaimOutcome = "CANCELLED"
+	// ClaimExhausted: the turn has used its attempts.
+	ClaimExhausted ClaimOutcome = "EXHAUSTED"
+)
+
+// ClaimParams are the turns one claim statement takes, as column arrays with one element per turn
+// (every turn ID once), and the lease it takes them with.
+type ClaimParams struct {
+	TurnIDs    pgarray.UUIDs
+	SessionIDs pgarray.Texts
+	Tenants    pgarray.Texts
+	// Inputs are the inputs' texts: the statement builds the stored input object from its text (see
+	// wire.Input).
+	Inputs pgarray.Texts
+	// Metadata are the turns' metadata objects as JSON.
+	Metadata    [][]byte
+	AcceptedAt  pgarray.Times
+	Deadlines   pgarray.Times
+	Partitions  pgarray.Ints
+	Offsets     pgarray.Ints
+	Owner       string
+	TTL         time.Duration
+	MaxAttempts int
+}
+
+// args are claimSQL's arguments.
+func (p *ClaimParams) args() []any {
+	return []any{
+		p.TurnIDs, p.SessionIDs, p.Tenants, p.Inputs, p.Metadata, p.AcceptedAt, p.Deadlines, p.Partitions,
+		p.Offsets, p.Owner, p.TTL.Milliseconds(), p.MaxAttempts,
+	}
+}
+
+// ClaimRow is one row of the claim statement's result. A turn it took has a row with
+// ClaimAcquired; a turn whose row existed before the statement also has a row for that row as it
+// was, with the outcome it implies had the turn not been taken. A turn may so have two rows, one
+// (its row was inserted by someone else after the statement's snapshot), or none.
+type ClaimRow struct {
+	TurnID uuid.UUID
+	// Outcome is empty when the row as it was was claimable: unless the statement took it, it
+	// changed under the statement.
+	Outcome ClaimOutcome
+	Attempt int
+	Token   int64
+	// Status is the row's status: running for a claimed row.
+	Status wire.Status
+	// LeaseExpiresAt is when the lease ends (a claimed or a leased row).
+	LeaseExpiresAt time.Time
+	// SessionSeq is the session history's last sequence number (sessions.last_seq, 0 for a session
+	// without history) in a claimed row, 0 in the others.
+	SessionSeq int64
+}
+
+// claimSQL claims many turns at once: the requests arrive as arrays, are inserted as running (or
+// take over a queued turn or one whose lease expired, unless cancellation was requested or the
+// attempts are spent) in turn_id order — so two batches that share turns lock them in the same
+// order and cannot deadlock.
+//
+// It returns a row per turn taken (with the session's history sequence number) and a row per turn
+// that existed before the statement (with the outcome that row, as it was, implies if the turn was
+// not taken); the caller matches them to requests by turn_id.
+//
+// Nothing is joined to anything: the rows go back unjoined, and every lookup is a probe by primary
+// key, per request (the turn as it was) or per claimed row (the session's sequence number). The plan
+// therefore does not depend on statistics. Joins of the requests with turns, sessions or the CTEs,
+// estimated from stale statistics as a handful of rows, are planned as sequential scans of turns
+// and of all sessions, or as nested loops over the requests: a batch would cost more as the tables
+// grow or with the square of the batch (TestStatementsProbeByKey).
+//
+//go:embed claim.sql
+var claimSQL string
+
+// ClaimTurns runs the claim statement: it takes the lease of every turn of p that can be taken —
+// inserted as running, or taken over when it is queued or its lease expired — and reports every
+// row as ClaimRow describes. Deciding what each request's outcome is, and which to send again, is
+// the caller's.
+//
+// The outcome and status are read as the driver's bytes and mapped to their constants (textConst),
+// so reading a row allocates nothing of its own.
+func (s *Store) ClaimTurns(ctx context.Context, p *ClaimParams) ([]ClaimRow, error) {
+	rows, err := s.pool.Query(ctx, claimSQL, p.args()...)
+	if err != nil {
+		return nil, fmt.Errorf("claim turns: %w", err)
+	}
+	defer rows.Close()
+	// A turn has at most two rows.
+	out := make([]ClaimRow, 0, 2*len(p.TurnIDs))
+	// Declared once: Scan's arguments escape, so each declared in the loop would be allocated per
+	// row. Scan sets every field of r but the three set after it.
+	var id [16]byte
+	var outcome, status pgtype.DriverBytes
+	var r ClaimRow
+	for rows.Next() {
+		if err := rows.Scan(&id, &outcome, &r.Attempt, &r.Token, &status, &r.LeaseExpiresAt, &r.SessionSeq); err != nil {
+			return nil, fmt.Errorf("claim turns: %w", err)
+		}
+		r.TurnID, r.Outcome, r.Status = id, "", textConst(status, statuses)
+		if outcome != nil {
+			r.Outcome = textConst(outcome, outcomes)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim turns: %w", err)
+	}
+	return out, nil
+}
+
+// The values ClaimTurns maps the statement's text columns to.
+var (
+	outcomes = []ClaimOutcome{ClaimAcquired, ClaimDone, ClaimLeased, ClaimCancelled, ClaimExhausted}
+	statuses = []wire.Status{
+		wire.StatusQueued, wire.StatusRunning, wire.StatusSucceeded, wire.StatusFailed,
+		wire.StatusCancelled, wire.StatusExpired,
+	}
+)
+
+// textConst is the constant of known that b spells, without allocating, or b as a new string if it
+// spells none of them.
+func textConst[T ~string](b []byte, known []T) T {
+	for _, k := range known {
+		if string(k) == string(b) {
+			return k
+		}
+	}
+	return T(b)
+}

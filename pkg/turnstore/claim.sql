@@ -1,0 +1,46 @@
+WITH req AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[],
+        $7::timestamptz[], $8::integer[], $9::bigint[])
+        AS r(turn_id, session_id, tenant, input_text, metadata, accepted_at, deadline, kpart, koff)
+), claimed AS (
+    INSERT INTO turns AS t (turn_id, session_id, tenant, status, attempt, fencing_token, lease_owner,
+        lease_expires_at, input, metadata, accepted_at, deadline, started_at, kafka_partition, kafka_offset)
+    SELECT r.turn_id, r.session_id, r.tenant, 'running', 1, nextval('fencing_token_seq'), $10,
+        now() + $11 * interval '1 millisecond', jsonb_build_object('text', r.input_text), r.metadata, r.accepted_at,
+        r.deadline, now(), r.kpart, r.koff
+    FROM req r ORDER BY r.turn_id
+    ON CONFLICT (turn_id) DO UPDATE SET
+        status = 'running',
+        attempt = t.attempt + 1,
+        fencing_token = nextval('fencing_token_seq'),
+        lease_owner = EXCLUDED.lease_owner,
+        lease_expires_at = EXCLUDED.lease_expires_at,
+        input = EXCLUDED.input,
+        metadata = EXCLUDED.metadata,
+        deadline = EXCLUDED.deadline,
+        started_at = coalesce(t.started_at, now()),
+        kafka_partition = EXCLUDED.kafka_partition,
+        kafka_offset = EXCLUDED.kafka_offset,
+        updated_at = now()
+    WHERE NOT t.cancel_requested
+      AND t.attempt - t.handoffs < $12
+      AND (t.status = 'queued' OR (t.status = 'running' AND t.lease_expires_at < now()))
+    RETURNING t.turn_id, t.session_id, t.attempt, t.fencing_token, t.lease_expires_at
+)
+SELECT c.turn_id, 'ACQUIRED', c.attempt, c.fencing_token, 'running', c.lease_expires_at,
+    coalesce((SELECT s.last_seq FROM sessions s WHERE s.session_id = c.session_id), 0)
+FROM claimed c
+UNION ALL
+SELECT p.turn_id,
+    CASE
+        WHEN p.status NOT IN ('queued', 'running') THEN 'DONE'
+        WHEN p.status = 'running' AND p.lease_expires_at >= now() THEN 'LEASED'
+        WHEN p.cancel_requested THEN 'CANCELLED'
+        WHEN p.attempt - p.handoffs >= $12 THEN 'EXHAUSTED'
+        ELSE NULL -- claimable by the snapshot, yet not taken: the row changed under the statement
+    END,
+    p.attempt, p.fencing_token, p.status, coalesce(p.lease_expires_at, now()), 0
+FROM req r CROSS JOIN LATERAL (
+    SELECT t.turn_id, t.status, t.attempt, t.handoffs, t.fencing_token, t.lease_expires_at, t.cancel_requested
+    FROM turns t WHERE t.turn_id = r.turn_id OFFSET 0
+) p

@@ -1,0 +1,28 @@
+WITH req AS MATERIALIZED (
+    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[]) WITH ORDINALITY
+        AS r(turn_id, token, answer, ord)
+), done AS MATERIALIZED (
+-- include: locked_turns.sql
+), updated AS (
+    UPDATE turns t SET status = 'succeeded', output = jsonb_build_object('text', d.answer), error = NULL, finished_at = now(),
+        lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+    FROM done d WHERE t.turn_id = d.turn_id
+), seq AS (
+    INSERT INTO sessions AS s (session_id, tenant, last_seq)
+    SELECT session_id, min(tenant), 2 * count(*) FROM done GROUP BY session_id ORDER BY session_id
+    ON CONFLICT (session_id) DO UPDATE SET last_seq = s.last_seq + EXCLUDED.last_seq, updated_at = now()
+    RETURNING s.session_id, s.last_seq
+), last AS MATERIALIZED (
+    SELECT jsonb_object_agg(session_id, last_seq) AS by_session FROM seq
+), ranked AS (
+    -- later: how many of the session's turns in this batch come after this one.
+    SELECT session_id, turn_id, ord, question, answer, count(*) OVER w - row_number() OVER w AS later
+    FROM done
+    WINDOW w AS (PARTITION BY session_id ORDER BY ord ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+), numbered AS (
+    SELECT r.*, ((SELECT by_session FROM last)->>r.session_id)::bigint - 2 * r.later AS top FROM ranked r
+), msgs AS (
+    INSERT INTO session_history (session_id, seq, turn_id, question, answer)
+    SELECT session_id, top, turn_id, coalesce(question, ''), answer FROM numbered
+)
+SELECT ord, top FROM numbered

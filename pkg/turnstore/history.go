@@ -1,0 +1,72 @@
+package turnstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+)
+
+// HistoryEntry is one succeeded turn of a session's history: its question and answer, the user and
+// assistant messages numbered Seq-1 and Seq.
+type HistoryEntry struct {
+	Seq      int64
+	TurnID   string
+	Question string
+	Answer   string
+}
+
+// ReadHistory returns a session's whole history, oldest first.
+func (s *Store) ReadHistory(ctx context.Context, sessionID string) ([]HistoryEntry, error) {
+	rows, err := s.pool.Query(ctx, `SELECT seq, turn_id::text, question, answer FROM session_history
+		WHERE session_id = $1 ORDER BY seq`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("read session history: %w", err)
+	}
+	defer rows.Close()
+	var out []HistoryEntry
+	for rows.Next() {
+		var e HistoryEntry
+		if err := rows.Scan(&e.Seq, &e.TurnID, &e.Question, &e.Answer); err != nil {
+			return nil, fmt.Errorf("read session history: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read session history: %w", err)
+	}
+	return out, nil
+}
+
+// historyAfterSQL reads, in one round trip, the session's last_seq and the entries numbered after
+// $2: a row per entry, or one row with NULL entry columns when there is none, and no row for a
+// session without a sessions row (no history). An entry holds one turn's question (seq - 1) and
+// answer (seq), so a history read up to an answer reads every entry either wholly or not at all.
+//
+//go:embed history_after.sql
+var historyAfterSQL string
+
+// ReadHistoryAfter returns the session history's last sequence number (sessions.last_seq, 0 for a
+// session without history) and its entries numbered after after, oldest first. A last sequence
+// number equal to after means nothing was appended since; one below it means the session was
+// deleted and recreated.
+func (s *Store) ReadHistoryAfter(ctx context.Context, sessionID string, after int64) (lastSeq int64, entries []HistoryEntry, err error) {
+	rows, err := s.pool.Query(ctx, historyAfterSQL, sessionID, after)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read session history: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq *int64
+		var turnID, question, answer *string
+		if err := rows.Scan(&lastSeq, &seq, &turnID, &question, &answer); err != nil {
+			return 0, nil, fmt.Errorf("read session history: %w", err)
+		}
+		if seq != nil {
+			entries = append(entries, HistoryEntry{Seq: *seq, TurnID: *turnID, Question: *question, Answer: *answer})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, fmt.Errorf("read session history: %w", err)
+	}
+	return lastSeq, entries, nil
+}

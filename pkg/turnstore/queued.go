@@ -1,0 +1,58 @@
+package turnstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/turnstile-run/turnstile/pkg/pgarray"
+)
+
+// QueuedParams are the accepted turns one statement records as queued, as column arrays with one
+// element per turn.
+type QueuedParams struct {
+	TurnIDs    pgarray.UUIDs
+	SessionIDs pgarray.Texts
+	Tenants    pgarray.Texts
+	AcceptedAt pgarray.Times
+	Deadlines  pgarray.Times
+	// NeedSession marks the turns whose session's owner is recorded too (intake could not record it
+	// before accepting the turn).
+	NeedSession pgarray.Bools
+}
+
+// The insert takes the rows as arrays. DISTINCT ON keeps one row per turn (the earliest) when
+// retries of one keyed request arrive in the same batch; ON CONFLICT DO NOTHING keeps whatever row
+// the turn has already (written by an earlier request, a worker's claim or a cancel: a queued row
+// never overwrites progress).
+var (
+	//go:embed queued.sql
+	queuedTemplate string
+	//go:embed queued_sessions.sql
+	queuedSessionsCTE string
+
+	// insertQueuedSQL is the usual statement: intake recorded every session's owner before
+	// accepting.
+	insertQueuedSQL = include(queuedTemplate, "queued_sessions.sql", "")
+	// insertQueuedWithSessionsSQL also records the owners of sessions whose first turn was accepted
+	// while Postgres did not answer intake's ownership check.
+	insertQueuedWithSessionsSQL = include(queuedTemplate, "queued_sessions.sql", queuedSessionsCTE)
+)
+
+// InsertQueued records the turns of p as queued, in one statement, and returns how many rows it
+// inserted: a turn that has a row already (an earlier request's, a worker's claim, a cancel) keeps
+// it. The sessions of turns marked NeedSession get their owner recorded unless they have one.
+func (s *Store) InsertQueued(ctx context.Context, p *QueuedParams) (int64, error) {
+	sql := insertQueuedSQL
+	for _, need := range p.NeedSession {
+		if need {
+			sql = insertQueuedWithSessionsSQL
+			break
+		}
+	}
+	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionIDs, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession)
+	if err != nil {
+		return 0, fmt.Errorf("record queued turns: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -1,0 +1,93 @@
+package turnstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/turnstile-run/turnstile/pkg/pgarray"
+)
+
+// ErrFenced is returned when a statement's fencing token is no longer the turn's: another attempt
+// took over, or the turn ended.
+var ErrFenced = errors.New("fencing token is stale")
+
+// RenewParams are the leases one renewal statement extends, as column arrays, and the lease
+// duration from now.
+type RenewParams struct {
+	TurnIDs pgarray.UUIDs
+	Tokens  pgarray.Ints
+	TTL     time.Duration
+}
+
+// args are renewSQL's arguments.
+func (p *RenewParams) args() []any { return []any{p.TurnIDs, p.Tokens, p.TTL.Milliseconds()} }
+
+// Renewal is a lease the renewal extended.
+type Renewal struct {
+	TurnID          uuid.UUID
+	CancelRequested bool
+}
+
+//go:embed renew.sql
+var renewTemplate string
+
+// renewSQL extends the leases still held, locking them in turn_id order (see lockedTurnsSQL).
+// lease_owner is checked after the lock: a renewal that raced a release must not extend it.
+var renewSQL = include(renewTemplate, "locked_turns.sql", lockedTurnsSQL)
+
+// RenewLeases extends every lease of p that is still held, in one statement, and returns those it
+// extended with their cancel flags. A lease missing from the result is lost: fenced by a newer
+// attempt, the turn ended, or the lease was released (ReleaseLease clears lease_owner).
+func (s *Store) RenewLeases(ctx context.Context, p *RenewParams) ([]Renewal, error) {
+	rows, err := s.pool.Query(ctx, renewSQL, p.args()...)
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Renewal, error) {
+		var rn Renewal
+		err := r.Scan(&rn.TurnID, &rn.CancelRequested)
+		return rn, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
+	}
+	return out, nil
+}
+
+// ReleaseLease gives up the lease of a running turn held with token, so another worker can take the
+// turn over at once (ErrFenced if the token is not the turn's). handoff marks a release on drain,
+// which does not count towards the attempt limit; a release after a failed attempt does.
+func (s *Store) ReleaseLease(ctx context.Context, turnID uuid.UUID, token int64, handoff bool) error {
+	inc := 0
+	if handoff {
+		inc = 1
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE turns SET lease_expires_at = now() - interval '1 millisecond', lease_owner = NULL,
+			handoffs = handoffs + $3, updated_at = now()
+		WHERE turn_id = $1 AND fencing_token = $2 AND status = 'running'`, turnID, token, inc)
+	if err != nil {
+		return fmt.Errorf("release lease: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrFenced
+	}
+	return nil
+}
+
+// RecordAttemptError stores the error of a failed attempt on the row of a running turn held with
+// token, so the turn's status shows why it is being retried. A stale token changes nothing.
+func (s *Store) RecordAttemptError(ctx context.Context, turnID uuid.UUID, token int64, msg string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE turns SET error = $3, updated_at = now()
+		WHERE turn_id = $1 AND fencing_token = $2 AND status = 'running'`, turnID, token, msg)
+	if err != nil {
+		return fmt.Errorf("record attempt error: %w", err)
+	}
+	return nil
+}
