@@ -1,5 +1,9 @@
 // Package lease is the worker's side of a turn's Postgres row: the claim that takes a lease with a
-// fencing token, batched renewal, release on drain, and the fenced statements that end a turn.
+// fencing token, batched renewal, release on drain, and the fenced statements that end a turn. The
+// statements themselves are package turnstore's (the one owner of the turns schema); a Store runs
+// them as one worker — its owner name, lease duration and attempt limit — and holds the logic
+// around them: splitting batches into rounds, running a statement again, isolating a bad row, and
+// turning the statements' rows into each request's outcome.
 //
 // The fencing token comes from one global sequence, so it only grows. Every statement that changes a
 // claimed turn names the token it holds; a statement with a stale token matches no row and returns
@@ -13,14 +17,12 @@
 // token — and every request gets its own outcome back in the same round trip (for a claim that took
 // nothing, the row as it was; for a completion, ErrFenced or the sequence number of the messages it
 // appended). Every row is reached by a probe on its primary key, so a batch costs the same however
-// large the tables and whatever their statistics (TestStatementsProbeByKey). Rows are locked in key
-// order (turn_id, session_id) — the renewal and the completion probe their turns FOR UPDATE in
-// turn_id order (lockedTurns), since an UPDATE … FROM otherwise locks rows in whatever order its
-// plan emits them — so two statements that share rows cannot deadlock; a statement aborted by a
-// deadlock or serialization failure changed nothing and runs again; two requests for one turn go
-// to consecutive statements, as two calls would. A claim batch that Postgres refuses for its data
-// (one bad row) is claimed row by row, so one poison record cannot fail the claims of the turns
-// batched with it. The worker sends its claims and completions
+// large the tables and whatever their statistics (turnstore's TestStatementsProbeByKey). Rows are
+// locked in key order (turn_id, session_id), so two statements that share rows cannot deadlock; a
+// statement aborted by a deadlock or serialization failure changed nothing and runs again; two
+// requests for one turn go to consecutive statements, as two calls would. A claim batch that
+// Postgres refuses for its data (one bad row) is claimed row by row, so one poison record cannot
+// fail the claims of the turns batched with it. The worker sends its claims and completions
 // through group-commit batchers (package batch); Claim and Complete remain for single calls.
 //
 // A claim also returns the session's history sequence number (sessions.last_seq): a session's turns

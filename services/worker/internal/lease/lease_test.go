@@ -485,16 +485,6 @@ func TestLockOrder(t *testing.T) {
 	})
 }
 
-// TestTextConst checks that a column's text maps to its constant without an allocation, and that
-// text outside the constants is kept as it is.
-func TestTextConst(t *testing.T) {
-	require.Equal(t, Acquired, textConst([]byte("ACQUIRED"), outcomes))
-	require.Equal(t, wire.StatusSucceeded, textConst([]byte("succeeded"), statuses))
-	require.Equal(t, Outcome("NEW"), textConst([]byte("NEW"), outcomes))
-	b := []byte("running")
-	require.Zero(t, testing.AllocsPerRun(100, func() { _ = textConst(b, statuses) }))
-}
-
 // withMetadata is req with the metadata raw, as the record held it, and decoded.
 func withMetadata(t *testing.T, req ClaimRequest, raw string) ClaimRequest {
 	t.Helper()
