@@ -6,15 +6,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 )
 
 // Watcher listens for cancel notifications.
 type Watcher struct {
-	pool     *pgxpool.Pool
+	db       *turnstore.Store
 	onCancel func(uuid.UUID)
 	log      *slog.Logger
 	// Listening, if set, is called each time the watcher (re)starts listening (tests wait on it).
@@ -26,7 +26,7 @@ type Watcher struct {
 // New returns a watcher that calls onCancel with the ID of every running turn whose cancellation was
 // requested. onCancel must be fast.
 func New(pool *pgxpool.Pool, onCancel func(uuid.UUID), log *slog.Logger) *Watcher {
-	return &Watcher{pool: pool, onCancel: onCancel, log: log}
+	return &Watcher{db: turnstore.New(pool), onCancel: onCancel, log: log}
 }
 
 // Start begins listening in the background and returns at once.
@@ -59,36 +59,22 @@ func (w *Watcher) run(ctx context.Context) {
 
 // listen holds one connection until it fails or ctx ends.
 func (w *Watcher) listen(ctx context.Context) error {
-	conn, err := w.pool.Acquire(ctx)
+	l, err := w.db.ListenCancels(ctx)
 	if err != nil {
 		return err
 	}
-	// The connection is LISTENing: it must never go back to the pool.
-	pc := conn.Hijack()
-	defer func() {
-		// ctx may have ended (that is how listening stops); closing still gets a second.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_ = pc.Close(cctx)
-	}()
-	var schema string
-	if err := pc.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		return err
-	}
-	if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{schema + ".turn_cancel"}.Sanitize()); err != nil {
-		return err
-	}
+	defer l.Close(ctx)
 	if w.Listening != nil {
 		w.Listening()
 	}
 	for {
-		n, err := pc.WaitForNotification(ctx)
+		payload, err := l.Next(ctx)
 		if err != nil {
 			return err
 		}
-		id, err := uuid.Parse(n.Payload)
+		id, err := uuid.Parse(payload)
 		if err != nil {
-			w.log.Warn("ignoring a malformed cancel notification", "payload", n.Payload)
+			w.log.Warn("ignoring a malformed cancel notification", "payload", payload)
 			continue
 		}
 		w.onCancel(id)

@@ -3,19 +3,19 @@ package history
 import (
 	"container/list"
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 )
 
 // Cache reads session histories through a bounded in-process cache. Safe for concurrent use.
 type Cache struct {
-	pool *pgxpool.Pool
-	max  int
+	db  *turnstore.Store
+	max int
 
 	mu      sync.Mutex
 	entries map[string]*list.Element
@@ -32,7 +32,7 @@ type entry struct {
 
 // New returns a cache of at most maxSessions histories; 0 disables caching.
 func New(pool *pgxpool.Pool, maxSessions int) *Cache {
-	return &Cache{pool: pool, max: maxSessions, entries: map[string]*list.Element{}, lru: list.New()}
+	return &Cache{db: turnstore.New(pool), max: maxSessions, entries: map[string]*list.Element{}, lru: list.New()}
 }
 
 // Stats are a cache's counters: Hits found the cached history current, Misses had to read
@@ -43,17 +43,6 @@ type Stats struct{ Hits, Misses, Rows int64 }
 func (c *Cache) Stats() Stats {
 	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Rows: c.rows.Load()}
 }
-
-// One round trip: the session's last_seq, and the turns' messages newer than the cached ones (none
-// on a warm hit). A session without a row has no history. A session_history row is one turn's
-// question (seq - 1) and answer (seq); a cached history ends with an answer, so a row is either
-// wholly cached or wholly newer.
-const readSQL = `
-SELECT s.last_seq, h.seq, h.turn_id::text, h.question, h.answer
-FROM sessions s
-LEFT JOIN session_history h ON h.session_id = s.session_id AND h.seq > $2
-WHERE s.session_id = $1
-ORDER BY h.seq`
 
 // Get returns the session's history, oldest first. The returned slice must not be modified.
 func (c *Cache) Get(ctx context.Context, sessionID string) ([]agent.Message, error) {
@@ -68,29 +57,20 @@ func (c *Cache) Get(ctx context.Context, sessionID string) ([]agent.Message, err
 	if cached != nil {
 		after = cached.lastSeq
 	}
-	rows, err := c.pool.Query(ctx, readSQL, sessionID, after)
+	// One round trip: the session's last_seq, and only the entries newer than the cached ones (none
+	// on a warm hit). A cached history ends with an answer, so an entry is either wholly cached or
+	// wholly newer.
+	lastSeq, entries, err := c.db.ReadHistoryAfter(ctx, sessionID, after)
 	if err != nil {
-		return nil, fmt.Errorf("read session history: %w", err)
+		return nil, err
 	}
-	var (
-		lastSeq int64
-		fresh   []agent.Message
-	)
-	for rows.Next() {
-		var seq *int64
-		var turnID, question, answer *string
-		if err := rows.Scan(&lastSeq, &seq, &turnID, &question, &answer); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read session history: %w", err)
-		}
-		if seq != nil {
-			msgs := agent.TurnMessages(*seq, *turnID, *question, *answer)
-			fresh = append(fresh, msgs[:]...)
-		}
+	var fresh []agent.Message
+	if len(entries) > 0 {
+		fresh = make([]agent.Message, 0, 2*len(entries))
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read session history: %w", err)
+	for _, e := range entries {
+		msgs := agent.TurnMessages(e.Seq, e.TurnID, e.Question, e.Answer)
+		fresh = append(fresh, msgs[:]...)
 	}
 	c.rows.Add(int64(len(fresh)))
 	if cached != nil && lastSeq == cached.lastSeq {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 )
 
 // Config tunes a Cleaner.
@@ -25,9 +26,9 @@ type Config struct {
 
 // Cleaner deletes old finished turn rows in the background.
 type Cleaner struct {
-	cfg  Config
-	pool *pgxpool.Pool
-	log  *slog.Logger
+	cfg Config
+	db  *turnstore.Store
+	log *slog.Logger
 
 	loop lifecycle.Loop
 }
@@ -40,7 +41,7 @@ func New(pool *pgxpool.Pool, cfg Config, log *slog.Logger) *Cleaner {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 1000
 	}
-	return &Cleaner{cfg: cfg, pool: pool, log: log}
+	return &Cleaner{cfg: cfg, db: turnstore.New(pool), log: log}
 }
 
 // Start begins cleaning at once and then every Interval. It returns at once.
@@ -66,24 +67,13 @@ func (c *Cleaner) run(ctx context.Context) {
 	}
 }
 
-// deleteSQL removes one batch of the oldest expired finished rows.
-const deleteSQL = `
-DELETE FROM turns WHERE turn_id IN (
-    SELECT turn_id FROM turns
-    WHERE finished_at < now() - $1 * interval '1 millisecond' AND dead_letter_reason IS NULL
-    ORDER BY finished_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-)`
-
 // RunOnce deletes batches until one comes back short and returns the rows deleted.
 func (c *Cleaner) RunOnce(ctx context.Context) int {
 	total := 0
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		tag, err := c.pool.Exec(sctx, deleteSQL, c.cfg.Retention.Milliseconds(), c.cfg.Batch)
+		n, err := c.db.DeleteFinished(sctx, c.cfg.Retention, c.cfg.Batch)
 		cancel()
-		n := int(tag.RowsAffected())
 		if c.cfg.OnBatch != nil {
 			c.cfg.OnBatch(n, err)
 		}

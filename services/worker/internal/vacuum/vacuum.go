@@ -2,18 +2,14 @@ package vacuum
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 )
-
-// Tables are the tables a Vacuumer looks after: the ones the hot path rewrites.
-var Tables = []string{"turns", "sessions"}
 
 // Config tunes a Vacuumer.
 type Config struct {
@@ -31,7 +27,7 @@ type Config struct {
 // Vacuumer vacuums the hot tables while autovacuum does not.
 type Vacuumer struct {
 	cfg     Config
-	pool    *pgxpool.Pool
+	db      *turnstore.Store
 	log     *slog.Logger
 	refused map[string]bool // tables this role may not vacuum: warned about once, not tried
 
@@ -49,7 +45,7 @@ func New(pool *pgxpool.Pool, cfg Config, log *slog.Logger) *Vacuumer {
 	if cfg.DeadFraction <= 0 {
 		cfg.DeadFraction = 0.05
 	}
-	return &Vacuumer{cfg: cfg, pool: pool, log: log, refused: map[string]bool{}}
+	return &Vacuumer{cfg: cfg, db: turnstore.New(pool), log: log, refused: map[string]bool{}}
 }
 
 // Start begins checking after one interval and then every interval. It returns at once.
@@ -69,65 +65,35 @@ func (v *Vacuumer) run(ctx context.Context) {
 	})
 }
 
-// statsSQL reports, per table of the current schema, whether autovacuum covers it, whether this
-// role may vacuum it (VACUUM by anyone else only warns and skips the table), and its live and dead
-// rows.
-const statsSQL = `
-SELECT c.relname,
-    current_setting('autovacuum')::boolean
-        AND coalesce((SELECT option_value::boolean FROM pg_options_to_table(c.reloptions)
-                      WHERE option_name = 'autovacuum_enabled'), true),
-    pg_has_role(current_user, c.relowner, 'USAGE')
-        OR coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false),
-    coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0)
-FROM pg_class c
-LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
-WHERE c.oid = ANY(ARRAY(SELECT to_regclass(t) FROM unnest($1::text[]) AS t))`
-
-// RunOnce checks the tables once and vacuums those that need it. It returns the first error of the
-// check; a failed VACUUM is logged and reported to OnVacuum.
+// RunOnce checks the hot tables (turnstore.HotTables) once and vacuums those that need it. It
+// returns the first error of the check; a failed VACUUM is logged and reported to OnVacuum.
 func (v *Vacuumer) RunOnce(ctx context.Context) error {
-	type table struct {
-		name       string
-		autovacuum bool
-		mayVacuum  bool
-		live, dead int64
-	}
-	rows, err := v.pool.Query(ctx, statsSQL, Tables)
+	tables, err := v.db.TableStats(ctx, turnstore.HotTables)
 	if err != nil {
-		return fmt.Errorf("read table statistics: %w", err)
-	}
-	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (table, error) {
-		var t table
-		err := r.Scan(&t.name, &t.autovacuum, &t.mayVacuum, &t.live, &t.dead)
-		return t, err
-	})
-	if err != nil {
-		return fmt.Errorf("read table statistics: %w", err)
+		return err
 	}
 	for _, t := range tables {
-		if !t.autovacuum && !t.mayVacuum && !v.refused[t.name] {
-			v.refused[t.name] = true
+		if !t.Autovacuum && !t.MayVacuum && !v.refused[t.Name] {
+			v.refused[t.Name] = true
 			v.log.Warn("autovacuum is off and the worker's role does not own the table: its dead rows will pile up",
-				"table", t.name)
+				"table", t.Name)
 		}
-		if t.autovacuum || v.refused[t.name] || t.dead < max(v.cfg.MinDead, int64(v.cfg.DeadFraction*float64(t.live))) {
+		if t.Autovacuum || v.refused[t.Name] || t.Dead < max(v.cfg.MinDead, int64(v.cfg.DeadFraction*float64(t.Live))) {
 			continue
 		}
 		start := time.Now()
-		// The table name comes from Tables, not from input.
-		_, err := v.pool.Exec(ctx, "VACUUM (SKIP_LOCKED, ANALYZE) "+pgx.Identifier{t.name}.Sanitize())
+		err := v.db.Vacuum(ctx, t.Name)
 		took := time.Since(start)
 		if v.cfg.OnVacuum != nil {
-			v.cfg.OnVacuum(t.name, t.dead, took, err)
+			v.cfg.OnVacuum(t.Name, t.Dead, took, err)
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				v.log.Warn("VACUUM failed; trying again next interval", "table", t.name, "err", err)
+				v.log.Warn("VACUUM failed; trying again next interval", "table", t.Name, "err", err)
 			}
 			continue
 		}
-		v.log.Info("vacuumed (autovacuum is off)", "table", t.name, "dead_rows", t.dead, "live_rows", t.live, "took", took.Round(time.Millisecond))
+		v.log.Info("vacuumed (autovacuum is off)", "table", t.Name, "dead_rows", t.Dead, "live_rows", t.Live, "took", took.Round(time.Millisecond))
 	}
 	return nil
 }
