@@ -13,9 +13,9 @@
 //     or the buffer is full, rows are dropped and counted in
 //     turnstile_intake_queued_rows_dropped_total. The turn is still durable in Kafka and the
 //     worker's claim inserts its row when it starts.
-//   - One statement per flush, on a session of its own with synchronous_commit off: the row is
-//     best-effort by design, so not waiting for the WAL flush is safe, and it is what makes the
-//     writes cheap beside the accept path. The recorder opens its own one-connection pool from the
+//   - One statement per flush (turnstore.Store.InsertQueued), on a session of its own with
+//     synchronous_commit off: the row is best-effort by design, so not waiting for the WAL flush
+//     is safe, and it is what makes the writes cheap beside the accept path. The recorder opens its own one-connection pool from the
 //     pool it is given, with the setting as a session parameter, instead of a SET LOCAL (or
 //     set_config) in every transaction: that statement cost about a fifth of Postgres's work per
 //     row in small batches.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/pgarray"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 )
 
 // Row is one accepted turn.
@@ -128,8 +129,10 @@ func (r *Recorder) Stop(ctx context.Context) error { return r.loop.Stop(ctx, "qu
 
 func (r *Recorder) run(ctx context.Context) {
 	pool := r.openPool(ctx)
+	var db *turnstore.Store
 	if pool != nil {
 		defer pool.Close()
+		db = turnstore.New(pool)
 	}
 	// The timer runs only while rows wait, so an idle replica does not wake up every interval.
 	timer := time.NewTimer(time.Hour)
@@ -142,7 +145,7 @@ func (r *Recorder) run(ctx context.Context) {
 		}
 	}
 	write := func() {
-		r.write(ctx, pool, batch)
+		r.write(ctx, db, batch)
 		batch = batch[:0]
 		if armed {
 			timer.Stop()
@@ -184,62 +187,29 @@ func (r *Recorder) run(ctx context.Context) {
 	}
 }
 
-// The insert takes the rows as arrays. DISTINCT ON keeps one row per turn (the earliest) when
-// retries of one keyed request arrive in the same batch; ON CONFLICT DO NOTHING keeps whatever row
-// the turn has already (written by an earlier request, a worker's claim or a cancel: a queued row
-// never overwrites progress).
-const (
-	rowsCTE = `
-WITH rows AS (
-    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[],
-        $6::boolean[]) AS r(turn_id, session_id, tenant, accepted_at, deadline, need_session)
-)`
-	insertTurns = `
-INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, deadline)
-SELECT DISTINCT ON (turn_id) turn_id, session_id, tenant, 'queued', accepted_at, deadline
-FROM rows ORDER BY turn_id, accepted_at
-ON CONFLICT (turn_id) DO NOTHING`
-	// insertSQL is the usual statement: intake recorded every session's owner before accepting.
-	insertSQL = rowsCTE + insertTurns
-	// insertWithSessionsSQL also records the owners of sessions whose first turn was accepted while
-	// Postgres did not answer intake's ownership check.
-	insertWithSessionsSQL = rowsCTE + `, s AS (
-    INSERT INTO sessions (session_id, tenant)
-    SELECT DISTINCT ON (session_id) session_id, tenant FROM rows WHERE need_session
-    ORDER BY session_id, accepted_at
-    ON CONFLICT (session_id) DO NOTHING
-)` + insertTurns
-)
-
-func (r *Recorder) write(ctx context.Context, pool *pgxpool.Pool, batch []Row) {
-	if pool == nil {
+func (r *Recorder) write(ctx context.Context, db *turnstore.Store, batch []Row) {
+	if db == nil {
 		r.dropped.WithLabelValues("no_database").Add(float64(len(batch)))
 		return
 	}
 	n := len(batch)
 	// As pgarray's arrays: a uuid.UUID would be encoded through its text form, and a plain slice's
 	// elements each copied to the heap.
-	ids := make(pgarray.UUIDs, n)
-	sessions := make(pgarray.Texts, n)
-	tenants := make(pgarray.Texts, n)
-	accepted := make(pgarray.Times, n)
-	deadlines := make(pgarray.Times, n)
-	needSession := make(pgarray.Bools, n)
-	sql := insertSQL
+	p := turnstore.QueuedParams{
+		TurnIDs: make(pgarray.UUIDs, n), SessionIDs: make(pgarray.Texts, n), Tenants: make(pgarray.Texts, n),
+		AcceptedAt: make(pgarray.Times, n), Deadlines: make(pgarray.Times, n), NeedSession: make(pgarray.Bools, n),
+	}
 	for i, row := range batch {
-		ids[i] = pgarray.UUID(row.TurnID)
-		sessions[i], tenants[i] = pgarray.Text(row.SessionID), pgarray.Text(row.Tenant)
-		accepted[i], deadlines[i] = pgarray.Time(row.AcceptedAt), pgarray.Time(row.Deadline)
-		needSession[i] = pgarray.Bool(row.NeedSession)
-		if row.NeedSession {
-			sql = insertWithSessionsSQL
-		}
+		p.TurnIDs[i] = pgarray.UUID(row.TurnID)
+		p.SessionIDs[i], p.Tenants[i] = pgarray.Text(row.SessionID), pgarray.Text(row.Tenant)
+		p.AcceptedAt[i], p.Deadlines[i] = pgarray.Time(row.AcceptedAt), pgarray.Time(row.Deadline)
+		p.NeedSession[i] = pgarray.Bool(row.NeedSession)
 	}
 	// Detached from the loop's cancellation: the last flush on shutdown runs after it. One
 	// statement, one round trip, one implicit transaction.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	tag, err := pool.Exec(ctx, sql, ids, sessions, tenants, accepted, deadlines, needSession)
+	written, err := db.InsertQueued(ctx, &p)
 	if err != nil {
 		reason := "database_error"
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -250,5 +220,5 @@ func (r *Recorder) write(ctx context.Context, pool *pgxpool.Pool, batch []Row) {
 			"rows", n, "err", err)
 		return
 	}
-	r.written.Add(float64(tag.RowsAffected()))
+	r.written.Add(float64(written))
 }
