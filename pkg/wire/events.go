@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"time"
 
 	fastjson "github.com/segmentio/encoding/json"
 )
@@ -20,6 +21,9 @@ const (
 	EventCancelled  EventType = "turn.cancelled"
 	EventExpired    EventType = "turn.expired"
 	EventRetrying   EventType = "turn.retrying"
+	// EventWaiting says a running turn waits on its upstream (see WaitingData); it is not terminal,
+	// and the turn goes on (or ends) with its usual events.
+	EventWaiting EventType = "turn.waiting"
 	// EventStreamReset is sent by the gateway, never stored: the client's cursor points at history
 	// that no longer exists, so it must re-read state through the API.
 	EventStreamReset EventType = "stream.reset"
@@ -71,6 +75,29 @@ type ErrorData struct {
 type RetryingData struct {
 	EventBase
 	PreviousAttempt int `json:"previous_attempt"`
+}
+
+// Reasons a turn waits on its upstream (WaitingData.Reason).
+const (
+	// WaitRateLimited: the upstream answered 429 (or reported a rate limit in its stream).
+	WaitRateLimited = "rate_limited"
+	// WaitOverloaded: the upstream answered 503 (or reported that it is overloaded).
+	WaitOverloaded = "overloaded"
+	// WaitRetryPause: the upstream failed transiently and the call is retried after a pause.
+	WaitRetryPause = "retry_pause"
+	// WaitConcurrencyLimit: the worker's adaptive limit for the upstream is full; the call starts
+	// when a slot frees.
+	WaitConcurrencyLimit = "concurrency_limit"
+)
+
+// WaitingData is the payload of turn.waiting: the turn waits on its upstream for Reason (one of the
+// Wait* constants) and tries again at RetryAt, absent when the wait has no known end (a full
+// concurrency limit). Error is the upstream's last answer, absent when the wait follows none.
+type WaitingData struct {
+	EventBase
+	Reason  string    `json:"reason"`
+	RetryAt time.Time `json:"retry_at,omitzero"`
+	Error   string    `json:"error,omitempty"`
 }
 
 // ToolCallData is the payload of turn.tool_call.

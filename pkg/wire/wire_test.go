@@ -58,9 +58,21 @@ func TestTerminal(t *testing.T) {
 	for _, e := range []EventType{EventCompleted, EventFailed, EventCancelled, EventExpired} {
 		require.True(t, e.Terminal(), e)
 	}
-	for _, e := range []EventType{EventStarted, EventDelta, EventRetrying, EventToolCall, EventStreamReset} {
+	for _, e := range []EventType{EventStarted, EventDelta, EventRetrying, EventWaiting, EventToolCall, EventStreamReset} {
 		require.False(t, e.Terminal(), e)
 	}
 	require.True(t, StatusSucceeded.Terminal())
 	require.False(t, StatusRunning.Terminal())
+}
+
+func TestWaitingData(t *testing.T) {
+	t.Parallel()
+	base := EventBase{TurnID: "t1", Attempt: 2}
+	at := time.Date(2026, 1, 1, 0, 0, 1, 500_000_000, time.UTC)
+	ev := NewEvent(EventWaiting, WaitingData{EventBase: base, Reason: WaitRateLimited, RetryAt: at, Error: "429"})
+	require.Equal(t, EventWaiting, ev.Type)
+	require.JSONEq(t, `{"turn_id":"t1","attempt":2,"reason":"rate_limited","retry_at":"2026-01-01T00:00:01.5Z","error":"429"}`, string(ev.Data))
+	ev = NewEvent(EventWaiting, WaitingData{EventBase: base, Reason: WaitConcurrencyLimit})
+	require.JSONEq(t, `{"turn_id":"t1","attempt":2,"reason":"concurrency_limit"}`, string(ev.Data),
+		"a wait without a known end has no retry_at, one that follows no answer no error")
 }

@@ -111,6 +111,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		DrainTimeout:     cfg.DrainTimeout,
 		SessionTimeout:   cfg.Worker.SessionTimeout,
 		RebalanceTimeout: cfg.Worker.RebalanceTimeout,
+		Draining:         func() { exec.Drain() },
 	}, func(ctx context.Context, rec *kgo.Record) execute.Result {
 		m.inflight.Inc()
 		defer m.inflight.Dec()

@@ -523,6 +523,9 @@ func (g *Generator) onEvent(s *session, ev sse.Event) {
 			}
 			t.nextIndex++
 		}
+	case "turn.waiting":
+		// Informational: the turn waits on its upstream (a rate limit, a retry pause, a full
+		// concurrency limit) and goes on with its usual events.
 	case "turn.tool_call", "turn.tool_result":
 	case "turn.completed", "turn.failed", "turn.cancelled", "turn.expired":
 		t.terminals++

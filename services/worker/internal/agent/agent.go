@@ -77,6 +77,32 @@ type Sink interface {
 	ToolResult(ctx context.Context, result ToolResult) error
 }
 
+// Wait is a wait of a turn on its upstream, as a Waiter learns of it.
+type Wait struct {
+	// Reason is one of wire's Wait* reasons (rate_limited, overloaded, retry_pause,
+	// concurrency_limit).
+	Reason string
+	// RetryAt is when the call is tried again; zero when the wait has no known end (a full
+	// concurrency limit waits for a slot).
+	RetryAt time.Time
+	// Err is the upstream's last answer, nil when the wait follows none.
+	Err error
+}
+
+// Waiter is an optional interface of a Sink, found by type assertion: an agent (its upstream guard)
+// announces every wait on its upstream through it, so the turn's stream and log say why nothing
+// happens and when the next try is due.
+//
+// Waiting is called as the wait begins; resume is called as it ends, before the call is tried
+// again. While a turn only waits it holds no upstream request and has emitted nothing new, so the
+// worker may end its context then (a drain hands it off at once instead of letting it sit out the
+// grace period); the agent returns the error as it would for any ended context. An error from
+// Waiting means the attempt must stop, as for the Sink's other methods. Implementations must be
+// safe for concurrent use and fast.
+type Waiter interface {
+	Waiting(ctx context.Context, w Wait) (resume func(), err error)
+}
+
 // Result is an agent's final output.
 type Result struct {
 	Text string

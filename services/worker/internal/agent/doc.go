@@ -6,4 +6,7 @@
 // completion transaction — so an agent only turns a turn plus its session history into events and a
 // final output. Its context carries the turn's absolute deadline and is cancelled when the turn is
 // cancelled, its lease is lost or the worker drains; an agent must return promptly when it is done.
+//
+// A Sink may also be a Waiter (found by type assertion): the upstream guard announces through it
+// every wait on the upstream, which the worker publishes as turn.waiting.
 package agent

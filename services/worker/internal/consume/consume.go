@@ -58,6 +58,9 @@ type Config struct {
 	FetchMaxBytes int32
 	// ExtraOpts are appended to the client options (tests tune session timeouts).
 	ExtraOpts []kgo.Opt
+	// Draining, when set, is called as Stop begins to drain, once fetching has stopped: the worker
+	// passes execute.Executor.Drain, which hands off at once the turns that only wait.
+	Draining func()
 }
 
 // Consumer is the worker's consumer-group member.
@@ -644,6 +647,9 @@ func (c *Consumer) stop(ctx context.Context) error {
 	c.client.PauseFetchTopics(c.cfg.Topic)
 	c.mu.Unlock()
 	c.pollCancel()
+	if c.cfg.Draining != nil {
+		c.cfg.Draining()
+	}
 
 	done := make(chan struct{})
 	go func() { c.turns.Wait(); close(done) }()

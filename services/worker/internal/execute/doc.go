@@ -24,6 +24,11 @@
 // terminal, when nothing but the publish is left to retry, so it (with what is held) keeps trying
 // through a Redis outage of up to terminalPatience (30 s) where other events try five times.
 //
+// An attempt's sink is an agent.Waiter: a wait of the agent on its upstream is published as
+// turn.waiting and logged at info level. Drain, called as the worker's drain begins, hands off at
+// once the turns that only wait (on their upstream, before their next attempt, or on a turn another
+// worker holds); running turns keep the drain's grace period.
+//
 // Handle returns only when the record may be committed (the turn is terminal, here or elsewhere) or
 // when the worker is draining (the turn was handed off and must not be committed). While another
 // worker holds a live lease on the turn, Handle waits for it: the turn's session stays blocked, which

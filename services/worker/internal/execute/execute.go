@@ -85,6 +85,7 @@ type Executor struct {
 	dlq     Producer
 	log     *slog.Logger
 	hooks   Hooks
+	waits   waitSet
 }
 
 // New returns an executor.
@@ -153,7 +154,7 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 				return HandedOff
 			}
 			x.log.WarnContext(ctx, "claim failed; retrying", "err", err)
-			if !sleep(ctx, x.cfg.LeasedPoll) {
+			if !x.sleep(ctx, x.cfg.LeasedPoll) {
 				return HandedOff
 			}
 			continue
@@ -167,7 +168,7 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 			// attempt was fenced). Wait for it: running it here would run it twice, and starting the
 			// session's next turn would break its order.
 			wait := min(time.Until(claim.LeaseExpiresAt)+10*time.Millisecond, x.cfg.LeasedPoll)
-			if !sleep(ctx, max(wait, 10*time.Millisecond)) {
+			if !x.sleep(ctx, max(wait, 10*time.Millisecond)) {
 				return HandedOff
 			}
 			continue
@@ -185,7 +186,7 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 			case attemptHandedOff:
 				return HandedOff
 			case attemptRetry:
-				if !sleep(ctx, backoff(x.cfg.RetryBackoff, claim.Attempt)) {
+				if !x.sleep(ctx, backoff(x.cfg.RetryBackoff, claim.Attempt)) {
 					return HandedOff
 				}
 			case attemptLost:
@@ -208,7 +209,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	start := time.Now()
 	sink := &attemptSink{
 		pub: x.cfg.Publish, retried: x.hooks.PublishRetried, sessionID: env.SessionID, turnID: turnID, attempt: claim.Attempt, token: claim.Token, rec: rec,
-		traceparent: header(rec, "traceparent"),
+		traceparent: header(rec, "traceparent"), log: x.log,
 	}
 	base := wire.EventBase{TurnID: turnID, Attempt: claim.Attempt}
 	ended := func(outcome string) {
@@ -231,6 +232,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	defer sink.discard()
 	attemptCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	sink.waits, sink.cancel = &x.waits, cancel
 	x.renewer.Track(env.TurnID, claim.Token, acquiredAt, cancel)
 	defer x.renewer.Untrack(env.TurnID)
 
@@ -540,18 +542,6 @@ func header(rec *kgo.Record, key string) string {
 		}
 	}
 	return ""
-}
-
-// sleep pauses for d or until ctx ends; it reports whether the full pause elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func backoff(base time.Duration, attempt int) time.Duration {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -53,6 +54,11 @@ type attemptSink struct {
 	rec    *kgo.Record
 	deltas int
 	steps  int
+	// log, waits and cancel serve Waiting (waiting.go): the executor's logger and set of waiting
+	// attempts, and the cancel of the attempt's context. Waiting only publishes when waits is nil.
+	log    *slog.Logger
+	waits  *waitSet
+	cancel context.CancelCauseFunc
 
 	// The events held back by hold (and the agent's deltas while lingering), and the linger timer
 	// that publishes them when the agent is slower than heldLinger (its callback closes lingerDone

@@ -7,7 +7,7 @@
 (function (global) {
   "use strict";
   var EVENTS = ["turn.started", "turn.delta", "turn.tool_call", "turn.tool_result", "turn.completed",
-    "turn.failed", "turn.cancelled", "turn.expired", "turn.retrying", "stream.reset"];
+    "turn.failed", "turn.cancelled", "turn.expired", "turn.retrying", "turn.waiting", "stream.reset"];
 
   function SessionStream(sessionId, opts) {
     opts = opts || {};

@@ -94,7 +94,7 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Messag
 		hist[i] = map[string]any{"seq": m.Seq, "turn_id": m.TurnID, "role": m.Role, "content": m.Content}
 	}
 	var res agent.Result
-	err := a.cfg.Guard.Do(ctx, func(ctx context.Context, c *upstream.Call) error {
+	err := a.cfg.Guard.Do(ctx, turn, sink, func(ctx context.Context, c *upstream.Call) error {
 		msg := &sdk.Message{
 			ID: turn.TurnID, ContextID: turn.SessionID, Role: sdk.MessageRoleUser,
 			Parts:    sdk.ContentParts{sdk.TextPart{Text: turn.Text}},

@@ -9,7 +9,10 @@
 // The suite checks: deltas arrive in order and concatenate to the final output; a tool call precedes
 // its result with the same call ID; the turn text, session and history reach the upstream; an error
 // in the middle of a stream fails the run with a retryable (not permanent) error; a 429 with
-// Retry-After is retried and succeeds when the pause fits the deadline and fails fast when it does
-// not; cancellation ends a run promptly; a sink error stops the run and is returned; many turns run
+// Retry-After is retried, its wait announced to the sink (an agent.Waiter) with the next try's time,
+// and succeeds when the pause fits the deadline and fails fast when it does not; cancellation ends a run promptly; a sink error stops the run and is returned; many turns run
 // concurrently on one agent.
+//
+// ChatServer is an OpenAI-compatible chat completions server for tests beyond the suite: it plays
+// an answer per request, including an error object inside the stream, and counts the requests.
 package agenttest

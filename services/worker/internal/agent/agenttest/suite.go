@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	contract "github.com/turnstile-run/turnstile/pkg/demo"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 )
 
@@ -80,13 +81,37 @@ type Event struct {
 	Result agent.ToolResult
 }
 
-// Sink records events; FailAt > 0 makes the FailAt-th event fail with ErrSink.
+// Sink records events and waits (it is an agent.Waiter); FailAt > 0 makes the FailAt-th event
+// fail with ErrSink.
 type Sink struct {
 	mu     sync.Mutex
 	events []Event
+	waits  []agent.Wait
 	FailAt int
 	// OnEvent, when set, is called after each recorded event.
 	OnEvent func(Event)
+	// OnWait, when set, is called as each wait begins.
+	OnWait func(agent.Wait)
+}
+
+var _ agent.Waiter = (*Sink)(nil)
+
+// Waiting implements agent.Waiter: it records the wait.
+func (s *Sink) Waiting(_ context.Context, w agent.Wait) (func(), error) {
+	s.mu.Lock()
+	s.waits = append(s.waits, w)
+	s.mu.Unlock()
+	if s.OnWait != nil {
+		s.OnWait(w)
+	}
+	return func() {}, nil
+}
+
+// Waits returns the recorded waits.
+func (s *Sink) Waits() []agent.Wait {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]agent.Wait(nil), s.waits...)
 }
 
 // ErrSink is the error a Sink returns at FailAt.
@@ -285,6 +310,12 @@ func Run(t *testing.T, caps Capabilities, h Harness) {
 		if rec != nil {
 			require.Len(t, rec.Requests(), 2)
 		}
+		waits := sink.Waits()
+		require.Len(t, waits, 1, "the wait for Retry-After was announced")
+		require.Contains(t, []string{wire.WaitRateLimited, wire.WaitOverloaded}, waits[0].Reason)
+		require.WithinDuration(t, start.Add(time.Duration(sc.RetryAfter)*time.Second), waits[0].RetryAt, 500*time.Millisecond,
+			"the wait names the next try")
+		require.Error(t, waits[0].Err, "the wait names the upstream's answer")
 	})
 	t.Run("RetryAfterPastDeadlineFailsFast", func(t *testing.T) {
 		t.Parallel()

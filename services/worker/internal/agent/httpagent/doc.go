@@ -15,8 +15,13 @@
 //	{"type": "delta", "text": "…"}
 //	{"type": "tool_call", "call_id": "…", "name": "…", "arguments": {…}}
 //	{"type": "tool_result", "call_id": "…", "result": {…}, "error": "…"}
-//	{"type": "error", "message": "…", "retryable": true, "overloaded": false}
+//	{"type": "error", "message": "…", "retryable": true, "overloaded": false, "status": 503, "retry_after": 1.5}
 //	{"type": "done", "output": "…"}   // output defaults to the concatenated deltas
+//
+// An error with a "status" (an HTTP status) is classified like an answer of that status, so a
+// service can report a 401 or a 429 it met after its answer began; without one, "overloaded" marks
+// an overload signal, "retryable" a transient failure, and neither a permanent failure.
+// "retry_after" (seconds, optional) is the pause it asks for before a retry.
 //
 // A stream that ends without "done" or "error" was cut and is retried by the worker. Any other status
 // is classified by upstream.Classify (429/503 shrink the limit and honour Retry-After; other 4xx fail

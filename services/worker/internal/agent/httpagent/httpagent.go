@@ -109,7 +109,12 @@ type Event struct {
 	Message        string          `json:"message,omitempty"`
 	Retryable      bool            `json:"retryable,omitempty"`
 	Overloaded     bool            `json:"overloaded,omitempty"`
-	Output         *string         `json:"output,omitempty"`
+	// Status, on an error, is the HTTP status the error stands for: it is then classified like an
+	// answer of that status, whatever Retryable and Overloaded say.
+	Status int `json:"status,omitempty"`
+	// RetryAfter, on an error, is the pause in seconds the service asks for before a retry.
+	RetryAfter float64 `json:"retry_after,omitempty"`
+	Output     *string `json:"output,omitempty"`
 }
 
 // Run answers the turn.
@@ -129,7 +134,7 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Messag
 		return agent.Result{}, fmt.Errorf("encode http agent request: %w", errors.Join(err, agent.ErrPermanent))
 	}
 	var res agent.Result
-	err = a.cfg.Guard.Do(ctx, func(ctx context.Context, c *upstream.Call) error {
+	err = a.cfg.Guard.Do(ctx, turn, sink, func(ctx context.Context, c *upstream.Call) error {
 		var err error
 		res, err = a.call(ctx, c, turn, payload, sink)
 		return err
@@ -213,10 +218,16 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, turn agent.Turn, pay
 			if msg == "" {
 				msg = ev.Error
 			}
-			if !ev.Retryable && !ev.Overloaded {
+			if ev.Status < 400 || ev.Status > 599 {
+				ev.Status = 0
+			}
+			if ev.Status == 0 && !ev.Retryable && !ev.Overloaded {
 				return agent.Result{}, fmt.Errorf("http agent reported: %s: %w", msg, agent.ErrPermanent)
 			}
-			return agent.Result{}, &upstream.StreamError{Upstream: a.cfg.URL, Message: msg, Overload: ev.Overloaded}
+			return agent.Result{}, &upstream.StreamError{
+				Upstream: a.cfg.URL, Message: msg, Status: ev.Status, Overload: ev.Overloaded,
+				RetryAfter: time.Duration(ev.RetryAfter * float64(time.Second)),
+			}
 		case "done":
 			if ev.Output != nil {
 				return agent.Result{Text: *ev.Output}, nil

@@ -150,3 +150,43 @@ func TestLimits(t *testing.T) {
 		require.Equal(t, []string{"a"}, sink.Deltas(), "a call that emitted output is not retried")
 	})
 }
+
+// TestErrorStatus: an error event that names an HTTP status is classified like an answer of it.
+func TestErrorStatus(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		event     string
+		requests  int64
+		permanent bool
+	}{
+		{"Unauthorized", `{"type":"error","message":"bad token","status":401,"retryable":true}`, 1, true},
+		{"TooManyRequests", `{"type":"error","message":"slow down","status":429,"retry_after":0.05}`, 2, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var requests atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/x-ndjson")
+				if requests.Add(1) == 1 {
+					_, _ = fmt.Fprintln(w, c.event)
+					return
+				}
+				_, _ = fmt.Fprintln(w, `{"type":"delta","text":"ok"}`)
+				_, _ = fmt.Fprintln(w, `{"type":"done"}`)
+			}))
+			defer srv.Close()
+			sink := &agenttest.Sink{}
+			_, err := newAgent(t, httpagent.Config{URL: srv.URL}).Run(context.Background(), agenttest.NewTurn("hi", 10*time.Second), nil, sink)
+			require.Equal(t, c.requests, requests.Load())
+			if c.permanent {
+				require.ErrorIs(t, err, agent.ErrPermanent)
+				require.Contains(t, err.Error(), "401 Unauthorized")
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, sink.Waits(), 1)
+			require.Equal(t, "rate_limited", sink.Waits()[0].Reason)
+		})
+	}
+}

@@ -7,7 +7,11 @@
 // model finishes with "tool_calls", each call is announced (turn.tool_call), run from the configured
 // tools and answered (turn.tool_result) before the conversation continues with another request; the
 // usage chunk is kept in the result; `data: [DONE]` ends the stream. An `error` object inside the
-// stream, or a stream cut before [DONE], fails the call.
+// stream (as a data line, or an event named "error"), or a stream cut before [DONE], fails the call.
+// The error object is read for the HTTP status it stands for — a numeric code, or a code or type
+// such as "rate_limit_exceeded", "invalid_api_key", "permission_error" or "server_error" — so the
+// guard classifies it like that status, and for the pause it asks for ("Please try again in 1.5s.",
+// else the answer's Retry-After).
 //
 // Every request goes through the agent's upstream.Guard: concurrency limit, retry budget, Retry-After
 // within the deadline. A request that already produced deltas is not retried (they are published);

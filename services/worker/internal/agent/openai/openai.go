@@ -117,11 +117,78 @@ type chunk struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
-	Error *struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-		Code    any    `json:"code"`
-	} `json:"error"`
+	Error *apiError `json:"error"`
+}
+
+// apiError is the error object of the API, in an error answer or inside a stream.
+type apiError struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	// Code is a string ("rate_limit_exceeded") on OpenAI, an HTTP status number on some compatible
+	// servers.
+	Code any `json:"code"`
+}
+
+// statusOf names the HTTP statuses that OpenAI-compatible APIs' error codes and types stand for.
+var statusOf = map[string]int{
+	"rate_limit_exceeded": http.StatusTooManyRequests, "rate_limit_error": http.StatusTooManyRequests,
+	"requests": http.StatusTooManyRequests, "tokens": http.StatusTooManyRequests,
+	"invalid_api_key": http.StatusUnauthorized, "authentication_error": http.StatusUnauthorized,
+	"permission_error": http.StatusForbidden, "invalid_request_error": http.StatusBadRequest,
+	"model_not_found": http.StatusNotFound, "not_found_error": http.StatusNotFound,
+	"server_error": http.StatusInternalServerError, "api_error": http.StatusInternalServerError,
+	"overloaded_error": http.StatusServiceUnavailable,
+}
+
+// streamError turns an error object the upstream sent inside its stream into an
+// upstream.StreamError naming the HTTP status it stands for, so it is classified like that answer:
+// a numeric code is the status itself, a known code or type names one. The pause it asks for is
+// read from its message ("Please try again in 1.5s.") or else from the answer's Retry-After.
+func (a *Agent) streamError(e apiError, header http.Header) *upstream.StreamError {
+	se := &upstream.StreamError{Upstream: a.cfg.BaseURL, Message: e.Message}
+	switch c := e.Code.(type) {
+	case float64:
+		se.Status = int(c)
+	case string:
+		if n, err := strconv.Atoi(c); err == nil {
+			se.Status = n
+		} else {
+			se.Code, se.Status = c, statusOf[c]
+		}
+	}
+	if se.Status < 400 || se.Status > 599 {
+		se.Status = 0
+	}
+	if se.Status == 0 {
+		se.Status = statusOf[e.Type]
+	}
+	if se.Code == "" {
+		se.Code = e.Type
+	}
+	se.Overload = se.Status == 0 && strings.Contains(e.Type, "overload")
+	if se.RetryAfter = upstream.RetryHint(e.Message); se.RetryAfter == 0 {
+		se.RetryAfter = upstream.ParseRetryAfter(header.Get("Retry-After"), time.Now())
+	}
+	return se
+}
+
+// eventError reads the data of an SSE event named "error": an error object, bare or under
+// "error", or plain text.
+func eventError(data string) apiError {
+	var v struct {
+		apiError
+		Error *apiError `json:"error"`
+	}
+	if json.Unmarshal([]byte(data), &v) != nil {
+		return apiError{Message: data}
+	}
+	if v.Error != nil {
+		return *v.Error
+	}
+	if v.Message == "" {
+		v.Message = data
+	}
+	return v.apiError
 }
 
 func text(s string) *string { return &s }
@@ -143,7 +210,7 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Messag
 	step := 0
 	for range a.cfg.MaxSteps {
 		var st stepResult
-		err := a.cfg.Guard.Do(ctx, func(ctx context.Context, c *upstream.Call) error {
+		err := a.cfg.Guard.Do(ctx, turn, sink, func(ctx context.Context, c *upstream.Call) error {
 			var err error
 			st, err = a.call(ctx, c, request{Model: a.cfg.Model, Messages: msgs, Stream: true, User: turn.SessionID}, sink)
 			return err
@@ -279,7 +346,7 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, body request, sink a
 		}
 		if ev.Name == "error" {
 			st.text = out.String()
-			return st, &upstream.StreamError{Upstream: a.cfg.BaseURL, Message: ev.Data}
+			return st, a.streamError(eventError(ev.Data), resp.Header)
 		}
 		if strings.TrimSpace(ev.Data) == "[DONE]" {
 			break
@@ -291,8 +358,7 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, body request, sink a
 		}
 		if ch.Error != nil {
 			st.text = out.String()
-			overload := strings.Contains(ch.Error.Type, "overload") || strings.Contains(ch.Error.Type, "rate_limit") || fmt.Sprint(ch.Error.Code) == "429"
-			return st, &upstream.StreamError{Upstream: a.cfg.BaseURL, Message: ch.Error.Message, Overload: overload}
+			return st, a.streamError(*ch.Error, resp.Header)
 		}
 		if ch.Usage != nil {
 			st.usage = &agent.Usage{PromptTokens: ch.Usage.PromptTokens, CompletionTokens: ch.Usage.CompletionTokens}

@@ -150,3 +150,53 @@ func TestUsageAndPermanentErrors(t *testing.T) {
 	require.ErrorIs(t, err, agent.ErrPermanent, "a 401 is not worth a retry")
 	require.True(t, strings.Contains(err.Error(), "401"))
 }
+
+// TestInStreamErrors: an error object inside the stream is read for the HTTP status it stands for
+// (a numeric code, or a code or type that names one) and the pause it asks for.
+func TestInStreamErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, body string
+		status     int
+		class      upstream.Class
+		retryAfter time.Duration
+	}{
+		{"NumericCode", `{"message":"boom","type":"server_error","param":null,"code":500}`, 500, upstream.Retryable, 0},
+		{"ServerErrorType", `{"message":"boom","type":"server_error","param":null,"code":null}`, 500, upstream.Retryable, 0},
+		{"InvalidAPIKey", `{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}`, 401, upstream.Terminal, 0},
+		{"PermissionType", `{"message":"no","type":"permission_error","param":null,"code":null}`, 403, upstream.Terminal, 0},
+		{"RateLimit", `{"message":"Rate limit reached. Please try again in 30s.","type":"requests","param":null,"code":"rate_limit_exceeded"}`, 429, upstream.Overload, 30 * time.Second},
+		{"NumericString", `{"message":"busy","type":"x","param":null,"code":"503"}`, 503, upstream.Overload, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			chat := agenttest.NewChatServer(t, func(int) agenttest.ChatAnswer { return agenttest.ChatAnswer{Error: c.body} })
+			ag, err := openai.New(openai.Config{BaseURL: chat.URL + "/v1", Model: "m", Guard: upstream.New(upstream.Config{Name: "t", Backoff: time.Millisecond})})
+			require.NoError(t, err)
+			turn := agenttest.NewTurn("hi", time.Second)
+			turn.Attempt = 2 // no retries of failures: the first answer is the error
+			ctx, cancel := context.WithDeadline(context.Background(), turn.Deadline)
+			defer cancel()
+			_, err = ag.Run(ctx, turn, nil, &agenttest.Sink{})
+			var se *upstream.StreamError
+			require.ErrorAs(t, err, &se)
+			require.Equal(t, c.status, se.Status)
+			require.Equal(t, c.class, upstream.Classify(se))
+			require.Equal(t, c.retryAfter, se.RetryAfter)
+			require.Contains(t, err.Error(), fmt.Sprint(c.status))
+		})
+	}
+	t.Run("ErrorEvent", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = fmt.Fprint(w, "event: error\ndata: {\"error\":{\"message\":\"denied\",\"type\":\"authentication_error\"}}\n\n")
+		}))
+		defer srv.Close()
+		ag, err := openai.New(openai.Config{BaseURL: srv.URL + "/v1", Model: "m"})
+		require.NoError(t, err)
+		_, err = ag.Run(context.Background(), agenttest.NewTurn("hi", 5*time.Second), nil, &agenttest.Sink{})
+		require.ErrorIs(t, err, agent.ErrPermanent)
+		require.Contains(t, err.Error(), "401 Unauthorized")
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 )
 
@@ -62,16 +63,61 @@ func (e *StatusError) Is(target error) bool {
 	return target == agent.ErrPermanent && classifyStatus(e.Status) == Terminal
 }
 
-// StreamError is an error the upstream reported inside an answer it had begun (an error event in
-// the stream). Overload says whether the upstream described it as capacity trouble.
+// StreamError is an error the upstream reported inside an answer it had begun (an error object or
+// event in a stream whose status was 200). An upstream that names an HTTP status for it (a numeric
+// code, or a type or code that stands for one) has it classified like an answer of that status: an
+// in-stream 401 is as permanent as a 401, an in-stream 429 as much an overload signal as a 429.
 type StreamError struct {
 	Upstream string
 	Message  string
+	// Status is the HTTP status the error stands for, 0 when the upstream named none.
+	Status int
+	// Code is the upstream's own name for the error (its code or type), for the message.
+	Code string
+	// Overload says whether the upstream described it as capacity trouble; it decides only when
+	// Status is 0.
 	Overload bool
+	// RetryAfter is the pause the upstream asked for, zero when it asked for none.
+	RetryAfter time.Duration
 }
 
 func (e *StreamError) Error() string {
-	return e.Upstream + " reported an error mid-stream: " + e.Message
+	msg := e.Upstream + " reported an error mid-stream"
+	if e.Status != 0 {
+		msg += ": " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
+	}
+	if e.Code != "" {
+		msg += " (" + e.Code + ")"
+	}
+	return msg + ": " + e.Message
+}
+
+// Is makes errors that stand for terminal client errors match agent.ErrPermanent.
+func (e *StreamError) Is(target error) bool {
+	return target == agent.ErrPermanent && e.Status != 0 && classifyStatus(e.Status) == Terminal
+}
+
+// RetryHint reads the pause an upstream asks for in the text of an error, as OpenAI-compatible APIs
+// write it ("Please try again in 2.512s.", "try again in 20ms"); zero when there is none.
+func RetryHint(msg string) time.Duration {
+	const phrase = "try again in "
+	i := strings.Index(strings.ToLower(msg), phrase)
+	if i < 0 {
+		return 0
+	}
+	rest := msg[i+len(phrase):]
+	end := strings.IndexFunc(rest, func(r rune) bool {
+		return !(r >= '0' && r <= '9' || r == '.' || r == 'h' || r == 'm' || r == 's' || r == 'u' || r == 'µ' || r == 'n')
+	})
+	if end >= 0 {
+		rest = rest[:end]
+	}
+	rest = strings.TrimSuffix(rest, ".")
+	d, err := time.ParseDuration(rest)
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
 }
 
 // NewStatusError reads an error answer: its status, Retry-After and the start of its body.
@@ -117,12 +163,20 @@ func Classify(err error) Class {
 	if err == nil {
 		return Terminal
 	}
+	var gu *GaveUpError
+	if errors.As(err, &gu) {
+		// Its retries are spent: a caller that retried it would multiply them.
+		return Terminal
+	}
 	var se *StatusError
 	if errors.As(err, &se) {
 		return classifyStatus(se.Status)
 	}
 	var me *StreamError
 	if errors.As(err, &me) {
+		if me.Status != 0 {
+			return classifyStatus(me.Status)
+		}
 		if me.Overload {
 			return Overload
 		}
@@ -147,11 +201,28 @@ func Classify(err error) Class {
 	return Retryable
 }
 
+// waitReason names what a retry of err waits for (wire's Wait* reasons).
+func waitReason(err error, class Class) string {
+	if class != Overload {
+		return wire.WaitRetryPause
+	}
+	var se *StatusError
+	var me *StreamError
+	if errors.As(err, &se) && se.Status == http.StatusTooManyRequests || errors.As(err, &me) && me.Status == http.StatusTooManyRequests {
+		return wire.WaitRateLimited
+	}
+	return wire.WaitOverloaded
+}
+
 // RetryAfter returns the upstream's requested pause carried by err, zero when none.
 func RetryAfter(err error) time.Duration {
 	var se *StatusError
 	if errors.As(err, &se) {
 		return se.RetryAfter
+	}
+	var me *StreamError
+	if errors.As(err, &me) {
+		return me.RetryAfter
 	}
 	return 0
 }

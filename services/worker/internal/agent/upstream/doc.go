@@ -9,12 +9,46 @@
 //     limit shrank do not shrink it again, so a burst of refusals does not collapse it to its minimum;
 //   - a retry budget (Budget): retries may spend at most a fixed share of first attempts, plus a small
 //     reserve refilled at a steady rate, so a chain of agents that each retry cannot multiply load on
-//     an upstream that is failing. A transient failure with the budget spent fails the call; an
+//     an upstream that is failing. A transient failure with the budget spent fails the turn; an
 //     overload refusal instead waits for the budget (until the deadline), so overload delays turns
 //     but does not fail them;
 //   - one error classifier (Classify) that says of every error whether it is an overload signal, worth a
 //     retry, or terminal. Terminal client errors (400, 401, 403, 404, 422) are agent.ErrPermanent so the
-//     worker fails the turn at once instead of spending attempts.
+//     worker fails the turn at once instead of spending attempts. An error the upstream reports inside
+//     a stream it had begun with 200 (StreamError) is classified like the HTTP status it stands for
+//     when the upstream names one: an in-stream 401 or 403 is permanent, an in-stream 429 an overload
+//     signal, an in-stream 500 a transient failure.
+//
+// # One retry layer
+//
+// A turn's failed calls are retried in one place, never in two that multiply. The guard retries a
+// call that failed before it passed any output to the sink, on the turn's first attempt, up to
+// MaxRetries times. When it gives up (retries or budget spent, or the next try would start after the
+// deadline) the error is a GaveUpError carrying the upstream's last answer; it matches
+// agent.ErrPermanent, so the worker fails the turn with that answer in turn.failed rather than
+// starting attempts that would repeat the same retries. The worker's attempts retry what the guard
+// cannot: a call that failed after it had streamed output (its events are published; the next attempt
+// sees them as agent.Turn.Prior), and a worker that crashed, lost its lease or drained. A later
+// attempt is itself a retry, so the guard does not retry its failed calls again: the worker decides
+// on the next attempt.
+//
+// So one model call of a turn (a tool round is another call) sends its upstream at most
+//
+//	MaxRetries + max_attempts
+//
+// requests for failures — 1 + MaxRetries on the first attempt and one on each later attempt, 6 with
+// the defaults (3 and TURNSTILE_MAX_ATTEMPTS=3), where each attempt retrying in place would have sent
+// 3 × 4 = 12. Overload refusals are not failures: they wait for the upstream's Retry-After (or its
+// "try again in …" hint, or the backoff), the budget and a slot of the shrunken limit, and end at the
+// deadline with an error naming the refusal, not the deadline.
+//
+// # Waits are visible
+//
+// A turn that waits on its upstream — the limit is full, it was refused, it pauses before a retry —
+// says so: the guard announces each wait to the turn's sink when it is an agent.Waiter, with its
+// reason and the time of the next try, and the worker publishes turn.waiting and logs the wait at
+// info level. While a turn only waits, a drain hands it off at once instead of letting it sit out the
+// grace period.
 //
 // A turn that finds the limit full waits for a slot rather than failing. It waits inside the agent
 // call, so it keeps holding the worker's in-flight slot: when all of them wait, the consumer has no

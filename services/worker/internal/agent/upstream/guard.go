@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
+
+	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 )
 
 // Config tunes a Guard. Zero fields take their defaults.
@@ -20,8 +23,9 @@ type Config struct {
 	RetryReserve int
 	// RetryPerSecond is the steady refill of the retry reserve. Defaults to 1.
 	RetryPerSecond float64
-	// MaxRetries bounds the retries of one call. Defaults to 3; overload refusals do not count
-	// against it (they wait for the limit and the budget instead, until the deadline).
+	// MaxRetries bounds the retries of a failed call on a turn's first attempt. Defaults to 3; a
+	// later attempt's calls are not retried on failure, and overload refusals do not count against
+	// it (they wait for Retry-After, the limit and the budget instead, until the deadline).
 	MaxRetries int
 	// Backoff is the base pause before a retry without Retry-After; it doubles per retry, with
 	// jitter. Defaults to 100ms.
@@ -83,18 +87,82 @@ func (c *Call) Responded() {
 // Emitted marks that the call has passed output on to the sink: from now on it is not retried.
 func (c *Call) Emitted() { c.emitted = true }
 
-// Do runs fn under the limit, retrying what Classify says is worth retrying while the retry budget,
-// MaxRetries and the deadline of ctx allow. It returns fn's last error.
-func (g *Guard) Do(ctx context.Context, fn func(ctx context.Context, c *Call) error) error {
+// GaveUpError is an upstream failure the guard stopped retrying: the turn's retries or the
+// upstream's retry budget are spent, or the next try could not start before the deadline. It is
+// final for the turn (it matches agent.ErrPermanent), so the worker fails the turn with the
+// upstream's last answer instead of spending attempts that would repeat the same retries.
+type GaveUpError struct {
+	// Last is the upstream's last answer.
+	Last error
+	// Requests counts the requests of the call, the failed ones included.
+	Requests int
+	// Reason says why no retry follows.
+	Reason string
+}
+
+func (e *GaveUpError) Error() string {
+	return fmt.Sprintf("%v (after %d requests, no retry: %s)", e.Last, e.Requests, e.Reason)
+}
+
+func (e *GaveUpError) Unwrap() error { return e.Last }
+
+// Is makes the error match agent.ErrPermanent.
+func (e *GaveUpError) Is(target error) bool { return target == agent.ErrPermanent }
+
+// waits passes a call's waits on to the turn's sink when it is an agent.Waiter.
+type waits struct {
+	ctx    context.Context
+	to     agent.Waiter
+	resume func()
+}
+
+func (w *waits) begin(wait agent.Wait) error {
+	if w.to == nil {
+		return nil
+	}
+	resume, err := w.to.Waiting(w.ctx, wait)
+	if err != nil {
+		return err
+	}
+	w.resume = resume
+	return nil
+}
+
+func (w *waits) end() {
+	if w.resume != nil {
+		w.resume()
+		w.resume = nil
+	}
+}
+
+// Do runs fn, one request to the upstream, for an attempt of turn, under the limit, and retries
+// what Classify says is worth retrying; see the package documentation for what bounds the requests
+// a turn causes. Every wait (for a slot, for a retry) is announced to sink when it is an
+// agent.Waiter. It returns nil, fn's last error, or a *GaveUpError carrying it when the guard
+// stopped retrying it.
+func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn func(ctx context.Context, c *Call) error) error {
 	g.budget.First()
-	retries := 0
-	for retry := 0; ; retry++ {
-		permit, err := g.limiter.Acquire(ctx)
+	w := &waits{ctx: ctx}
+	w.to, _ = sink.(agent.Waiter)
+	// A later attempt exists because an earlier one failed (after it had streamed output, or with
+	// its worker): it is itself the retry, so its failed requests are the worker's to retry.
+	maxRetries := g.cfg.MaxRetries
+	if turn.Attempt > 1 {
+		maxRetries = 0
+	}
+	var last error
+	retries, requests := 0, 0
+	for {
+		permit, err := g.limiter.acquire(ctx, func() error {
+			return w.begin(agent.Wait{Reason: wire.WaitConcurrencyLimit, Err: last})
+		})
+		w.end()
 		if err != nil {
-			return fmt.Errorf("wait for a %s slot: %w", g.cfg.Name, err)
+			return g.stopped(ctx, last, requests, fmt.Errorf("wait for a %s slot: %w", g.cfg.Name, err))
 		}
 		g.calls.Add(1)
-		c := &Call{Retry: retry, start: permit.Started()}
+		requests++
+		c := &Call{Retry: requests - 1, start: permit.Started()}
 		err = fn(ctx, c)
 		latency := time.Since(c.start)
 		if !c.responded.IsZero() {
@@ -109,33 +177,69 @@ func (g *Guard) Do(ctx context.Context, fn func(ctx context.Context, c *Call) er
 			return nil
 		}
 		g.outcome[class].Add(1)
-		if class == Terminal || c.emitted || (class == Retryable && retries >= g.cfg.MaxRetries) {
+		if class == Terminal || c.emitted {
 			return err
+		}
+		last = err
+		if class == Retryable {
+			switch {
+			case retries >= maxRetries && turn.Attempt > 1:
+				return err
+			case retries >= maxRetries:
+				return &GaveUpError{Last: err, Requests: requests, Reason: fmt.Sprintf("%d retries spent", retries)}
+			case !g.budget.TryRetry():
+				return &GaveUpError{Last: err, Requests: requests, Reason: g.cfg.Name + " retry budget spent"}
+			}
+			retries++
 		}
 		pause := RetryAfter(err)
 		if pause <= 0 {
-			d := g.cfg.Backoff << min(retry, 6)
+			d := g.cfg.Backoff << min(requests-1, 6)
 			pause = d/2 + rand.N(d) //nolint:gosec // jitter needs no cryptographic randomness
 		}
-		if dl, ok := ctx.Deadline(); ok && time.Now().Add(pause).After(dl) {
-			return fmt.Errorf("%w (no retry: a pause of %v ends after the deadline)", err, pause.Round(time.Millisecond))
+		next := time.Now().Add(pause)
+		if dl, ok := ctx.Deadline(); ok && next.After(dl) {
+			return &GaveUpError{Last: err, Requests: requests, Reason: fmt.Sprintf("a pause of %v ends after the deadline", pause.Round(time.Millisecond))}
 		}
-		if class == Overload {
-			// The turn waits rather than fails: for a retry the budget allows, then (below) for the
-			// pause, then for a slot of the limit that has just shrunk.
-			if werr := g.budget.Wait(ctx); werr != nil {
-				return errors.Join(err, werr)
-			}
-		} else if !g.budget.TryRetry() {
-			return fmt.Errorf("%w (no retry: %s retry budget spent)", err, g.cfg.Name)
+		if werr := w.begin(agent.Wait{Reason: waitReason(err, class), RetryAt: next, Err: err}); werr != nil {
+			return errors.Join(err, werr)
 		}
-		retries++
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return errors.Join(err, context.Cause(ctx))
-		case <-t.C:
+		werr := g.pause(ctx, class, next)
+		w.end()
+		if werr != nil {
+			return g.stopped(ctx, err, requests, werr)
 		}
+	}
+}
+
+// pause waits until next, and first, for an overload refusal, for a retry the budget allows: the
+// turn waits rather than fails, then tries the limit that has just shrunk.
+func (g *Guard) pause(ctx context.Context, class Class, next time.Time) error {
+	if class == Overload {
+		if err := g.budget.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	t := time.NewTimer(time.Until(next))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+// stopped is the error of a call whose wait ended with err: the upstream's last answer when the
+// deadline ended it (the turn ran out of time because of that answer), both when the turn's context
+// was ended otherwise (cancelled, drained: the caller branches on its cause).
+func (g *Guard) stopped(ctx context.Context, last error, requests int, err error) error {
+	switch {
+	case last == nil:
+		return err
+	case errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+		return &GaveUpError{Last: last, Requests: requests, Reason: "the deadline passed while waiting"}
+	default:
+		return errors.Join(last, err)
 	}
 }

@@ -66,6 +66,12 @@ type Permit struct {
 // Acquire waits for a slot, or until ctx ends. Waiting is the point: a turn that cannot call its
 // upstream yet keeps its worker slot instead of failing.
 func (l *Limiter) Acquire(ctx context.Context) (*Permit, error) {
+	return l.acquire(ctx, nil)
+}
+
+// acquire is Acquire calling waiting, when it is not nil, once as the first wait for a slot
+// begins (never when a slot is free at once). An error from waiting ends the acquire with it.
+func (l *Limiter) acquire(ctx context.Context, waiting func() error) (*Permit, error) {
 	for {
 		l.mu.Lock()
 		if l.inflight < int(l.limit) {
@@ -77,25 +83,37 @@ func (l *Limiter) Acquire(ctx context.Context) (*Permit, error) {
 		ch := make(chan struct{})
 		l.waiters = append(l.waiters, ch)
 		l.mu.Unlock()
+		if waiting != nil {
+			err := waiting()
+			waiting = nil
+			if err != nil {
+				l.forget(ch)
+				return nil, err
+			}
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			l.mu.Lock()
-			for i, w := range l.waiters {
-				if w == ch {
-					l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
-					break
-				}
-			}
-			l.mu.Unlock()
-			// A wake-up that raced with the cancellation must not be lost.
-			select {
-			case <-ch:
-				l.wake()
-			default:
-			}
+			l.forget(ch)
 			return nil, context.Cause(ctx)
 		}
+	}
+}
+
+// forget removes a waiter that gives up; a wake-up it received meanwhile is passed on, not lost.
+func (l *Limiter) forget(ch chan struct{}) {
+	l.mu.Lock()
+	for i, w := range l.waiters {
+		if w == ch {
+			l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
+			break
+		}
+	}
+	l.mu.Unlock()
+	select {
+	case <-ch:
+		l.wake()
+	default:
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/agenttest"
@@ -43,12 +44,145 @@ func TestClassify(t *testing.T) {
 		{context.Canceled, upstream.Terminal},
 		{context.DeadlineExceeded, upstream.Terminal},
 		{fmt.Errorf("bad: %w", agent.ErrPermanent), upstream.Terminal},
+		// An error inside a stream that names a status is classified like an answer of it.
+		{&upstream.StreamError{Message: "x", Status: 401}, upstream.Terminal},
+		{&upstream.StreamError{Message: "x", Status: 403}, upstream.Terminal},
+		{&upstream.StreamError{Message: "x", Status: 429}, upstream.Overload},
+		{&upstream.StreamError{Message: "x", Status: 500, Overload: true}, upstream.Retryable},
+		{&upstream.GaveUpError{Last: &upstream.StatusError{Status: 500}}, upstream.Terminal},
 	}
 	for _, c := range cases {
 		require.Equal(t, c.want, upstream.Classify(c.err), "%v", c.err)
 	}
 	require.ErrorIs(t, &upstream.StatusError{Status: 404}, agent.ErrPermanent)
 	require.NotErrorIs(t, &upstream.StatusError{Status: 429}, agent.ErrPermanent)
+	require.ErrorIs(t, &upstream.StreamError{Status: 401}, agent.ErrPermanent)
+	require.NotErrorIs(t, &upstream.StreamError{Status: 429}, agent.ErrPermanent)
+	require.NotErrorIs(t, &upstream.StreamError{}, agent.ErrPermanent)
+	require.ErrorIs(t, &upstream.GaveUpError{Last: &upstream.StatusError{Status: 500}}, agent.ErrPermanent)
+	require.Equal(t, 2*time.Second, upstream.RetryAfter(&upstream.StreamError{RetryAfter: 2 * time.Second}))
+}
+
+func TestRetryHint(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string]time.Duration{
+		"Rate limit reached for m on tokens per min (TPM): Limit 450000. Please try again in 2.512s. Visit https://platform.openai.com/account/rate-limits to learn more.": 2512 * time.Millisecond,
+		"Please try again in 6ms.":   6 * time.Millisecond,
+		"please TRY AGAIN IN 20s":    20 * time.Second,
+		"Please try again in 1m30s.": 90 * time.Second,
+		"Please try again later.":    0,
+		"The server had an error":    0,
+		"Please try again in -3s.":   0,
+	} {
+		require.Equal(t, want, upstream.RetryHint(msg), msg)
+	}
+}
+
+// waitSink is an agenttest.Sink that hands each wait to a channel.
+func waitSink() (*agenttest.Sink, chan agent.Wait) {
+	waits := make(chan agent.Wait, 16)
+	return &agenttest.Sink{OnWait: func(w agent.Wait) { waits <- w }}, waits
+}
+
+func TestGuardRetries(t *testing.T) {
+	t.Parallel()
+	failing := func(calls *atomic.Int64, err error) func(context.Context, *upstream.Call) error {
+		return func(context.Context, *upstream.Call) error {
+			calls.Add(1)
+			return err
+		}
+	}
+	t.Run("AFirstAttemptGivesUpAfterItsRetriesForGood", func(t *testing.T) {
+		t.Parallel()
+		g := upstream.New(upstream.Config{Name: "t", Backoff: time.Millisecond})
+		var calls atomic.Int64
+		sink, waits := waitSink()
+		start := time.Now()
+		err := g.Do(context.Background(), agenttest.NewTurn("t", time.Minute), sink, failing(&calls, &upstream.StreamError{Upstream: "t", Message: "boom", Status: 500}))
+		require.EqualValues(t, 4, calls.Load(), "one request and MaxRetries (3) retries")
+		var gave *upstream.GaveUpError
+		require.ErrorAs(t, err, &gave)
+		require.Equal(t, 4, gave.Requests)
+		require.ErrorIs(t, err, agent.ErrPermanent, "the worker spends no attempt on what the guard gave up")
+		require.Contains(t, err.Error(), "500 Internal Server Error")
+		require.Len(t, waits, 3, "each retry's pause was announced")
+		w := <-waits
+		require.Equal(t, wire.WaitRetryPause, w.Reason)
+		require.True(t, w.RetryAt.After(start))
+		require.Contains(t, w.Err.Error(), "boom")
+	})
+	t.Run("ALaterAttemptLeavesTheRetryToTheWorker", func(t *testing.T) {
+		t.Parallel()
+		g := upstream.New(upstream.Config{Name: "t", Backoff: time.Millisecond})
+		var calls atomic.Int64
+		turn := agenttest.NewTurn("t", time.Minute)
+		turn.Attempt = 2
+		sink, waits := waitSink()
+		err := g.Do(context.Background(), turn, sink, failing(&calls, &upstream.StatusError{Status: 502}))
+		require.EqualValues(t, 1, calls.Load())
+		require.NotErrorIs(t, err, agent.ErrPermanent, "the worker's next attempt is the retry")
+		require.Empty(t, waits)
+	})
+	t.Run("AnOverloadWaitNamesItsReasonAndTheNextTry", func(t *testing.T) {
+		t.Parallel()
+		g := upstream.New(upstream.Config{Name: "t"})
+		var calls atomic.Int64
+		sink, waits := waitSink()
+		start := time.Now()
+		err := g.Do(context.Background(), agenttest.NewTurn("t", time.Minute), sink, func(context.Context, *upstream.Call) error {
+			if calls.Add(1) == 1 {
+				return &upstream.StreamError{Message: "slow down", Status: 429, RetryAfter: 50 * time.Millisecond}
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		w := <-waits
+		require.Equal(t, wire.WaitRateLimited, w.Reason)
+		require.WithinDuration(t, start.Add(50*time.Millisecond), w.RetryAt, 40*time.Millisecond)
+		require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+	})
+	t.Run("TheDeadlineEndsAWaitWithTheLastAnswer", func(t *testing.T) {
+		t.Parallel()
+		g := upstream.New(upstream.Config{Name: "t", Limiter: upstream.LimiterConfig{Initial: 1, Max: 1}})
+		// The budget's reserve is spent, so the overload retry waits for the budget past the deadline.
+		for g.Budget().TryRetry() {
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		err := g.Do(ctx, agenttest.NewTurn("t", time.Minute), &agenttest.Sink{}, func(context.Context, *upstream.Call) error {
+			return &upstream.StatusError{Upstream: "t", Status: 429}
+		})
+		require.ErrorIs(t, err, agent.ErrPermanent)
+		require.NotErrorIs(t, err, context.DeadlineExceeded, "the error is the upstream's, not the deadline's")
+		require.Contains(t, err.Error(), "429 Too Many Requests")
+	})
+	t.Run("AWaitForASlotIsAnnounced", func(t *testing.T) {
+		t.Parallel()
+		g := upstream.New(upstream.Config{Name: "t", Limiter: upstream.LimiterConfig{Initial: 1, Max: 1}})
+		release := make(chan struct{})
+		holding := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- g.Do(context.Background(), agenttest.NewTurn("a", time.Minute), &agenttest.Sink{}, func(context.Context, *upstream.Call) error {
+				close(holding)
+				<-release
+				return nil
+			})
+		}()
+		<-holding
+		sink, waits := waitSink()
+		second := make(chan error, 1)
+		go func() {
+			second <- g.Do(context.Background(), agenttest.NewTurn("b", time.Minute), sink, func(context.Context, *upstream.Call) error { return nil })
+		}()
+		w := <-waits
+		require.Equal(t, wire.WaitConcurrencyLimit, w.Reason)
+		require.True(t, w.RetryAt.IsZero(), "a slot frees at no known time")
+		require.NoError(t, w.Err)
+		close(release)
+		require.NoError(t, <-done)
+		require.NoError(t, <-second)
+	})
 }
 
 func TestParseRetryAfter(t *testing.T) {
@@ -145,7 +279,7 @@ func TestGuardHonoursRetryAfterOnlyBeforeDeadline(t *testing.T) {
 	calls := 0
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	err := g.Do(ctx, func(context.Context, *upstream.Call) error {
+	err := g.Do(ctx, agenttest.NewTurn("t", time.Second), &agenttest.Sink{}, func(context.Context, *upstream.Call) error {
 		calls++
 		return &upstream.StatusError{Status: 429, RetryAfter: 10 * time.Second}
 	})
