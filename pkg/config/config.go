@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"reflect"
 	"strconv"
@@ -67,7 +68,12 @@ type Config struct {
 	// KeyPrefix starts every Redis key and channel, so several stacks can share one Redis.
 	KeyPrefix string `env:"TURNSTILE_KEY_PREFIX"`
 
-	KafkaBrokers  string `env:"TURNSTILE_KAFKA_BROKERS"`
+	// KafkaBrokers is the comma list of Kafka bootstrap brokers the process connects to. When unset
+	// in a process that runs the broker role it follows BrokerAddr, so moving the embedded broker
+	// is one setting; otherwise it defaults to 127.0.0.1:9092.
+	KafkaBrokers string `env:"TURNSTILE_KAFKA_BROKERS"`
+	// BrokerAddr is where the broker role's embedded Kafka broker listens. Defaults to
+	// 127.0.0.1:9092.
 	BrokerAddr    string `env:"TURNSTILE_BROKER_ADDR"`
 	Topic         string `env:"TURNSTILE_KAFKA_TOPIC"`
 	DLQTopic      string `env:"TURNSTILE_KAFKA_DLQ_TOPIC"`
@@ -145,8 +151,11 @@ func (c *Config) ApplyDefaults() {
 	str(&c.DatabaseURL, DatabaseURLDefault)
 	str(&c.RedisURL, RedisURLDefault)
 	str(&c.KeyPrefix, KeyPrefixDefault)
-	str(&c.KafkaBrokers, KafkaBrokersDefault)
 	str(&c.BrokerAddr, BrokerAddrDefault)
+	if c.KafkaBrokers == "" && c.HasRole("broker") {
+		c.KafkaBrokers = dialAddr(c.BrokerAddr)
+	}
+	str(&c.KafkaBrokers, KafkaBrokersDefault)
 	str(&c.Topic, TopicDefault)
 	str(&c.DLQTopic, DLQTopicDefault)
 	if c.Partitions == 0 {
@@ -225,6 +234,22 @@ func (c Config) HasRole(name string) bool {
 		}
 	}
 	return false
+}
+
+// dialAddr is the address a client of this process dials to reach a listener on addr: a listener on
+// every interface (no host, 0.0.0.0 or ::) is reached on loopback.
+func dialAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	switch host {
+	case "", "0.0.0.0":
+		return net.JoinHostPort("127.0.0.1", port)
+	case "::":
+		return net.JoinHostPort("::1", port)
+	}
+	return addr
 }
 
 // BrokerList splits KafkaBrokers.

@@ -30,6 +30,29 @@ func TestConfig(t *testing.T) {
 		require.Equal(t, 4*time.Second, c.LeaseTTL)
 		require.Equal(t, 7, c.MaxInflight)
 	})
+	t.Run("BrokersFollowTheEmbeddedBroker", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, roles, addr, brokers, want string
+		}{
+			{name: "BrokerRoleMoved", roles: "broker,intake", addr: "127.0.0.1:19092", want: "127.0.0.1:19092"},
+			{name: "AllRolesMoved", addr: "127.0.0.1:19092", want: "127.0.0.1:19092"},
+			{name: "EveryInterface", roles: "broker", addr: ":19092", want: "127.0.0.1:19092"},
+			{name: "EveryInterfaceV4", roles: "broker", addr: "0.0.0.0:19092", want: "127.0.0.1:19092"},
+			{name: "EveryInterfaceV6", roles: "broker", addr: "[::]:19092", want: "[::1]:19092"},
+			{name: "BrokersSetWin", roles: "broker,intake", addr: "127.0.0.1:19092", brokers: "kafka:9092", want: "kafka:9092"},
+			{name: "NoBrokerRole", roles: "worker", addr: "127.0.0.1:19092", want: KafkaBrokersDefault},
+			{name: "Unmoved", roles: "broker,worker", want: KafkaBrokersDefault},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Setenv("TURNSTILE_ROLES", tc.roles)
+				t.Setenv("TURNSTILE_BROKER_ADDR", tc.addr)
+				t.Setenv("TURNSTILE_KAFKA_BROKERS", tc.brokers)
+				c, err := Load()
+				require.NoError(t, err)
+				require.Equal(t, tc.want, c.KafkaBrokers)
+			})
+		}
+	})
 	t.Run("MalformedValue", func(t *testing.T) {
 		t.Setenv("TURNSTILE_LEASE_TTL", "soon")
 		_, err := Load()

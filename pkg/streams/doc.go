@@ -21,20 +21,18 @@
 // The script takes many events at once, each with its own keys, token and result, and runs each
 // exactly as if it were published alone. PublishMany sends all of a batch's script calls in one
 // pipelined round trip (one per node on Redis Cluster): the worker gathers the events of all its
-// running turns into such batches, so a no-op turn's three events cost a share of three round trips
-// and of three script runs instead of three each. Within a call the script does once per session
-// what a script per event did for every event (reading the meta hash, finding the newest entry,
-// trimming, setting TTLs), which is what makes it cheaper for Redis; publishScript's comment says
-// how and why each part is exact.
+// running turns into such batches, so a turn's events share round trips and script runs with other
+// turns'. Within a call the script does once per session what publishing one event at a time would
+// do for every event (reading the meta hash, finding the newest entry, trimming, setting TTLs);
+// publish.lua says why each part is exact.
 //
 // A script call may only touch keys of one cluster slot. On one Redis node (a *redis.Client, plain
 // or Sentinel-managed) a call holds up to 64 events of any sessions. With any other client (Redis
 // Cluster; also a ring) a call holds one session's events: a session's keys share its slot through
 // the hash tag, and grouping by slot instead would put two sessions in one call only when they
 // happen to share one of the 16,384 slots, about 8 pairs in a batch of 500 sessions. So on a
-// cluster a batch of one event per session (the worker's usual batch) still pays a script run per
-// event and costs Redis about what it did before (3% less); a session's several events in one batch
-// still share a call there.
+// cluster a batch of one event per session (the worker's usual batch) pays a script run per event;
+// a session's several events in one batch still share a call there.
 //
 // Trimmed history is detected exactly: Redis does not record the newest entry XTRIM removed
 // (max-deleted-entry-id only follows XDEL), so every entry carries a "prev" field naming the entry

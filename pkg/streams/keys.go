@@ -12,8 +12,8 @@ type Keys struct {
 // KeysFor returns the keys of a session under prefix. The session ID is the hash tag, so all three
 // map to one cluster slot and the publish script can touch them together.
 //
-// The three names are substrings of one string built once: the publisher names a session's keys
-// for every script call, and a string each was three allocations a session a call.
+// The three names are substrings of one string built once, because the publisher names a
+// session's keys for every script call.
 func KeysFor(prefix, sessionID string) Keys {
 	const events, meta, notify = "events", "meta", "notify"
 	baseLen := len(prefix) + len(":s:{") + len(sessionID) + len("}:")

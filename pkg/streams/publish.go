@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -18,246 +19,15 @@ import (
 // zombie and must stop.
 var ErrStaleToken = errors.New("stale fencing token")
 
-// publishScript publishes a batch of events, each exactly as if it were published alone. What each
-// event does:
+// publishSource is the publish script: fenced appends of a batch of events, grouped by session.
+// publish.lua documents its keys, arguments, reply and why each step is exact.
 //
-//   - Fencing: a token older than the newest one the turn has published with (meta f:<turn>) is
-//     stale (status -1) and changes nothing, so a zombie attempt changes nothing once a newer attempt
-//     has spoken; otherwise a newer token is recorded.
-//   - Generations: with no epoch in the meta hash, or no stream key, a new generation starts under
-//     the fresh epoch the caller minted: whatever the old stream held is gone, so its readers must
-//     reset. The fencing tokens (f:*) and terminal markers (t:*) are kept: a turn's newest attempt
-//     and its one terminal event stay facts across generations, so a zombie cannot slip in after a
-//     loss.
-//   - At most one terminal event per turn: a repeated one appends nothing and returns the existing
-//     one's cursor (status 0) from the marker t:<turn> = "<epoch>:<id>".
-//   - The append (status 1): XADD with approximate MAXLEN; the entry's "prev" field names the entry
-//     before it, so a reader can tell a cursor just before the oldest retained entry (nothing lost)
-//     from one further back (trimmed history), which Redis does not record for trimming.
-//   - After the session's last append in the call: trim by age (approximate MINID), set the idle
-//     TTL of both keys, and publish that append's cursor "<epoch>:<id>" on the notify channel.
-//
-// How it costs Redis less than the script per event it replaces (docs/BENCHMARKS.md has the
-// figures; each of these was measured and kept because it pays):
-//
-//   - One call for many events: a script run has a fixed cost of about a quarter of what the old
-//     script cost per event, paid once per call instead.
-//   - One HMGET reads a turn's fence and terminal marker, with the session's first event also its
-//     epoch and "last" (below); one HSET writes what the turn's events in the call changed, when
-//     the session's next turn is read or after its last event (flush), where an HSET per event
-//     cost a third of a fresh session's Redis time with the notifications below.
-//   - meta "last" is the newest entry this script appended, so prev needs no read of the newest
-//     entry: XREVRANGE … COUNT 1 returns it with every field, and turning that into Lua cost about
-//     as much as the XADD. "last" is checked, not trusted: XREVRANGE + (last COUNT 1 is empty
-//     unless something else appended after it (an older version of this script during a rolling
-//     upgrade, say), and then returns the real newest entry, which becomes prev. With an empty
-//     reply, EXISTS tells a stream that still ends at "last" from a lost one. Without an epoch (the
-//     meta hash was lost but the stream may not have been) or without "last" (meta written by an
-//     older version), the newest entry is read whole, as before. Only removing the newest entry by
-//     hand (XDEL, or trimming the stream empty) makes a difference: the next prev names the removed
-//     entry, where the script per event named the newest remaining one (or none).
-//   - Trimming and TTLs once per session per call rather than per event: MINID is the same for the
-//     whole call, an entry appended now is never older than it, and trimming removes whole nodes
-//     from the head, so one trim after the session's last append removes what one after each
-//     append would (short of Redis's cap on one approximate trim, 100 nodes' worth, which only that
-//     large a backlog of expired entries reaches; the next call goes on). A stream the call
-//     created has nothing to trim by age and is not trimmed. The TTLs end where the call's last
-//     append would have left them.
-//   - One notification per session per call, with the cursor of its last append: a reader takes
-//     a notification as the signal to read its session's stream from its own cursor (the gateway
-//     does not read the payload), so one tells it what one per append did.
-//   - The call's sessions share its one fresh epoch: an epoch only has to differ from the same
-//     session's earlier ones, and a session's keys cannot vanish while the call runs, so it starts
-//     at most one generation in it.
-//
-// The call is atomic, so no reader can tell it from its events' scripts run one after another.
-// Events come grouped by session (see KEYS and ARGV), each session's in the order given; sessions
-// share no keys, so their relative order cannot matter. A Redis error that belongs to one session's
-// keys (a key of the wrong type) fails that session's events (status -2, with the message), and
-// memory full before the first write fails the events that would have written, as with a script
-// per event.
-//
-// KEYS: per session block b = 1..B, KEYS[2b-1] its stream and KEYS[2b] its meta hash.
-// ARGV: [1] maxlen, [2] minid (ms), [3] ttl (ms), [4] fresh epoch; then per block its notify channel
-// and its event count n, then n events of 6: turn id, token, type, data, terminal ("1" or "0"),
-// traceparent.
-// Returns one string of 2 lines per event, blocks in order: status, and the cursor (statuses 1 and
-// 0), "" (-1) or the error message (-2, its line breaks made spaces). One string rather than an
-// array of 2 values an event: go-redis reads an array's every value into an interface, two
-// allocations an event.
-var publishScript = redis.NewScript(`
-local KEYS, ARGV, rcall, rpcall = KEYS, ARGV, redis.call, redis.pcall
-local tonumber, type, unpack = tonumber, type, unpack
-local maxlen, minid, ttl, fresh = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local out, o = {}, 0
--- h holds a session's HSET arguments, wrote the places in out of the events that put fields in
--- it: one table each for the whole call, so no session allocates them.
-local h, hn, wrote, wn = {}, 0, {}, 0
-local function field(f, v)
-  h[hn + 1], h[hn + 2] = f, v
-  hn = hn + 2
-end
--- flush writes the fields gathered since the last flush in one HSET, the later of two values of a
--- field last, as the HSET per event it replaces would have left them. It fails only as the first
--- write of the call (memory full: Redis refuses a script's writes only until one succeeded), so
--- only when every append before it failed too, and then it fails each event that gave it a field,
--- as that event's own HSET would have.
-local function flush(meta)
-  if hn > 0 then
-    local r = rpcall('HSET', meta, unpack(h, 1, hn))
-    if type(r) == 'table' then
-      for i = 1, wn do
-        local w = wrote[i]
-        if out[w] ~= -2 then
-          out[w], out[w + 1] = -2, (string.gsub(r.err, '\n', ' '))
-        end
-      end
-    end
-  end
-  hn, wn = 0, 0
-end
-local a, b, nargs = 5, 0, #ARGV
-while a <= nargs do
-  b = b + 1
-  local events, meta = KEYS[2 * b - 1], KEYS[2 * b]
-  local notify, n = ARGV[a], tonumber(ARGV[a + 1])
-  a = a + 2
-  -- The session as far as this call knows it; it updates these with its own writes, and nothing
-  -- else writes while it runs. prev and exists are nil until known.
-  local loaded, err = false, nil
-  local epoch, last = false, false
-  local exists, prev
-  -- existed: whether the stream was there before this call's first append to it. cursor: the
-  -- cursor of the session's newest append in this call.
-  local existed, cursor = true, nil
-  -- The turn whose meta fields were read last, and its fence and terminal marker (strings).
-  local turn, fkey, tkey, fence, term
-  for _ = 1, n do
-    local t, token, terminal = ARGV[a], ARGV[a + 1], ARGV[a + 4] == '1'
-    local status, res = -1, ''
-    local fields = hn
-    repeat
-      if err then
-        status, res = -2, err
-        break
-      end
-      if t ~= turn then
-        -- Another turn's fields are read from the hash, so what this call changed goes there
-        -- first.
-        flush(meta)
-        local fk, tk = 'f:' .. t, 't:' .. t
-        local r
-        if loaded then
-          r = rpcall('HMGET', meta, fk, tk)
-        else
-          r = rpcall('HMGET', meta, fk, tk, 'epoch', 'last')
-        end
-        if r.err then
-          err, status, res = r.err, -2, r.err
-          break
-        end
-        if not loaded then
-          loaded = true
-          -- last names an entry of the epoch's stream: without an epoch it names nothing.
-          epoch = r[3]
-          last = epoch and r[4]
-        end
-        turn, fkey, tkey, fence, term = t, fk, tk, r[1], r[2]
-      end
-      -- Tokens are compared as numbers, but an equal string (the same attempt again) needs no
-      -- conversion.
-      local newer = not fence
-      if fence and fence ~= token then
-        local f, k = tonumber(fence), tonumber(token)
-        if f > k then
-          break
-        end
-        newer = f < k
-      end
-      local repeated = terminal and term
-      if prev == nil then
-        local r
-        if last then
-          r = rpcall('XREVRANGE', events, '+', '(' .. last, 'COUNT', 1)
-        else
-          r = rpcall('XREVRANGE', events, '+', '-', 'COUNT', 1)
-        end
-        if r.err then
-          err, status, res = r.err, -2, r.err
-          break
-        end
-        if r[1] then
-          exists, prev = true, r[1][1]
-        elseif epoch then
-          -- Nothing after last (or no entries at all): is the stream there?
-          exists = rcall('EXISTS', events) == 1
-          prev = exists and last or ''
-        else
-          -- No epoch: a new generation starts whether the stream is absent or empty.
-          exists, prev = false, ''
-        end
-        existed = exists
-      end
-      if not epoch or not exists then
-        epoch = fresh
-        field('epoch', fresh)
-      end
-      if newer then
-        fence = token
-        field(fkey, token)
-      end
-      if repeated then
-        -- A marker from before markers named their epoch is the current epoch's.
-        status, res = 0, term
-        if not string.find(term, ':', 1, true) then
-          res = epoch .. ':' .. term
-        end
-        break
-      end
-      local id = rpcall('XADD', events, 'MAXLEN', '~', maxlen, '*',
-        'type', ARGV[a + 2], 'turn', t, 'data', ARGV[a + 3], 'tp', ARGV[a + 5], 'prev', prev)
-      if type(id) == 'table' then
-        status, res = -2, id.err
-        break
-      end
-      exists, prev, cursor = true, id, epoch .. ':' .. id
-      if terminal then
-        term = cursor
-        field(tkey, cursor)
-      end
-      status, res = 1, cursor
-    until true
-    if hn > fields then
-      wrote[wn + 1] = o + 1
-      wn = wn + 1
-    end
-    if status == -2 then
-      res = (string.gsub(res, '\n', ' '))
-    end
-    out[o + 1], out[o + 2] = status, res
-    o = o + 2
-    a = a + 6
-  end
-  if cursor then
-    field('last', prev)
-  end
-  -- Written even where an append failed, as the fence and epoch were before it.
-  flush(meta)
-  if cursor then
-    -- A stream this call created holds no entry older than minid, so only one that existed
-    -- can need trimming by age.
-    if existed then
-      rcall('XTRIM', events, 'MINID', '~', minid)
-    end
-    rcall('PEXPIRE', events, ttl)
-    rcall('PEXPIRE', meta, ttl)
-    -- One notification for the session's appends: readers take it as a signal to read the
-    -- stream from where they are, not as the cursor of each entry.
-    rcall('PUBLISH', notify, cursor)
-  end
-end
-return table.concat(out, '\n')
-`)
+//go:embed publish.lua
+var publishSource string
+
+// publishScript runs publishSource. Its reply is one string rather than an array of two values an
+// event, because go-redis reads every value of an array into an interface.
+var publishScript = redis.NewScript(publishSource)
 
 // Publisher appends fenced events to session streams.
 type Publisher struct {
@@ -272,10 +42,8 @@ type Publisher struct {
 }
 
 // maxScriptEvents bounds the events of one script call. Redis runs nothing else while a script
-// runs, so a call must stay short for the readers waiting behind it: 64 events take about a
-// millisecond of Redis time on the 2-core benchmark machine, no longer than the pipelined scripts
-// Redis used to run from one read of the connection, and the fixed cost of a call is spread
-// thinly enough at that size (all of a 500-event batch in one call saved only 4% more).
+// runs, so a call must stay short for the readers waiting behind it, and the fixed cost of a call
+// is already spread thinly at this size (docs/BENCHMARKS.md has the measurements).
 const maxScriptEvents = 64
 
 // NewPublisher returns a publisher. maxLen and retention bound each stream (approximately, as Redis
@@ -369,8 +137,7 @@ type scriptCall struct {
 // the 16,384 slots, about 8 pairs in a batch of 500 sessions: not worth the hashing.
 //
 // The groups are laid out in one slice, each session's messages a run of it (a counting sort by
-// the session's ordinal): a slice per session, grown by append, was three allocations for a quick
-// turn's three events, a sixth of the publisher's.
+// the session's ordinal), so grouping costs a fixed number of allocations whatever the sessions.
 func (p *Publisher) calls(ms []Message) []scriptCall {
 	ordinal := make(map[string]int, len(ms)) // session -> its place in order of first message
 	of := make([]int, len(ms))               // message -> its session's ordinal
@@ -429,8 +196,8 @@ func (p *Publisher) calls(ms []Message) []scriptCall {
 //
 // The arguments point into arrays of their values (see scriptValues) instead of holding the values:
 // go-redis writes a *string or an *int64 as it writes the value, and a pointer goes into an
-// interface as it is, where a string, an int64 or a slice is first copied to the heap. Held by
-// value, the arguments cost about five allocations an event, 15% of a busy worker's allocations.
+// interface as it is, where a string, an int64 or a slice is first copied to the heap; so laying
+// out a call allocates per call, not per event.
 func (p *Publisher) script(ms []Message, blocks [][]int, minID string) ([]string, []any) {
 	n := 0
 	for _, blk := range blocks {

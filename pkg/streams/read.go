@@ -200,7 +200,7 @@ func (r *Reader) Terminal(ctx context.Context, sessionID, turnID string) (Cursor
 	}
 	c, err := ParseCursor(v)
 	if err != nil {
-		return Cursor{}, false, nil //nolint:nilerr // a marker from before epochs were recorded: treat as unknown
+		return Cursor{}, false, nil //nolint:nilerr // a marker without an epoch: treat as unknown
 	}
 	return c, true, nil
 }

@@ -1,28 +1,24 @@
 package testenv
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turnstile-run/turnstile/pkg/sse"
 )
 
-// Event is one parsed SSE event.
-type Event struct {
-	ID   string
-	Type string
-	Data string
-}
+// Event is one parsed SSE event: its ID is the stream's last event ID when it was dispatched.
+type Event = sse.Event
 
 // SSEStream reads events from an open SSE response.
 type SSEStream struct {
 	Resp   *http.Response
 	cancel context.CancelFunc
 	events chan Event
-	done   chan error
 }
 
 // OpenSSE opens url with an optional Last-Event-ID header and starts parsing. The stream is closed
@@ -44,46 +40,27 @@ func OpenSSE(t testing.TB, url, lastEventID string) *SSEStream {
 		cancel()
 		t.Fatalf("open %s: %v", url, err)
 	}
-	s := &SSEStream{Resp: resp, cancel: cancel, events: make(chan Event, 4096), done: make(chan error, 1)}
-	go s.read()
+	s := &SSEStream{Resp: resp, cancel: cancel, events: make(chan Event, 4096)}
+	go s.read(ctx)
 	t.Cleanup(s.Close)
 	return s
 }
 
-func (s *SSEStream) read() {
+// read parses the body until it ends or Close cancels the stream, so Close always ends it.
+func (s *SSEStream) read(ctx context.Context) {
 	defer close(s.events)
-	sc := bufio.NewScanner(s.Resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	var ev Event
-	var data []string
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			if ev.Type != "" || len(data) > 0 {
-				ev.Data = strings.Join(data, "\n")
-				if ev.Type == "" {
-					ev.Type = "message"
-				}
-				s.events <- ev
-			}
-			ev, data = Event{}, nil
-			continue
+	r := sse.NewReader(s.Resp.Body, 0)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return
 		}
-		if strings.HasPrefix(line, ":") {
-			continue
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "id":
-			ev.ID = value
-		case "event":
-			ev.Type = value
-		case "data":
-			data = append(data, value)
+		select {
+		case s.events <- ev:
+		case <-ctx.Done():
+			return
 		}
 	}
-	s.done <- sc.Err()
 }
 
 // Next returns the next event, failing the test after timeout. ok is false when the stream ended.

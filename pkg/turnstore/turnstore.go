@@ -24,6 +24,7 @@ type Turn struct {
 	Tenant     string          `json:"-"`
 	Status     wire.Status     `json:"status"`
 	Attempt    int             `json:"attempts"`
+	Input      json.RawMessage `json:"input,omitempty"`
 	Output     json.RawMessage `json:"output,omitempty"`
 	Error      string          `json:"error,omitempty"`
 	AcceptedAt time.Time       `json:"accepted_at"`
@@ -39,13 +40,13 @@ type Store struct{ pool *pgxpool.Pool }
 // New returns a store over pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-const turnColumns = `turn_id, session_id, tenant, status, attempt, output, coalesce(error, ''),
+const turnColumns = `turn_id, session_id, tenant, status, attempt, input, output, coalesce(error, ''),
 	accepted_at, deadline, started_at, finished_at, cancel_requested`
 
 func scanTurn(row pgx.Row) (Turn, error) {
 	var t Turn
 	var status string
-	err := row.Scan(&t.TurnID, &t.SessionID, &t.Tenant, &status, &t.Attempt, &t.Output, &t.Error,
+	err := row.Scan(&t.TurnID, &t.SessionID, &t.Tenant, &status, &t.Attempt, &t.Input, &t.Output, &t.Error,
 		&t.AcceptedAt, &t.Deadline, &t.StartedAt, &t.FinishedAt, &t.CancelReq)
 	t.Status = wire.Status(status)
 	return t, err

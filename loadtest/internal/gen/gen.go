@@ -21,8 +21,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile-run/turnstile/loadtest/internal/scrape"
-	"github.com/turnstile-run/turnstile/loadtest/internal/sse"
 	"github.com/turnstile-run/turnstile/pkg/demo"
+	"github.com/turnstile-run/turnstile/pkg/sse"
 )
 
 // BacklogAgeMetric is the gauge the generator scrapes from /metrics.
@@ -422,11 +422,13 @@ func (g *Generator) readStream(ctx context.Context, s *session) error {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("status %d: %s", resp.StatusCode, b)
 	}
-	r := sse.NewReader(resp.Body)
+	r := sse.NewReader(resp.Body, 0)
 	for {
 		ev, err := r.Next()
 		if err != nil {
-			if errors.Is(err, io.EOF) {
+			// A stream cut inside an event ends like one closed between events: the session
+			// resumes from its last event ID either way.
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 				return nil
 			}
 			return err

@@ -5,6 +5,13 @@
 // from the last event ID it saw — and shows each turn's tokens, its status and a reconnecting
 // indicator.
 //
-// Query parameters of the page: session (default: a random one), tokens and duration_ms (demo
-// agent knobs sent in the turn's metadata, used by the browser test for long replies).
+// A reload shows the conversation again: a page without a session mints one and writes it into
+// the address, and a page given a session first lists its turns (GET /v1/sessions/{id}/turns) to
+// show the user's messages, then follows the stream from the session's oldest retained event for
+// the replies. A turn whose events arrive before its input is known (it was still queued when the
+// list was read) is looked up with GET /v1/turns/{id}. The page logs no console errors; the
+// browser tests in cmd/turnstile/integration hold it to that.
+//
+// Query parameters of the page: session (default: a random one, then kept in the address), tokens
+// and duration_ms (demo agent knobs sent in the turn's metadata, used by the browser tests).
 package web

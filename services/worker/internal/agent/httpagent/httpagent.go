@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/turnstile-run/turnstile/pkg/sse"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
-	"github.com/turnstile-run/turnstile/services/worker/internal/agent/sse"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
 )
 
@@ -255,8 +255,8 @@ func (a *Agent) reader(contentType string, body io.Reader) func() (Event, error)
 				if err := json.Unmarshal([]byte(raw.Data), &ev); err != nil {
 					return Event{}, fmt.Errorf("decode http agent event: %w", errors.Join(err, agent.ErrPermanent))
 				}
-				if raw.Name != "" && raw.Name != "message" {
-					ev.Type = raw.Name
+				if raw.Type != "message" {
+					ev.Type = raw.Type
 				}
 				return ev, nil
 			}

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/turnstile-run/turnstile/pkg/sse"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
-	"github.com/turnstile-run/turnstile/services/worker/internal/agent/sse"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
 )
 
@@ -344,7 +344,7 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, body request, sink a
 			st.text = out.String()
 			return st, fmt.Errorf("chat completions stream ended before [DONE]: %w", err)
 		}
-		if ev.Name == "error" {
+		if ev.Type == "error" {
 			st.text = out.String()
 			return st, a.streamError(eventError(ev.Data), resp.Header)
 		}
