@@ -118,7 +118,7 @@ func (i *Intake) Routes(r chi.Router) {
 	r.Get("/v1/backlog", i.serveBacklog)
 }
 
-// BacklogAge is the current backlog age (see pkg/backlog).
+// BacklogAge is the current backlog age (see internal/backlog).
 func (i *Intake) BacklogAge() time.Duration { return i.backlog.Age() }
 
 // serveBacklog answers KEDA's metrics-api scaler: {"backlog_age_seconds": 12.5}.
