@@ -9,8 +9,12 @@ import (
 	"github.com/google/uuid"
 )
 
-// rateChunkMax bounds the tokens one rate lease takes from Redis.
-const rateChunkMax = 64
+// A rate lease takes at most 1/rateChunkShare of the tenant's rate, and at most rateChunkMax
+// tokens, from Redis at once.
+const (
+	rateChunkShare = 100
+	rateChunkMax   = 64
+)
 
 func (h *Handler) backlogAge() (time.Duration, bool) {
 	if h.cfg.BacklogAge == nil {
@@ -22,8 +26,8 @@ func (h *Handler) backlogAge() (time.Duration, bool) {
 // allowRate applies the tenant's GCRA rate limit; when Redis does not answer it admits.
 //
 // To keep the accept path at about one Redis round trip, a replica takes a small lease of the
-// tenant's tokens at a time (AllowN of a chunk of at most 1% of the rate and rateChunkMax, so the
-// limit stays within about 1% of exact) and spends it locally for at most Config.RateLeaseTTL;
+// tenant's tokens at a time (AllowN of a chunk of at most 1% of the rate and rateChunkMax tokens,
+// so the limit stays within about 1% of exact) and spends it locally for at most Config.RateLeaseTTL;
 // when the tenant is near its limit and a chunk is refused it falls back to asking for one token,
 // so the limit is never exceeded, and a single token is not leased. One request at a time asks
 // Redis for a tenant's next lease and the others wait for its answer: without that, every request
@@ -82,7 +86,7 @@ func (h *Handler) askRate(ctx context.Context, tenant string) (retry time.Durati
 	defer cancel()
 	key := h.cfg.KeyPrefix + ":tenant:" + tenant
 	limit := redis_rate.Limit{Rate: h.cfg.TenantRate, Burst: h.cfg.TenantBurst, Period: time.Second}
-	chunk := min(max(h.cfg.TenantRate/100, 1), rateChunkMax, h.cfg.TenantBurst)
+	chunk := min(max(h.cfg.TenantRate/rateChunkShare, 1), rateChunkMax, h.cfg.TenantBurst)
 	res, err := h.limiter.AllowN(ctx, key, limit, chunk)
 	if err == nil && res.Allowed == 0 && chunk > 1 {
 		res, err = h.limiter.AllowN(ctx, key, limit, 1)
