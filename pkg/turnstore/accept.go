@@ -2,6 +2,7 @@ package turnstore
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"time"
 
@@ -10,6 +11,12 @@ import (
 
 // The statements intake runs while it accepts a turn: its queued-turn quota and the multitask
 // strategies reject and interrupt.
+var (
+	//go:embed session_busy.sql
+	sessionBusySQL string
+	//go:embed cancel_earlier.sql
+	cancelEarlierSQL string
+)
 
 // CountQueued returns how many of the tenant's turns are queued (accepted, not yet started).
 func (s *Store) CountQueued(ctx context.Context, tenant string) (int, error) {
@@ -25,8 +32,7 @@ func (s *Store) CountQueued(ctx context.Context, tenant string) (int, error) {
 // may be a retry of the very request asking).
 func (s *Store) SessionBusy(ctx context.Context, sessionID string, except uuid.UUID) (bool, error) {
 	var busy bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM turns WHERE session_id = $1
-		AND status IN ('queued', 'running') AND turn_id <> $2)`, sessionID, except).Scan(&busy)
+	err := s.pool.QueryRow(ctx, sessionBusySQL, sessionID, except).Scan(&busy)
 	if err != nil {
 		return false, fmt.Errorf("check session busy: %w", err)
 	}
@@ -37,9 +43,7 @@ func (s *Store) SessionBusy(ctx context.Context, sessionID string, except uuid.U
 // accepted at or before acceptedAt, and returns how many it marked. A running turn's worker sees
 // the request at its next lease renewal; a queued one ends as cancelled at its claim.
 func (s *Store) CancelEarlier(ctx context.Context, sessionID string, except uuid.UUID, acceptedAt time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE turns SET cancel_requested = true, updated_at = now()
-		WHERE session_id = $1 AND status IN ('queued', 'running') AND turn_id <> $2 AND accepted_at <= $3
-		  AND NOT cancel_requested`, sessionID, except, acceptedAt)
+	tag, err := s.pool.Exec(ctx, cancelEarlierSQL, sessionID, except, acceptedAt)
 	if err != nil {
 		return 0, fmt.Errorf("cancel earlier turns: %w", err)
 	}

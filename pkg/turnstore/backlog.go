@@ -2,6 +2,7 @@ package turnstore
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"time"
 )
@@ -12,20 +13,9 @@ import (
 // turns whole (the turns in flight, however many finished turns the table holds) and sorts what it
 // finds: a separate index on their lease expiry cost every claim, renewal and completion an index
 // entry for this one query (migration 00070).
-const backlogAgeSQL = `
-SELECT extract(epoch FROM now() - min(a)) FROM (
-    (SELECT t.accepted_at AS a FROM turns t
-     WHERE t.status = 'queued'
-       AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.session_id = t.session_id
-                       AND r.status = 'running' AND r.lease_expires_at >= now())
-     ORDER BY t.accepted_at LIMIT 1)
-    UNION ALL
-    (SELECT t.accepted_at FROM turns t
-     WHERE t.status = 'running' AND t.lease_expires_at < now()
-       AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.session_id = t.session_id
-                       AND r.status = 'running' AND r.lease_expires_at >= now())
-     ORDER BY t.accepted_at LIMIT 1)
-) oldest`
+//
+//go:embed backlog_age.sql
+var backlogAgeSQL string
 
 // BacklogAge returns the age of the oldest accepted turn that could start now but has not: queued,
 // or running under an expired lease, and not behind a running turn of its own session with a live

@@ -2,6 +2,7 @@ package turnstore
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 
@@ -9,12 +10,9 @@ import (
 )
 
 // claimSessionSQL records $2 as the session's owner unless it has one, and returns the owner.
-const claimSessionSQL = `
-WITH ins AS (
-    INSERT INTO sessions (session_id, tenant) VALUES ($1, $2)
-    ON CONFLICT (session_id) DO NOTHING RETURNING tenant
-)
-SELECT tenant FROM ins UNION ALL SELECT tenant FROM sessions WHERE session_id = $1 LIMIT 1`
+//
+//go:embed claim_session.sql
+var claimSessionSQL string
 
 // ClaimSession returns the session's owner, making tenant the owner of a session nobody used
 // before. Ownership never changes once recorded.
