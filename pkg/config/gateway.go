@@ -19,7 +19,7 @@ const (
 
 // GatewaySettings are the gateway's settings beyond the shared ones (CORS, caps, drain).
 // Each field documents its variable and default; applyDefaults fills zero fields and validate
-// reports every bound violated.
+// reports every bound violated. The stream handler's sse.Config defaults to the constants here.
 type GatewaySettings struct {
 	// CORSOrigins is a comma list of origins allowed to open streams from a browser on another
 	// origin ("*" allows any). TURNSTILE_GATEWAY_CORS_ORIGINS, default empty: same origin only.

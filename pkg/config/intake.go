@@ -17,7 +17,9 @@ const (
 
 // IntakeSettings are intake's settings beyond the shared ones (admission control, quotas, API).
 // Each field documents its variable and default; applyDefaults fills zero fields and validate
-// reports every bound violated.
+// reports every bound violated. The handler's limits no variable sets (store timeouts, cache TTLs,
+// page sizes) are documented defaults of intake's api.Config, whose other fields default to the
+// constants here.
 type IntakeSettings struct {
 	// MaxBacklogAge is the backlog age (how long the oldest startable turn has waited) past which
 	// intake answers 503 instead of queueing more. TURNSTILE_MAX_BACKLOG_AGE, default 2m.

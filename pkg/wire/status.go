@@ -22,9 +22,16 @@ func (s Status) Terminal() bool {
 	return false
 }
 
-// SessionIDValid reports whether id is 1–128 characters of [A-Za-z0-9._:-].
+// SessionIDRule is the rule a session ID follows, as error messages and the API's documentation
+// state it. Session IDs are client-minted, so the first turn of a session already routes by it.
+const SessionIDRule = "1-128 characters of [A-Za-z0-9._:-]"
+
+// SessionIDMaxLen is the longest session ID.
+const SessionIDMaxLen = 128
+
+// SessionIDValid reports whether id follows SessionIDRule.
 func SessionIDValid(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
+	if len(id) == 0 || len(id) > SessionIDMaxLen {
 		return false
 	}
 	for i := 0; i < len(id); i++ {

@@ -9,9 +9,10 @@
 // turnstile_intake_fail_open_total{check}. The pieces:
 //
 //   - internal/api: the HTTP handlers, validation, admission control, idempotency, tenants;
-//   - internal/record: the batched writer of `queued` rows for accepted turns.
+//   - internal/record: the batched writer of `queued` rows for accepted turns;
+//   - internal/backlog: the backlog-age monitor.
 //
-// Intake also runs the backlog-age monitor (pkg/backlog) — the workers' scale signal lives in the
+// Intake also runs the backlog-age monitor (internal/backlog) — the workers' scale signal lives in the
 // role that never scales to zero — exports it as turnstile_backlog_age_seconds and as JSON at
 // GET /v1/backlog for KEDA's metrics-api scaler, and hands it to admission control
 // (api.Config.BacklogAge; Options.BacklogAge overrides it in tests). Each API request runs in a

@@ -13,13 +13,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turnstile-run/turnstile/pkg/app"
-	"github.com/turnstile-run/turnstile/pkg/backlog"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/services/intake/internal/api"
+	"github.com/turnstile-run/turnstile/services/intake/internal/backlog"
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
 )
 
@@ -118,7 +118,7 @@ func (i *Intake) Routes(r chi.Router) {
 	r.Get("/v1/backlog", i.serveBacklog)
 }
 
-// BacklogAge is the current backlog age (see pkg/backlog).
+// BacklogAge is the current backlog age (see internal/backlog).
 func (i *Intake) BacklogAge() time.Duration { return i.backlog.Age() }
 
 // serveBacklog answers KEDA's metrics-api scaler: {"backlog_age_seconds": 12.5}.

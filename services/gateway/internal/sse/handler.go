@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
@@ -28,36 +28,39 @@ import (
 	"github.com/turnstile-run/turnstile/services/gateway/internal/hub"
 )
 
-// Problem types the gateway answers with.
-const (
-	ProblemInvalidSession  = "invalid-session-id"
-	ProblemInvalidCursor   = "invalid-cursor"
-	ProblemInvalidTurnID   = "invalid-turn-id"
-	ProblemUnauthenticated = "unauthenticated"
-	ProblemTokenExpired    = "stream-token-expired" //nolint:gosec // a problem type name, not a credential
-	ProblemSessionNotFound = "session-not-found"
-)
+// ReplayBatchDefault is how many entries one replay read fetches by default.
+const ReplayBatchDefault = 500
 
-// Config tunes the handler. Zero fields take the defaults named.
+// keptBatchCap is the largest live batch slice a stream keeps between batches.
+const keptBatchCap = 64
+
+// corsMaxAge is how long, in seconds, a browser may cache a preflight's answer.
+const corsMaxAge = "600"
+
+// Config tunes the handler. Zero fields take the defaults named; those a TURNSTILE_* variable sets
+// are pkg/config's constants.
 type Config struct {
-	// KeepAlive is the interval of keep-alive comments. Defaults to 15s.
+	// KeepAlive is the interval of keep-alive comments. Defaults to config.KeepAliveDefault.
 	KeepAlive time.Duration
 	// Retry is the base reconnect delay sent in "retry:"; each connection gets it jittered.
-	// Defaults to 1s.
+	// Defaults to config.GatewayRetryDefault.
 	Retry time.Duration
-	// OverloadRetry is the base reconnect delay sent when a cap refuses a stream. Defaults to 5s.
+	// OverloadRetry is the base reconnect delay sent when a cap refuses a stream. Defaults to
+	// config.GatewayOverloadRetryDefault.
 	OverloadRetry time.Duration
-	// ReplayBatch is how many entries one replay read fetches. Defaults to 500.
+	// ReplayBatch is how many entries one replay read fetches. Defaults to ReplayBatchDefault.
 	ReplayBatch int64
-	// MaxConnections caps this replica's open streams. Defaults to 20000.
+	// MaxConnections caps this replica's open streams. Defaults to
+	// config.GatewayMaxConnectionsDefault.
 	MaxConnections int
-	// MaxPerSession caps one session's open streams on this replica. Defaults to 64.
+	// MaxPerSession caps one session's open streams on this replica. Defaults to
+	// config.GatewayMaxPerSessionDefault.
 	MaxPerSession int
 	// DrainBatch streams are closed at once when draining, DrainInterval (jittered) apart.
-	// Default 200 and 50ms.
+	// Default config.GatewayDrainBatchDefault and config.GatewayDrainIntervalDefault.
 	DrainBatch    int
 	DrainInterval time.Duration
-	// WriteTimeout bounds one flush to a client. Defaults to 10s.
+	// WriteTimeout bounds one flush to a client. Defaults to config.GatewayWriteTimeoutDefault.
 	WriteTimeout time.Duration
 	// CORSOrigins may open streams from other origins; "*" allows any. Empty: same origin only.
 	CORSOrigins []string
@@ -71,23 +74,22 @@ func (c *Config) applyDefaults() {
 			*p = d
 		}
 	}
-	def(&c.KeepAlive, 15*time.Second)
-	def(&c.Retry, time.Second)
-	def(&c.OverloadRetry, 5*time.Second)
-	def(&c.DrainInterval, 50*time.Millisecond)
-	def(&c.WriteTimeout, 10*time.Second)
+	defInt := func(p *int, d int) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	def(&c.KeepAlive, config.KeepAliveDefault)
+	def(&c.Retry, config.GatewayRetryDefault)
+	def(&c.OverloadRetry, config.GatewayOverloadRetryDefault)
+	def(&c.DrainInterval, config.GatewayDrainIntervalDefault)
+	def(&c.WriteTimeout, config.GatewayWriteTimeoutDefault)
 	if c.ReplayBatch == 0 {
-		c.ReplayBatch = 500
+		c.ReplayBatch = ReplayBatchDefault
 	}
-	if c.MaxConnections == 0 {
-		c.MaxConnections = 20000
-	}
-	if c.MaxPerSession == 0 {
-		c.MaxPerSession = 64
-	}
-	if c.DrainBatch == 0 {
-		c.DrainBatch = 200
-	}
+	defInt(&c.MaxConnections, config.GatewayMaxConnectionsDefault)
+	defInt(&c.MaxPerSession, config.GatewayMaxPerSessionDefault)
+	defInt(&c.DrainBatch, config.GatewayDrainBatchDefault)
 }
 
 // OpenInfo describes how a stream was opened; see Hooks.
@@ -279,105 +281,54 @@ func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) {
 	if w.Header().Get("Access-Control-Allow-Origin") != "" {
 		w.Header().Set("Access-Control-Allow-Methods", "GET, OPTIONS")
 		w.Header().Set("Access-Control-Allow-Headers", "Authorization, Last-Event-ID, Cache-Control")
-		w.Header().Set("Access-Control-Max-Age", "600")
+		w.Header().Set("Access-Control-Max-Age", corsMaxAge)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // authorize checks the stream token when tokens are on. A valid token for another session is
 // answered like an unknown session (404), so one tenant cannot learn that another's session exists.
-func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, sessionID string) bool {
+func (h *Handler) authorize(w http.ResponseWriter, o openRequest) bool {
 	if h.cfg.Tokens == nil {
 		return true
 	}
-	token := ""
-	if a := r.Header.Get("Authorization"); a != "" {
-		scheme, rest, ok := strings.Cut(a, " ")
-		if ok && strings.EqualFold(scheme, "Bearer") {
-			token = strings.TrimSpace(rest)
-		}
-	}
-	if token == "" {
-		token = r.URL.Query().Get("access_token")
-	}
-	if token == "" {
+	if o.Token == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile"`)
-		httpx.WriteProblem(w, httpx.Problem{
-			Type: ProblemUnauthenticated, Status: http.StatusUnauthorized,
-			Detail: "a stream token is required: Authorization: Bearer <stream_token> or ?access_token=",
-		})
+		httpx.WriteProblem(w, httpx.ProblemUnauthenticated.Problem("a stream token is required: Authorization: Bearer <stream_token> or ?access_token="))
 		return false
 	}
-	_, err := h.cfg.Tokens.Verify(token, sessionID)
+	_, err := h.cfg.Tokens.Verify(o.Token, o.SessionID)
 	switch {
 	case err == nil:
 		return true
 	case errors.Is(err, streamtoken.ErrScope):
-		httpx.WriteProblem(w, httpx.Problem{
-			Type: ProblemSessionNotFound, Status: http.StatusNotFound,
-			Detail: "no such session",
-		})
+		httpx.WriteProblem(w, httpx.ProblemSessionNotFound.Problem("no such session"))
 	case errors.Is(err, streamtoken.ErrExpired):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
-		httpx.WriteProblem(w, httpx.Problem{
-			Type: ProblemTokenExpired, Status: http.StatusUnauthorized,
-			Detail: "the stream token expired; get a new one from the turn's status",
-		})
+		httpx.WriteProblem(w, httpx.ProblemTokenExpired.Problem("the stream token expired; get a new one from the turn's status"))
 	default:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
-		httpx.WriteProblem(w, httpx.Problem{
-			Type: ProblemUnauthenticated, Status: http.StatusUnauthorized,
-			Detail: "the stream token is not valid",
-		})
+		httpx.WriteProblem(w, httpx.ProblemUnauthenticated.Problem("the stream token is not valid"))
 	}
 	return false
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	h.setCORS(w, r)
-	sessionID := chi.URLParam(r, "session_id")
-	if !wire.SessionIDValid(sessionID) {
-		httpx.WriteProblem(w, httpx.Problem{
-			Type: ProblemInvalidSession, Status: http.StatusBadRequest,
-			Detail: "session_id must be 1-128 characters of [A-Za-z0-9._:-]",
-		})
+	o, bad := parseOpen(r)
+	if bad != nil {
+		httpx.WriteProblem(w, *bad)
 		return
 	}
-	if !h.authorize(w, r, sessionID) {
+	if !h.authorize(w, o) {
 		return
 	}
-	turnFilter := r.URL.Query().Get("turn_id")
-	if turnFilter != "" {
-		if _, err := uuid.Parse(turnFilter); err != nil {
-			httpx.WriteProblem(w, httpx.Problem{Type: ProblemInvalidTurnID, Status: http.StatusBadRequest, Detail: "turn_id must be a UUID"})
-			return
-		}
+	if o.Invalid != nil {
+		httpx.WriteProblem(w, *o.Invalid)
+		return
 	}
-	info := OpenInfo{SessionID: sessionID}
-	raw := r.Header.Get("Last-Event-ID")
-	if raw != "" {
-		info.CursorSource = "header"
-	} else if raw = r.URL.Query().Get("last_event_id"); raw != "" {
-		info.CursorSource = "query"
-	}
-	info.Cursor = raw
-	var cursor *streams.Cursor
-	live := false
-	switch raw {
-	case "":
-	case "$":
-		live = true
-	default:
-		c, err := streams.ParseCursor(raw)
-		if err != nil {
-			httpx.WriteProblem(w, httpx.Problem{
-				Type: ProblemInvalidCursor, Status: http.StatusBadRequest,
-				Detail: `Last-Event-ID must be "<epoch>:<ms>-<seq>" as sent in an event id, or "$" for live events only`,
-			})
-			return
-		}
-		cursor = &c
-	}
+	sessionID, turnFilter, cursor := o.SessionID, o.TurnID, o.After
+	info := OpenInfo{SessionID: sessionID, CursorSource: o.CursorSource, Cursor: o.Cursor}
 	ctx := r.Context()
 	// A follower of one turn that reconnects after the turn's terminal event has everything: 204
 	// tells EventSource to stop reconnecting.
@@ -438,12 +389,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	if hj, err := h.hijack(w, r); err == nil {
 		go func() {
 			defer hj.close()
-			h.run(hj.ctx, hj, c, sessionID, turnFilter, cursor, live, info)
+			h.run(hj.ctx, hj, c, o, info)
 		}()
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-	h.run(ctx, rcSink{w, http.NewResponseController(w)}, c, sessionID, turnFilter, cursor, live, info)
+	h.run(ctx, rcSink{w, http.NewResponseController(w)}, c, o, info)
 }
 
 // sink is where a stream's frames go: the ResponseWriter, or the taken-over connection.
@@ -510,10 +461,11 @@ func (h *Handler) hijack(w http.ResponseWriter, r *http.Request) (*hijacked, err
 }
 
 // run serves an admitted stream until it ends; it releases the stream's slot.
-func (h *Handler) run(ctx context.Context, out sink, c *conn, sessionID, turnFilter string, cursor *streams.Cursor, live bool, info OpenInfo) {
+func (h *Handler) run(ctx context.Context, out sink, c *conn, o openRequest, info OpenInfo) {
 	defer h.streams.Done()
+	sessionID := o.SessionID
 	ew := newEventWriter(out)
-	s := &stream{h: h, ew: ew, out: out, turn: turnFilter, ctx: ctx}
+	s := &stream{h: h, ew: ew, out: out, turn: o.TurnID, ctx: ctx}
 	s.arm()
 	ew.retry(httpx.Jitter(h.cfg.Retry).Milliseconds())
 	h.connections.Inc()
@@ -542,7 +494,7 @@ func (h *Handler) run(ctx context.Context, out sink, c *conn, sessionID, turnFil
 		s.end("temporarily unavailable; reconnect", "unavailable")
 		return
 	}
-	begin := resolveStart(st, cursor, live)
+	begin := resolveStart(st, o.After, o.Live)
 	info.Result = begin.result
 	h.fire(info)
 	h.resumes.WithLabelValues(begin.result).Inc()
@@ -619,7 +571,7 @@ func (h *Handler) run(ctx context.Context, out sink, c *conn, sessionID, turnFil
 				}
 			}
 			clear(batch)
-			if cap(batch) > 64 {
+			if cap(batch) > keptBatchCap {
 				batch = nil // do not keep a burst's slice for the stream's life
 			}
 			if changed {

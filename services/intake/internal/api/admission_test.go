@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
 )
 
@@ -37,7 +38,7 @@ func TestAdmissionBacklog(t *testing.T) {
 	for range 20 {
 		resp := postTurn(t, b.srv.URL, "bk", turnBody, nil)
 		require.Equal(t, http.StatusServiceUnavailable, resp.Status)
-		require.Equal(t, ProblemBacklog, resp.ProblemType(t))
+		require.Equal(t, httpx.ProblemBacklog.Name, resp.ProblemType(t))
 		ra := retryAfter(t, resp)
 		require.GreaterOrEqual(t, ra, 1)
 		require.LessOrEqual(t, ra, 3)
@@ -49,7 +50,7 @@ func TestAdmissionBacklog(t *testing.T) {
 	soon := strconv.FormatInt(time.Now().Add(5*time.Second).UnixMilli(), 10)
 	resp := postTurn(t, b.srv.URL, "bk", turnBody, map[string]string{"X-Deadline-Epoch-Ms": soon})
 	require.Equal(t, http.StatusServiceUnavailable, resp.Status)
-	require.Equal(t, ProblemDeadlineUnreach, resp.ProblemType(t))
+	require.Equal(t, httpx.ProblemDeadlineUnreach.Name, resp.ProblemType(t))
 	require.Zero(t, b.recordsInKafka(t))
 
 	// Under the limit, with a reachable deadline, the same requests are accepted.
@@ -92,7 +93,7 @@ func TestAdmissionKafkaUnavailable(t *testing.T) {
 	resp := postTurn(t, b.srv.URL, "kf", turnBody, map[string]string{"Idempotency-Key": "k"})
 	elapsed := time.Since(start)
 	require.Equal(t, http.StatusServiceUnavailable, resp.Status, string(resp.Body))
-	require.Equal(t, ProblemKafkaUnavail, resp.ProblemType(t))
+	require.Equal(t, httpx.ProblemKafkaUnavail.Name, resp.ProblemType(t))
 	require.GreaterOrEqual(t, retryAfter(t, resp), 1)
 	require.Positive(t, hit.Load(), "the broker must have been asked")
 	require.GreaterOrEqual(t, elapsed, produceTimeout)
@@ -136,7 +137,7 @@ func TestAdmissionTenantRate(t *testing.T) {
 	}
 	require.LessOrEqual(t, accepted, 4, "burst 3 (+1 refilled at most)")
 	require.GreaterOrEqual(t, limited, 4)
-	require.Equal(t, ProblemRateLimited, last.ProblemType(t))
+	require.Equal(t, httpx.ProblemRateLimited.Name, last.ProblemType(t))
 	require.GreaterOrEqual(t, retryAfter(t, last), 1)
 	require.EqualValues(t, accepted, b.recordsInKafka(t))
 }
@@ -151,7 +152,7 @@ func TestAdmissionQueuedQuota(t *testing.T) {
 	require.NoError(t, err)
 	resp := postTurn(t, b.srv.URL, "q3", turnBody, nil)
 	require.Equal(t, http.StatusTooManyRequests, resp.Status, string(resp.Body))
-	require.Equal(t, ProblemQueueQuota, resp.ProblemType(t))
+	require.Equal(t, httpx.ProblemQueueQuota.Name, resp.ProblemType(t))
 	require.GreaterOrEqual(t, retryAfter(t, resp), 1)
 	require.Zero(t, b.recordsInKafka(t))
 }
@@ -189,7 +190,7 @@ func TestStaticStability(t *testing.T) {
 		a := accepted(t, resp)
 		got := do(t, b.srv.URL, request{Method: http.MethodGet, Path: "/v1/turns/" + a.TurnID})
 		require.Equal(t, http.StatusServiceUnavailable, got.Status)
-		require.Equal(t, ProblemStoreUnavail, got.ProblemType(t))
+		require.Equal(t, httpx.ProblemStoreUnavail.Name, got.ProblemType(t))
 	})
 }
 

@@ -4,10 +4,11 @@
 //
 // A POST runs, in order, cheapest first, and nothing reaches Kafka until every step passed:
 //
-//  1. Authentication: `Authorization: Bearer <API key>` → tenant (401 otherwise). Keys are looked
-//     up by SHA-256 in Postgres and cached 30s (misses 5s), so a revoked key stops working within
-//     30s; a key seen a moment ago keeps working while Postgres is down. With TURNSTILE_AUTH=off
-//     every request is tenant "default" (intake logs a loud warning at start).
+//  1. Authentication: `Authorization: Bearer <API key>` → tenant (401 unauthenticated otherwise).
+//     Keys are looked up by SHA-256 in Postgres and cached 30s (misses 5s; Config.KeyTTL and
+//     KeyMissTTL), so a revoked key stops working within 30s; a key seen a moment ago keeps
+//     working while Postgres is down. With TURNSTILE_AUTH=off every request is tenant "default"
+//     (intake logs a loud warning at start).
 //  2. Validation: session ID, content type (JSON; `application/x-www-form-urlencoded` too, because
 //     `curl -d` sends it, with the body still parsed as strict JSON), body size, strict JSON (no
 //     unknown fields, one object), input.text present, known multitask, deadline, turn_id.
@@ -36,16 +37,10 @@
 //     the queued row because the row is written asynchronously after Kafka's ack and concurrent
 //     retries would race it. When Redis is down the check fails open: retries still map to one
 //     turn (the worker's claim runs it once), only the 422 and the identical token are lost.
-//     Keeping the record in Postgres instead was built and measured (docs/BENCHMARKS.md, Intake): an
-//     unlogged table of (turn_id, body hash, accepted_at, deadline) written before the produce by
-//     a group-committing loop, with the queued rows riding along, and the 202 rebuilt from the
-//     stored accepted_at. It was slower than the autopipelined Redis SET in every interleaved run
-//     on the benchmark machine (Intake/Minimal median 0.36 against 0.58, p50 about 5 ms against
-//     3 ms): a Postgres backend sharing the cores answers a synchronous round trip later than
-//     Redis does, and each row costs it more CPU. Recording the request in the queued row itself,
-//     before the produce, would save that row but leave a `queued` row behind for a turn Kafka
-//     never took whenever a produce fails and the client does not retry, which would hold up
-//     the backlog age and double-texting for good.
+//     Keeping the record in Postgres instead (before the produce, group-committed) was measured
+//     slower than the autopipelined Redis SET (docs/BENCHMARKS.md, Intake), and recording it in
+//     the queued row before the produce would leave a `queued` row behind for every turn Kafka
+//     never took, holding up the backlog age and double-texting for good.
 //  8. Produce, waiting at most TURNSTILE_PRODUCE_TIMEOUT for the acknowledgement; then 503. A
 //     record still in flight then may land later: the client's retry with the same key is the same
 //     turn, and the claim dedups it.
@@ -59,4 +54,10 @@
 // one. Reads and cancel need Postgres; without it they answer 503 store-unavailable, never a
 // misleading 404. A turn accepted a moment ago whose queued row is still in this replica's buffer is
 // found: a miss flushes the buffer and reads again.
+//
+// Files by concern: handler.go (Config and its defaults, New, routes), refuse.go (the one way a
+// request is refused: a problem type of pkg/httpx's catalog, counted, with the Retry-After its
+// status calls for), auth.go (API keys), validation.go (the body, deadline and turn ID),
+// admission.go (rate leases, the queued-turn quota, double-texting checks), tenancy.go (session
+// owners), idempotency.go, turns.go (the four handlers). The SQL lives in pkg/turnstore.
 package api

@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 )
 
 // FuzzParseTurn feeds arbitrary bodies to the strict parser. It must never panic, must refuse with
@@ -26,9 +28,9 @@ func FuzzParseTurn(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, pe := parseTurn(body)
 		if pe != nil {
-			require.Contains(t, []int{http.StatusBadRequest, http.StatusUnprocessableEntity}, pe.status)
-			require.Contains(t, []string{ProblemInvalidBody, ProblemValidation}, pe.typ)
-			require.NotEmpty(t, pe.detail)
+			require.Contains(t, []int{http.StatusBadRequest, http.StatusUnprocessableEntity}, pe.Status)
+			require.Contains(t, []string{httpx.ProblemInvalidBody.Name, httpx.ProblemValidation.Name}, pe.Type)
+			require.NotEmpty(t, pe.Detail)
 			return
 		}
 		require.NotNil(t, req.Input)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 )
 
 // TestIdempotentRetries sends one POST five times at once with one Idempotency-Key: every answer is
@@ -44,7 +46,7 @@ func TestIdempotentRetries(t *testing.T) {
 		before := b.recordsInKafka(t)
 		resp := postTurn(t, b.srv.URL, "idem", `{"input":{"text":"twice"}}`, hdr)
 		require.Equal(t, http.StatusUnprocessableEntity, resp.Status)
-		require.Equal(t, ProblemIdempotencyReuse, resp.ProblemType(t))
+		require.Equal(t, httpx.ProblemIdempotencyReuse.Name, resp.ProblemType(t))
 		require.Equal(t, before, b.recordsInKafka(t))
 	})
 

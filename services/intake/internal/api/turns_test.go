@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/apikey"
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/openapi"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
@@ -53,7 +54,7 @@ func TestQueuedRowAndStatus(t *testing.T) {
 
 	_, resp = getTurn(t, b.srv.URL, uuid.NewString(), nil)
 	require.Equal(t, http.StatusNotFound, resp.Status)
-	require.Equal(t, ProblemTurnNotFound, resp.ProblemType(t))
+	require.Equal(t, httpx.ProblemTurnNotFound.Name, resp.ProblemType(t))
 	_, resp = getTurn(t, b.srv.URL, "not-a-uuid", nil)
 	require.Equal(t, http.StatusBadRequest, resp.Status)
 }
@@ -67,7 +68,7 @@ func TestMultitask(t *testing.T) {
 
 	resp := postTurn(t, b.srv.URL, "mt", `{"input":{"text":"again"},"multitask":"reject"}`, nil)
 	require.Equal(t, http.StatusConflict, resp.Status, "queued turn: %s", resp.Body)
-	require.Equal(t, ProblemSessionBusy, resp.ProblemType(t))
+	require.Equal(t, httpx.ProblemSessionBusy.Name, resp.ProblemType(t))
 	b.markRunning(t, first.TurnID)
 	resp = postTurn(t, b.srv.URL, "mt", `{"input":{"text":"again"},"multitask":"reject"}`, nil)
 	require.Equal(t, http.StatusConflict, resp.Status, "running turn: %s", resp.Body)
@@ -158,7 +159,7 @@ func TestListSessionTurns(t *testing.T) {
 
 	resp := do(t, b.srv.URL, request{Method: http.MethodGet, Path: "/v1/sessions/ls/turns?cursor=%21%21", Unvalidated: true})
 	require.Equal(t, http.StatusBadRequest, resp.Status)
-	require.Equal(t, ProblemInvalidCursor, resp.ProblemType(t))
+	require.Equal(t, httpx.ProblemInvalidCursor.Name, resp.ProblemType(t))
 	resp = do(t, b.srv.URL, request{Method: http.MethodGet, Path: "/v1/sessions/unknown/turns"})
 	require.Equal(t, http.StatusNotFound, resp.Status)
 }
@@ -178,7 +179,7 @@ func TestTenants(t *testing.T) {
 
 	resp := postTurn(t, b.srv.URL, "shared", turnBody, nil)
 	require.Equal(t, http.StatusUnauthorized, resp.Status)
-	require.Equal(t, ProblemUnauthorized, resp.ProblemType(t))
+	require.Equal(t, httpx.ProblemUnauthenticated.Name, resp.ProblemType(t))
 	resp = postTurn(t, b.srv.URL, "shared", turnBody, map[string]string{"Authorization": "Bearer ts_nope_nope"})
 	require.Equal(t, http.StatusUnauthorized, resp.Status)
 
@@ -189,7 +190,7 @@ func TestTenants(t *testing.T) {
 
 	resp = postTurn(t, b.srv.URL, "shared", turnBody, globex)
 	require.Equal(t, http.StatusNotFound, resp.Status, "another tenant's session")
-	require.Equal(t, ProblemSessionNotFound, resp.ProblemType(t))
+	require.Equal(t, httpx.ProblemSessionNotFound.Name, resp.ProblemType(t))
 	_, resp = getTurn(t, b.srv.URL, a.TurnID, globex)
 	require.Equal(t, http.StatusNotFound, resp.Status, "another tenant's turn")
 	resp = do(t, b.srv.URL, request{Method: http.MethodPost, Path: "/v1/turns/" + a.TurnID + "/cancel", Header: globex})

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 )
 
 // TestValidation sends bad inputs and checks each gets its exact status and problem type, and that
@@ -26,28 +28,28 @@ func TestValidation(t *testing.T) {
 		status  int
 		problem string
 	}{
-		{"MalformedJSON", "s1", `{"input":`, nil, 400, ProblemInvalidBody},
-		{"NotAnObject", "s1", `[1,2]`, nil, 422, ProblemValidation},
-		{"TrailingData", "s1", good + `{}`, nil, 400, ProblemInvalidBody},
-		{"UnknownField", "s1", `{"input":{"text":"hi"},"colour":"red"}`, nil, 400, ProblemInvalidBody},
-		{"WrongTypeText", "s1", `{"input":{"text":42}}`, nil, 422, ProblemValidation},
-		{"WrongTypeMetadata", "s1", `{"input":{"text":"hi"},"metadata":"x"}`, nil, 422, ProblemValidation},
-		{"WrongTypeDeadline", "s1", `{"input":{"text":"hi"},"deadline":"soon"}`, nil, 422, ProblemValidation},
-		{"MissingInput", "s1", `{}`, nil, 422, ProblemValidation},
-		{"EmptyText", "s1", `{"input":{"text":"  "}}`, nil, 422, ProblemValidation},
-		{"UnknownStrategy", "s1", `{"input":{"text":"hi"},"multitask":"shout"}`, nil, 422, ProblemValidation},
-		{"OversizedBody", "s1", `{"input":{"text":"` + strings.Repeat("a", 5000) + `"}}`, nil, 413, ProblemBodyTooLarge},
-		{"WrongContentType", "s1", good, map[string]string{"Content-Type": "text/plain"}, 415, ProblemUnsupportedType},
-		{"XMLContentType", "s1", good, map[string]string{"Content-Type": "application/xml"}, 415, ProblemUnsupportedType},
-		{"FormBodyNotJSON", "s1", `input=hi`, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 400, ProblemInvalidBody},
-		{"BadSessionChars", "bad%20session", good, nil, 400, ProblemInvalidSession},
-		{"SessionTooLong", strings.Repeat("s", 129), good, nil, 400, ProblemInvalidSession},
-		{"PastDeadlineHeader", "s1", good, map[string]string{"X-Deadline-Epoch-Ms": past}, 400, ProblemInvalidDeadline},
-		{"MalformedDeadlineHeader", "s1", good, map[string]string{"X-Deadline-Epoch-Ms": "tomorrow"}, 400, ProblemInvalidDeadline},
-		{"PastDeadlineBody", "s1", `{"input":{"text":"hi"},"deadline":` + past + `}`, nil, 400, ProblemInvalidDeadline},
-		{"NegativeDeadlineBody", "s1", `{"input":{"text":"hi"},"deadline":-5}`, nil, 400, ProblemInvalidDeadline},
-		{"BadTurnID", "s1", `{"input":{"text":"hi"},"turn_id":"nope"}`, nil, 400, ProblemInvalidTurnID},
-		{"LongIdempotencyKey", "s1", good, map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}, 400, ProblemInvalidTurnID},
+		{"MalformedJSON", "s1", `{"input":`, nil, 400, httpx.ProblemInvalidBody.Name},
+		{"NotAnObject", "s1", `[1,2]`, nil, 422, httpx.ProblemValidation.Name},
+		{"TrailingData", "s1", good + `{}`, nil, 400, httpx.ProblemInvalidBody.Name},
+		{"UnknownField", "s1", `{"input":{"text":"hi"},"colour":"red"}`, nil, 400, httpx.ProblemInvalidBody.Name},
+		{"WrongTypeText", "s1", `{"input":{"text":42}}`, nil, 422, httpx.ProblemValidation.Name},
+		{"WrongTypeMetadata", "s1", `{"input":{"text":"hi"},"metadata":"x"}`, nil, 422, httpx.ProblemValidation.Name},
+		{"WrongTypeDeadline", "s1", `{"input":{"text":"hi"},"deadline":"soon"}`, nil, 422, httpx.ProblemValidation.Name},
+		{"MissingInput", "s1", `{}`, nil, 422, httpx.ProblemValidation.Name},
+		{"EmptyText", "s1", `{"input":{"text":"  "}}`, nil, 422, httpx.ProblemValidation.Name},
+		{"UnknownStrategy", "s1", `{"input":{"text":"hi"},"multitask":"shout"}`, nil, 422, httpx.ProblemValidation.Name},
+		{"OversizedBody", "s1", `{"input":{"text":"` + strings.Repeat("a", 5000) + `"}}`, nil, 413, httpx.ProblemBodyTooLarge.Name},
+		{"WrongContentType", "s1", good, map[string]string{"Content-Type": "text/plain"}, 415, httpx.ProblemUnsupportedType.Name},
+		{"XMLContentType", "s1", good, map[string]string{"Content-Type": "application/xml"}, 415, httpx.ProblemUnsupportedType.Name},
+		{"FormBodyNotJSON", "s1", `input=hi`, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 400, httpx.ProblemInvalidBody.Name},
+		{"BadSessionChars", "bad%20session", good, nil, 400, httpx.ProblemInvalidSession.Name},
+		{"SessionTooLong", strings.Repeat("s", 129), good, nil, 400, httpx.ProblemInvalidSession.Name},
+		{"PastDeadlineHeader", "s1", good, map[string]string{"X-Deadline-Epoch-Ms": past}, 400, httpx.ProblemInvalidDeadline.Name},
+		{"MalformedDeadlineHeader", "s1", good, map[string]string{"X-Deadline-Epoch-Ms": "tomorrow"}, 400, httpx.ProblemInvalidDeadline.Name},
+		{"PastDeadlineBody", "s1", `{"input":{"text":"hi"},"deadline":` + past + `}`, nil, 400, httpx.ProblemInvalidDeadline.Name},
+		{"NegativeDeadlineBody", "s1", `{"input":{"text":"hi"},"deadline":-5}`, nil, 400, httpx.ProblemInvalidDeadline.Name},
+		{"BadTurnID", "s1", `{"input":{"text":"hi"},"turn_id":"nope"}`, nil, 400, httpx.ProblemInvalidTurnID.Name},
+		{"LongIdempotencyKey", "s1", good, map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}, 400, httpx.ProblemInvalidTurnID.Name},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

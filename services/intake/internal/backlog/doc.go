@@ -12,8 +12,8 @@
 //     uncommitted record, which counts running and session-blocked turns.
 //   - The Monitor runs in the intake role, which does not scale to zero with the workers, so the
 //     gauge keeps rising when no worker is alive and KEDA can scale workers up from zero.
-//   - One query every TURNSTILE_BACKLOG_INTERVAL (default 1s), two index probes thanks to the partial
-//     indexes of migration 00050; Age() reads the last result without touching Postgres, so intake's
+//   - One query (pkg/turnstore's Store.BacklogAge) every TURNSTILE_BACKLOG_INTERVAL (default 1s),
+//     two index probes thanks to the partial indexes of migration 00050; Age() reads the last result without touching Postgres, so intake's
 //     admission control may call it on every request.
 //   - When the query fails (Postgres down) the value holds and turnstile_backlog_query_failures_total
 //     rises. Extrapolating instead would make admission control refuse every turn after a while,

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/turnstile-run/turnstile/pkg/backlog"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/services/intake/internal/backlog"
 )
 
 func TestMain(m *testing.M) {

@@ -3,7 +3,6 @@ package backlog
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -11,48 +10,22 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 )
 
-// oldestSQL returns the age in seconds of the oldest turn that could start now, or NULL when there
-// is none. The queued branch walks its partial index oldest first and stops at its first eligible
-// row; the branch of running turns whose lease expired reads the partial index of running turns
-// whole (the turns in flight, however many finished turns the table holds) and sorts what it finds:
-// a separate index on their lease expiry cost every claim, renewal and completion an index entry
-// for this one query (migration 00070).
-const oldestSQL = `
-SELECT extract(epoch FROM now() - min(a)) FROM (
-    (SELECT t.accepted_at AS a FROM turns t
-     WHERE t.status = 'queued'
-       AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.session_id = t.session_id
-                       AND r.status = 'running' AND r.lease_expires_at >= now())
-     ORDER BY t.accepted_at LIMIT 1)
-    UNION ALL
-    (SELECT t.accepted_at FROM turns t
-     WHERE t.status = 'running' AND t.lease_expires_at < now()
-       AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.session_id = t.session_id
-                       AND r.status = 'running' AND r.lease_expires_at >= now())
-     ORDER BY t.accepted_at LIMIT 1)
-) oldest`
-
-// Oldest queries the backlog age once.
+// Oldest queries the backlog age once; without a pool it fails.
 func Oldest(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
 	if pool == nil {
 		return 0, errors.New("query backlog age: no Postgres pool")
 	}
-	var secs *float64
-	if err := pool.QueryRow(ctx, oldestSQL).Scan(&secs); err != nil {
-		return 0, fmt.Errorf("query backlog age: %w", err)
-	}
-	if secs == nil || *secs <= 0 {
-		return 0, nil
-	}
-	return time.Duration(*secs * float64(time.Second)), nil
+	return turnstore.New(pool).BacklogAge(ctx)
 }
 
 // Config tunes a Monitor.
 type Config struct {
-	// Interval between queries. Defaults to 1s.
+	// Interval between queries. Defaults to config.BacklogIntervalDefault.
 	Interval time.Duration
 	// Timeout of one query. Defaults to the interval, at least 1s.
 	Timeout time.Duration
@@ -78,7 +51,7 @@ type Monitor struct {
 // turnstile_backlog_query_failures_total with reg when reg is not nil.
 func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Registerer) *Monitor {
 	if cfg.Interval <= 0 {
-		cfg.Interval = time.Second
+		cfg.Interval = config.BacklogIntervalDefault
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = max(cfg.Interval, time.Second)

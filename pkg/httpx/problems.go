@@ -1,0 +1,69 @@
+package httpx
+
+import "net/http"
+
+// ProblemType is one stable problem type of turnstile's API: Name is the last segment of its URI
+// (what clients branch on) and Status the one HTTP status it is answered with.
+type ProblemType struct {
+	Name   string
+	Status int
+}
+
+// URI is the type's stable identifier, as problem documents carry it.
+func (t ProblemType) URI() string { return ProblemTypeBase + t.Name }
+
+// Problem returns a problem document of this type.
+func (t ProblemType) Problem(detail string) Problem {
+	return Problem{Type: t.Name, Status: t.Status, Detail: detail}
+}
+
+// The catalog of problem types intake and the gateway answer with. They are part of the API: the
+// OpenAPI document in pkg/openapi lists every one, and a test there keeps the two in step.
+var (
+	// Request shape (400, 413, 415, 422).
+	ProblemInvalidSession  = ProblemType{"invalid-session-id", http.StatusBadRequest}
+	ProblemInvalidBody     = ProblemType{"invalid-body", http.StatusBadRequest}
+	ProblemBodyTooLarge    = ProblemType{"body-too-large", http.StatusRequestEntityTooLarge}
+	ProblemUnsupportedType = ProblemType{"unsupported-media-type", http.StatusUnsupportedMediaType}
+	ProblemValidation      = ProblemType{"validation-failed", http.StatusUnprocessableEntity}
+	ProblemInvalidDeadline = ProblemType{"invalid-deadline", http.StatusBadRequest}
+	ProblemInvalidTurnID   = ProblemType{"invalid-turn-id", http.StatusBadRequest}
+	ProblemInvalidCursor   = ProblemType{"invalid-cursor", http.StatusBadRequest}
+	// ProblemIdempotencyReuse is an Idempotency-Key (or turn_id) sent again with another body.
+	ProblemIdempotencyReuse = ProblemType{"idempotency-key-reused", http.StatusUnprocessableEntity}
+
+	// Credentials (401). One type for a missing or invalid API key or stream token, whichever
+	// service answers; an expired stream token has its own, because its remedy differs (read the
+	// turn's status for a fresh one).
+	ProblemUnauthenticated = ProblemType{"unauthenticated", http.StatusUnauthorized}
+	ProblemTokenExpired    = ProblemType{"stream-token-expired", http.StatusUnauthorized} //nolint:gosec // a problem type name, not a credential
+
+	// Missing or foreign resources (404): another tenant's session or turn is answered the same
+	// way, so a tenant cannot learn that it exists.
+	ProblemSessionNotFound = ProblemType{"session-not-found", http.StatusNotFound}
+	ProblemTurnNotFound    = ProblemType{"turn-not-found", http.StatusNotFound}
+
+	// ProblemSessionBusy is multitask=reject while the session has a live turn (409).
+	ProblemSessionBusy = ProblemType{"session-busy", http.StatusConflict}
+
+	// Quotas (429, with Retry-After).
+	ProblemRateLimited = ProblemType{"rate-limited", http.StatusTooManyRequests}
+	ProblemQueueQuota  = ProblemType{"queued-turns-quota", http.StatusTooManyRequests}
+
+	// Capacity and dependencies (503, with a jittered Retry-After).
+	ProblemBacklog         = ProblemType{"backlog-too-old", http.StatusServiceUnavailable}
+	ProblemDeadlineUnreach = ProblemType{"deadline-unreachable", http.StatusServiceUnavailable}
+	ProblemKafkaUnavail    = ProblemType{"kafka-unavailable", http.StatusServiceUnavailable}
+	ProblemStoreUnavail    = ProblemType{"store-unavailable", http.StatusServiceUnavailable}
+)
+
+// ProblemTypes is the whole catalog, in the order above.
+func ProblemTypes() []ProblemType {
+	return []ProblemType{
+		ProblemInvalidSession, ProblemInvalidBody, ProblemBodyTooLarge, ProblemUnsupportedType,
+		ProblemValidation, ProblemInvalidDeadline, ProblemInvalidTurnID, ProblemInvalidCursor,
+		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemSessionNotFound,
+		ProblemTurnNotFound, ProblemSessionBusy, ProblemRateLimited, ProblemQueueQuota,
+		ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail,
+	}
+}

@@ -1,0 +1,84 @@
+package httpx_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/turnstile-run/turnstile/pkg/httpx"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestProblemTypes(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, pt := range httpx.ProblemTypes() {
+		require.False(t, seen[pt.Name], "%s is in the catalog twice", pt.Name)
+		seen[pt.Name] = true
+		require.Regexp(t, `^[a-z0-9]+(-[a-z0-9]+)*$`, pt.Name)
+		require.GreaterOrEqual(t, pt.Status, 400, pt.Name)
+		require.Equal(t, httpx.ProblemTypeBase+pt.Name, pt.URI())
+	}
+	require.False(t, seen["unauthorized"], "401 has one type, unauthenticated")
+}
+
+func TestWriteProblem(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	p := httpx.ProblemBacklog.Problem("too old")
+	p.RetryAfter = 1500 * time.Millisecond
+	httpx.WriteProblem(rec, p)
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+	require.Equal(t, "2", rec.Header().Get("Retry-After"), "rounded up to whole seconds")
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+	require.Equal(t, map[string]any{
+		"type": httpx.ProblemBacklog.URI(), "title": "Service Unavailable", "status": 503.0, "detail": "too old",
+	}, body)
+}
+
+func TestSessionID(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, id string
+		ok       bool
+	}{
+		{"Simple", "s1", true},
+		{"AllClasses", "aZ09._:-", true},
+		{"Longest", strings.Repeat("x", 128), true},
+		{"Empty", "", false},
+		{"TooLong", strings.Repeat("x", 128) + "x", false},
+		{"Space", "a b", false},
+		{"Slash", "a/b", false},
+		{"NonASCII", "é", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			rc := chi.NewRouteContext()
+			rc.URLParams.Add(httpx.SessionIDParam, tc.id)
+			r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rc))
+			id, p := httpx.SessionID(r)
+			require.Equal(t, tc.id, id)
+			if tc.ok {
+				require.Nil(t, p)
+				return
+			}
+			require.NotNil(t, p)
+			require.Equal(t, httpx.ProblemInvalidSession.Name, p.Type)
+			require.Equal(t, http.StatusBadRequest, p.Status)
+			require.Equal(t, "session_id must be 1-128 characters of [A-Za-z0-9._:-]", p.Detail)
+		})
+	}
+}

@@ -1,0 +1,32 @@
+package turnstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+)
+
+// backlogAgeSQL returns the age in seconds of the oldest turn that could start now, or NULL when
+// there is none. The queued branch walks its partial index oldest first and stops at its first
+// eligible row; the branch of running turns whose lease expired reads the partial index of running
+// turns whole (the turns in flight, however many finished turns the table holds) and sorts what it
+// finds: a separate index on their lease expiry cost every claim, renewal and completion an index
+// entry for this one query (migration 00070).
+//
+//go:embed backlog_age.sql
+var backlogAgeSQL string
+
+// BacklogAge returns the age of the oldest accepted turn that could start now but has not: queued,
+// or running under an expired lease, and not behind a running turn of its own session with a live
+// lease. It is 0 when there is none (or Postgres's clock is behind the accepting replica's).
+func (s *Store) BacklogAge(ctx context.Context) (time.Duration, error) {
+	var secs *float64
+	if err := s.pool.QueryRow(ctx, backlogAgeSQL).Scan(&secs); err != nil {
+		return 0, fmt.Errorf("query backlog age: %w", err)
+	}
+	if secs == nil || *secs <= 0 {
+		return 0, nil
+	}
+	return time.Duration(*secs * float64(time.Second)), nil
+}

@@ -1,0 +1,180 @@
+package api
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/google/uuid"
+)
+
+// A rate lease takes at most 1/rateChunkShare of the tenant's rate, and at most rateChunkMax
+// tokens, from Redis at once.
+const (
+	rateChunkShare = 100
+	rateChunkMax   = 64
+)
+
+func (h *Handler) backlogAge() (time.Duration, bool) {
+	if h.cfg.BacklogAge == nil {
+		return 0, false
+	}
+	return h.cfg.BacklogAge(), true
+}
+
+// allowRate applies the tenant's GCRA rate limit; when Redis does not answer it admits.
+//
+// To keep the accept path at about one Redis round trip, a replica takes a small lease of the
+// tenant's tokens at a time (AllowN of a chunk of at most 1% of the rate and rateChunkMax tokens,
+// so the limit stays within about 1% of exact) and spends it locally for at most Config.RateLeaseTTL;
+// when the tenant is near its limit and a chunk is refused it falls back to asking for one token,
+// so the limit is never exceeded, and a single token is not leased. One request at a time asks
+// Redis for a tenant's next lease and the others wait for its answer: without that, every request
+// that found the lease empty asked at once (one round trip and one GCRA script run each, the
+// leases overwriting each other).
+func (h *Handler) allowRate(ctx context.Context, tenant string) (time.Duration, bool) {
+	if h.limiter == nil {
+		h.failOpen.WithLabelValues("rate").Inc()
+		return 0, true
+	}
+	var l *rateLease
+	for {
+		now := h.now()
+		h.leases.mu.Lock()
+		l = h.leases.m[tenant]
+		if l == nil {
+			l = &rateLease{}
+			h.leases.m[tenant] = l
+		}
+		if l.tokens > 0 && now.Before(l.expires) {
+			l.tokens--
+			h.leases.mu.Unlock()
+			return 0, true
+		}
+		refill := l.refill
+		if refill == nil {
+			l.refill = make(chan struct{})
+			h.leases.mu.Unlock()
+			break // this request asks Redis
+		}
+		h.leases.mu.Unlock()
+		select {
+		case <-refill: // look again: the lease was refilled, or this request asks next
+		case <-ctx.Done():
+			h.failOpen.WithLabelValues("rate").Inc()
+			return 0, true
+		}
+	}
+
+	now := h.now()
+	retry, ok, tokens := h.askRate(ctx, tenant)
+	h.leases.mu.Lock()
+	if tokens > 0 {
+		l.tokens, l.expires = tokens, now.Add(h.cfg.RateLeaseTTL)
+	}
+	close(l.refill)
+	l.refill = nil
+	h.leases.mu.Unlock()
+	return retry, ok
+}
+
+// askRate takes a chunk of the tenant's tokens from Redis (or one, near the limit) and returns the
+// tokens left to lease after this request's.
+func (h *Handler) askRate(ctx context.Context, tenant string) (retry time.Duration, ok bool, lease int) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.RedisTimeout)
+	defer cancel()
+	key := h.cfg.KeyPrefix + ":tenant:" + tenant
+	limit := redis_rate.Limit{Rate: h.cfg.TenantRate, Burst: h.cfg.TenantBurst, Period: time.Second}
+	chunk := min(max(h.cfg.TenantRate/rateChunkShare, 1), rateChunkMax, h.cfg.TenantBurst)
+	res, err := h.limiter.AllowN(ctx, key, limit, chunk)
+	if err == nil && res.Allowed == 0 && chunk > 1 {
+		res, err = h.limiter.AllowN(ctx, key, limit, 1)
+	}
+	if err != nil {
+		h.failOpen.WithLabelValues("rate").Inc()
+		return 0, true, 0
+	}
+	if res.Allowed == 0 {
+		return res.RetryAfter, false, 0
+	}
+	return 0, true, res.Allowed - 1
+}
+
+type rateLeases struct {
+	mu sync.Mutex
+	m  map[string]*rateLease
+}
+
+type rateLease struct {
+	tokens  int
+	expires time.Time
+	// refill is open while one request asks Redis for the next lease; it is closed when it has.
+	refill chan struct{}
+}
+
+// queuedCounts caches each tenant's number of queued turns for Config.QueuedCountTTL, so the quota
+// costs one Postgres query per tenant per TTL per replica, not one per request: while one request
+// refreshes a stale count, the others use the previous one.
+type queuedCounts struct {
+	mu sync.Mutex
+	m  map[string]*queuedCount
+}
+
+type queuedCount struct {
+	n          int
+	at         time.Time
+	known      bool
+	refreshing bool
+}
+
+func (h *Handler) queuedTurns(ctx context.Context, tenant string) (int, bool) {
+	now := h.now()
+	h.queued.mu.Lock()
+	c := h.queued.m[tenant]
+	if c == nil {
+		c = &queuedCount{}
+		h.queued.m[tenant] = c
+	}
+	if (c.known && now.Sub(c.at) < h.cfg.QueuedCountTTL) || c.refreshing {
+		n, known := c.n, c.known
+		h.queued.mu.Unlock()
+		return n, known
+	}
+	c.refreshing = true
+	h.queued.mu.Unlock()
+
+	n, err := h.countQueued(ctx, tenant)
+	h.queued.mu.Lock()
+	defer h.queued.mu.Unlock()
+	c.refreshing = false
+	if err != nil {
+		h.failOpen.WithLabelValues("queued_quota").Inc()
+		return 0, false
+	}
+	c.n, c.at, c.known = n, now, true
+	return n, true
+}
+
+func (h *Handler) countQueued(ctx context.Context, tenant string) (int, error) {
+	if h.store == nil {
+		return 0, errStore
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.CheckTimeout)
+	defer cancel()
+	return h.store.CountQueued(ctx, tenant)
+}
+
+// sessionBusy reports whether the session has a queued or running turn other than turnID (which may
+// be a retry of this very request). Queued rows still in this replica's buffer are flushed first.
+func (h *Handler) sessionBusy(ctx context.Context, sessionID string, turnID uuid.UUID) (bool, error) {
+	if h.store == nil {
+		return false, errStore
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.LookupTimeout)
+	defer cancel()
+	if h.d.Recorder != nil {
+		h.d.Recorder.Flush(ctx)
+	}
+	return h.store.SessionBusy(ctx, sessionID, turnID)
+}

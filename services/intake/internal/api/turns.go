@@ -1,0 +1,339 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
+	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/intake/internal/record"
+)
+
+// Accepted is the 202 body. It depends only on the turn's identity (and the stream token recorded
+// with the idempotency key), so every retry of an idempotent request gets the same bytes.
+type Accepted struct {
+	TurnID      string `json:"turn_id"`
+	SessionID   string `json:"session_id"`
+	Status      string `json:"status"`
+	StreamURL   string `json:"stream_url"`
+	StreamToken string `json:"stream_token"`
+}
+
+func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
+	const route = "post_turn"
+	tenant := tenantOf(r)
+	sessionID, bad := httpx.SessionID(r)
+	if bad != nil {
+		h.refuse(w, route, *bad)
+		return
+	}
+	if !acceptableContentType(r.Header.Get("Content-Type")) {
+		h.refuse(w, route, httpx.ProblemUnsupportedType.Problem("the body must be application/json"))
+		return
+	}
+	raw, req, bad := readTurn(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	if bad != nil {
+		h.refuse(w, route, *bad)
+		return
+	}
+	now := h.now()
+	deadline, err := h.deadline(r, req, now)
+	if err != nil {
+		h.refuse(w, route, httpx.ProblemInvalidDeadline.Problem(err.Error()))
+		return
+	}
+	turnID, idemKey, err := h.turnID(r, req, tenant, sessionID)
+	if err != nil {
+		h.refuse(w, route, httpx.ProblemInvalidTurnID.Problem(err.Error()))
+		return
+	}
+	ctx := r.Context()
+
+	// Admission, cheapest first: local signals, then Redis, then Postgres.
+	if age, ok := h.backlogAge(); ok {
+		if age > h.cfg.MaxBacklogAge {
+			h.refuse(w, route, httpx.ProblemBacklog.Problem(fmt.Sprintf("the backlog is %s old, over the limit of %s", age.Round(time.Millisecond), h.cfg.MaxBacklogAge)))
+			return
+		}
+		if deadline.Sub(now) < age+h.cfg.MinUsefulTime {
+			h.refuse(w, route, httpx.ProblemDeadlineUnreach.Problem(fmt.Sprintf("the deadline cannot be met: turns wait about %s before they start", age.Round(time.Millisecond))))
+			return
+		}
+	}
+	ownerKnown := true
+	if owner, err := h.owners.claim(ctx, sessionID, tenant); err != nil {
+		h.failOpen.WithLabelValues("session_owner").Inc()
+		ownerKnown = false
+	} else if owner != tenant {
+		h.refuse(w, route, httpx.ProblemSessionNotFound.Problem("no such session"))
+		return
+	}
+	if retry, ok := h.allowRate(ctx, tenant); !ok {
+		p := httpx.ProblemRateLimited.Problem(fmt.Sprintf("tenant %s is over its rate of %d turns per second", tenant, h.cfg.TenantRate))
+		p.RetryAfter = retry
+		h.refuse(w, route, p)
+		return
+	}
+	if n, ok := h.queuedTurns(ctx, tenant); ok && n >= h.cfg.MaxQueuedTurns {
+		p := httpx.ProblemQueueQuota.Problem(fmt.Sprintf("tenant %s has %d queued turns, its maximum is %d", tenant, n, h.cfg.MaxQueuedTurns))
+		p.RetryAfter = h.cfg.RetryAfter
+		h.refuse(w, route, p)
+		return
+	}
+	if req.Multitask == "reject" {
+		if busy, err := h.sessionBusy(ctx, sessionID, turnID); err != nil {
+			h.failOpen.WithLabelValues("multitask_reject").Inc()
+		} else if busy {
+			h.refuse(w, route, httpx.ProblemSessionBusy.Problem("the session has a queued or running turn and multitask is reject"))
+			return
+		}
+	}
+	token, reused := h.idempotency(ctx, idemKey, tenant, sessionID, raw)
+	if reused {
+		h.refuse(w, route, httpx.ProblemIdempotencyReuse.Problem("this idempotency key (or turn_id) was used with a different request body"))
+		return
+	}
+
+	env := wire.Envelope{
+		TurnID: turnID, SessionID: sessionID, Tenant: tenant, Input: *req.Input,
+		Metadata: req.Metadata, Multitask: req.Multitask, Deadline: deadline, AcceptedAt: now,
+	}
+	value, err := env.Encode()
+	if err != nil {
+		h.refuse(w, route, httpx.ProblemValidation.Problem("metadata cannot be encoded: "+err.Error()))
+		return
+	}
+	if err := h.produceRecord(ctx, &kgo.Record{Topic: h.cfg.Topic, Key: []byte(sessionID), Value: value}); err != nil {
+		h.d.Log.WarnContext(ctx, "produce failed", "session_id", sessionID, "turn_id", turnID, "err", err)
+		h.refuse(w, route, httpx.ProblemKafkaUnavail.Problem("the turn could not be durably queued in time; retry with the same Idempotency-Key"))
+		return
+	}
+	h.recordQueued(env, !ownerKnown)
+	if req.Multitask == "interrupt" {
+		h.interrupt(ctx, sessionID, turnID, now)
+	}
+	h.postAccepted.Inc()
+	if token == "" {
+		token = h.d.Signer.Sign(tenant, sessionID)
+	}
+	w.Header().Set("Location", "/v1/turns/"+turnID.String())
+	httpx.WriteJSON(w, http.StatusAccepted, Accepted{
+		TurnID:      turnID.String(),
+		SessionID:   sessionID,
+		Status:      string(wire.StatusQueued),
+		StreamURL:   "/v1/sessions/" + url.PathEscape(sessionID) + "/events?turn_id=" + turnID.String(),
+		StreamToken: token,
+	})
+}
+
+// produceRecord waits for Kafka's acknowledgement at most ProduceTimeout. A record still in flight
+// when the wait ends may yet be written: the client was told 503 and retries with the same key, and
+// the worker's claim makes the duplicate harmless.
+func (h *Handler) produceRecord(ctx context.Context, rec *kgo.Record) error {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.ProduceTimeout)
+	defer cancel()
+	start := time.Now()
+	telemetry.InjectRecord(ctx, rec)
+	done := make(chan error, 1)
+	h.d.Producer.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("produce turn: %w", err)
+		}
+		h.produce.Observe(time.Since(start).Seconds())
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("produce turn: no acknowledgement: %w", context.Cause(ctx))
+	}
+}
+
+// recordQueued hands the turn's queued row to the recorder; needSession when the session's owner
+// could not be recorded before (Postgres did not answer the owner check).
+func (h *Handler) recordQueued(env wire.Envelope, needSession bool) {
+	if h.d.Recorder == nil {
+		return
+	}
+	h.d.Recorder.Add(record.Row{
+		TurnID: env.TurnID, SessionID: env.SessionID, Tenant: env.Tenant,
+		AcceptedAt: env.AcceptedAt, Deadline: env.Deadline, NeedSession: needSession,
+	})
+}
+
+// interrupt requests cancellation of every live turn the session accepted before this one, so this
+// turn runs next: the running turn's worker sees the request at its next lease renewal, and queued
+// ones end as cancelled at their claim.
+func (h *Handler) interrupt(ctx context.Context, sessionID string, turnID uuid.UUID, acceptedAt time.Time) {
+	if h.store == nil {
+		h.failOpen.WithLabelValues("multitask_interrupt").Inc()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.StatusTimeout)
+	defer cancel()
+	if h.d.Recorder != nil {
+		h.d.Recorder.Flush(ctx)
+	}
+	n, err := h.store.CancelEarlier(ctx, sessionID, turnID, acceptedAt)
+	if err != nil {
+		h.failOpen.WithLabelValues("multitask_interrupt").Inc()
+		h.d.Log.WarnContext(ctx, "interrupt: cancel of earlier turns failed", "session_id", sessionID, "err", err)
+		return
+	}
+	h.d.Log.DebugContext(ctx, "interrupt: cancel requested", "session_id", sessionID, "turns", n)
+}
+
+// turnView is a turn as the API shows it.
+type turnView = turnstore.Turn
+
+func (h *Handler) getTurn(w http.ResponseWriter, r *http.Request) {
+	const route = "get_turn"
+	t, ok := h.loadTurn(w, r, route)
+	if !ok {
+		return
+	}
+	h.requests.WithLabelValues(route, "ok").Inc()
+	httpx.WriteJSON(w, http.StatusOK, t)
+}
+
+// loadTurn loads the path's turn for the request's tenant, answering the refusal itself when it
+// cannot. A turn intake accepted moments ago may still sit in this replica's queued-row buffer, so a
+// miss flushes it and reads again.
+func (h *Handler) loadTurn(w http.ResponseWriter, r *http.Request, route string) (turnView, bool) {
+	id, err := uuid.Parse(chi.URLParam(r, "turn_id"))
+	if err != nil {
+		h.refuse(w, route, httpx.ProblemInvalidTurnID.Problem("turn_id must be a UUID"))
+		return turnView{}, false
+	}
+	if h.store == nil {
+		h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("turn status is unavailable"))
+		return turnView{}, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
+	defer cancel()
+	t, err := h.store.Get(ctx, id)
+	if errors.Is(err, turnstore.ErrNotFound) && h.d.Recorder != nil {
+		h.d.Recorder.Flush(ctx)
+		t, err = h.store.Get(ctx, id)
+	}
+	switch {
+	case errors.Is(err, turnstore.ErrNotFound) || (err == nil && t.Tenant != tenantOf(r)):
+		h.refuse(w, route, httpx.ProblemTurnNotFound.Problem("no such turn"))
+		return turnView{}, false
+	case err != nil:
+		h.d.Log.WarnContext(r.Context(), "read turn failed", "turn_id", id, "err", err)
+		h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("turn status is temporarily unavailable"))
+		return turnView{}, false
+	}
+	return t, true
+}
+
+// CancelAccepted is the 202 body of a cancel.
+type CancelAccepted struct {
+	TurnID          string `json:"turn_id"`
+	Status          string `json:"status"`
+	CancelRequested bool   `json:"cancel_requested"`
+}
+
+// cancelTurn requests cancellation. It is never refused for capacity; it is idempotent, and on a
+// finished turn it changes nothing and reports the final status.
+func (h *Handler) cancelTurn(w http.ResponseWriter, r *http.Request) {
+	const route = "cancel_turn"
+	t, ok := h.loadTurn(w, r, route)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
+	defer cancel()
+	live, err := h.store.RequestCancel(ctx, t.TurnID, t.SessionID, t.Tenant)
+	if err != nil {
+		h.d.Log.WarnContext(r.Context(), "cancel failed", "turn_id", t.TurnID, "err", err)
+		h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("the cancel request could not be recorded; retry"))
+		return
+	}
+	if live {
+		if t2, err := h.store.Get(ctx, t.TurnID); err == nil {
+			t = t2
+		}
+	}
+	h.requests.WithLabelValues(route, "accepted").Inc()
+	httpx.WriteJSON(w, http.StatusAccepted, CancelAccepted{
+		TurnID: t.TurnID.String(), Status: string(t.Status),
+		CancelRequested: live || t.CancelReq,
+	})
+}
+
+// TurnPage is a page of a session's turns, newest first.
+type TurnPage struct {
+	Turns      []turnView `json:"turns"`
+	NextCursor string     `json:"next_cursor,omitempty"`
+}
+
+func (h *Handler) listTurns(w http.ResponseWriter, r *http.Request) {
+	const route = "list_turns"
+	sessionID, bad := httpx.SessionID(r)
+	if bad != nil {
+		h.refuse(w, route, *bad)
+		return
+	}
+	limit := PageSizeDefault
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > PageSizeMax {
+			h.refuse(w, route, httpx.ProblemValidation.Problem(fmt.Sprintf("limit must be an integer from 1 to %d", PageSizeMax)))
+			return
+		}
+		limit = n
+	}
+	var before time.Time
+	if v := r.URL.Query().Get("cursor"); v != "" {
+		us, err := strconv.ParseInt(v, 36, 64)
+		if err != nil || us <= 0 {
+			h.refuse(w, route, httpx.ProblemInvalidCursor.Problem("cursor must be a next_cursor this API returned"))
+			return
+		}
+		before = time.UnixMicro(us)
+	}
+	if h.store == nil {
+		h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("turn status is unavailable"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
+	defer cancel()
+	if h.d.Recorder != nil {
+		h.d.Recorder.Flush(ctx)
+	}
+	owner, err := h.owners.lookup(ctx, sessionID)
+	if err == nil && owner != tenantOf(r) {
+		h.refuse(w, route, httpx.ProblemSessionNotFound.Problem("no such session"))
+		return
+	}
+	var turns []turnView
+	if err == nil {
+		turns, err = h.store.ListSession(ctx, sessionID, before, limit)
+	}
+	if err != nil {
+		h.d.Log.WarnContext(r.Context(), "list turns failed", "session_id", sessionID, "err", err)
+		h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("turn status is temporarily unavailable"))
+		return
+	}
+	page := TurnPage{Turns: turns}
+	if page.Turns == nil {
+		page.Turns = []turnView{}
+	}
+	if len(turns) == limit {
+		page.NextCursor = strconv.FormatInt(turns[len(turns)-1].AcceptedAt.UnixMicro(), 36)
+	}
+	h.requests.WithLabelValues(route, "ok").Inc()
+	httpx.WriteJSON(w, http.StatusOK, page)
+}
