@@ -80,7 +80,7 @@ func BenchmarkPostTurn(b *testing.B) {
 	_ = rec.Start(context.Background())
 	b.Cleanup(func() { _ = rec.Stop(context.Background()) })
 	h := New(cfg, Deps{
-		Producer: producer, Pool: env.Pool, Redis: env.Redis, Signer: streamtoken.New(nil, time.Hour),
+		Producer: producer, Pool: env.Pool, Redis: env.Redis, Signer: streamtoken.New(streamtoken.Options{TTL: time.Hour}),
 		Recorder: rec, Log: env.Log, Registry: reg,
 	})
 	b.Cleanup(func() { _ = h.Close() })
