@@ -18,9 +18,10 @@
 //   - A component inside a service that takes an operator setting (a TURNSTILE_* variable) fills
 //     a zero field from this package's constant (retention's Interval and Batch from
 //     RetentionIntervalDefault and RetentionBatchDefault, record's interval from
-//     QueueFlushIntervalDefault): the variable's default is part of the operator's contract, which
-//     Default, Validate and the README table show here.
-//   - A knob no variable sets (vacuum's thresholds, history's page size, batch's sizes) has its
-//     default only in its component's package, as that package's …Default constant; this package
-//     does not spell it.
+//     QueueFlushIntervalDefault, the gateway's sse.Config and intake's api.Config from the
+//     gateway and intake constants): the variable's default is part of the operator's contract,
+//     which Default, Validate and the README table show here.
+//   - A knob no variable sets (vacuum's thresholds, history's page size, batch's sizes, intake's
+//     store timeouts and page sizes) has its default only in its component's package, as that
+//     package's documented constant; this package does not spell it.
 package config
