@@ -1,8 +1,8 @@
 -- +goose Up
 -- A succeeded turn appends two messages to its session's history, the question and the answer, and
 -- they are always appended and read together. Stored as two rows they cost every completion two
--- heap rows and four index entries; as one row, one and two (about a sixth of a completion's
--- Postgres time). seq is the answer's sequence number, the question's is seq - 1, so
+-- heap rows and four index entries; as one row, one and two. seq is the answer's sequence
+-- number, the question's is seq - 1, so
 -- sessions.last_seq and every message's number stay what they were.
 CREATE TABLE session_history (
     session_id  text NOT NULL,

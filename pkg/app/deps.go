@@ -39,7 +39,12 @@ type Deps struct {
 func NewDeps(cfg config.Config, log *slog.Logger) *Deps {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	tp, err := telemetry.NewProvider(cfg.Ops, telemetry.ServiceName(cfg.RoleList()), cfg.InstanceID)
+	tp, err := telemetry.NewProvider(telemetry.Options{
+		Service:      telemetry.ServiceName(cfg.RoleList()),
+		Instance:     cfg.InstanceID,
+		OTLPEndpoint: cfg.Ops.OTLPEndpoint,
+		SampleRatio:  cfg.Ops.TraceSampleRatio,
+	})
 	if err != nil {
 		log.Error("tracing disabled", "err", err)
 	}

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 )
 
 // Auth defaults.
 const (
 	AuthDefault           = "off"
-	StreamTokenTTLDefault = time.Hour
+	StreamTokenTTLDefault = streamtoken.TTLDefault
 )
 
 // AuthSettings configure API keys and stream tokens.
@@ -30,11 +32,8 @@ type AuthSettings struct {
 // Enabled reports whether API keys and stream tokens are enforced.
 func (s AuthSettings) Enabled() bool { return s.Mode == "on" }
 
-// SigningKey is one stream-token key.
-type SigningKey struct {
-	ID     string
-	Secret []byte
-}
+// SigningKey is one stream-token key, as package streamtoken takes it.
+type SigningKey = streamtoken.Key
 
 // Keys parses StreamTokenKeys.
 func (s AuthSettings) Keys() ([]SigningKey, error) {

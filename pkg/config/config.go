@@ -17,6 +17,9 @@ import (
 const (
 	RolesDefault           = "broker,intake,worker,gateway"
 	HTTPAddrDefault        = "127.0.0.1:8080"
+	LogFormatDefault       = "text"
+	LogLevelDefault        = "info"
+	MigrateDefault         = "auto"
 	DatabaseURLDefault     = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	RedisURLDefault        = "redis://127.0.0.1:6379/0"
 	KafkaBrokersDefault    = "127.0.0.1:9092"
@@ -145,9 +148,9 @@ func (c *Config) ApplyDefaults() {
 		host, _ := os.Hostname()
 		c.InstanceID = host + "-" + strconv.Itoa(os.Getpid())
 	}
-	str(&c.LogFormat, "text")
-	str(&c.LogLevel, "info")
-	str(&c.Migrate, "auto")
+	str(&c.LogFormat, LogFormatDefault)
+	str(&c.LogLevel, LogLevelDefault)
+	str(&c.Migrate, MigrateDefault)
 	str(&c.DatabaseURL, DatabaseURLDefault)
 	str(&c.RedisURL, RedisURLDefault)
 	str(&c.KeyPrefix, KeyPrefixDefault)

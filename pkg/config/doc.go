@@ -5,4 +5,23 @@
 // whole list rather than one complaint per restart.
 //
 // The README's configuration table lists the same variables; a test keeps the two in step.
+//
+// # Where defaults live
+//
+// Every default is spelled once, as a documented exported …Default constant, and everything else
+// names that constant. Which package owns it follows the import graph (pkg/config is imported by
+// the services, so it cannot import their internal packages):
+//   - A leaf package of pkg/ that a setting configures (streamtoken, telemetry) takes its own
+//     options, never imports pkg/config, and owns the default; pkg/config refers to it
+//     (StreamTokenTTLDefault is streamtoken.TTLDefault) or, when the default is a rule rather
+//     than a value, leaves the field zero for the package to fill (TraceSampleRatio).
+//   - A component inside a service that takes an operator setting (a TURNSTILE_* variable) fills
+//     a zero field from this package's constant (retention's Interval and Batch from
+//     RetentionIntervalDefault and RetentionBatchDefault, record's interval from
+//     QueueFlushIntervalDefault, the gateway's sse.Config and intake's api.Config from the
+//     gateway and intake constants): the variable's default is part of the operator's contract,
+//     which Default, Validate and the README table show here.
+//   - A knob no variable sets (vacuum's thresholds, history's page size, batch's sizes, intake's
+//     store timeouts and page sizes) has its default only in its component's package, as that
+//     package's documented constant; this package does not spell it.
 package config

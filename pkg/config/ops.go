@@ -23,24 +23,10 @@ type OpsSettings struct {
 	// (so logs carry trace IDs and context propagates) but not exported.
 	OTLPEndpoint string `env:"TURNSTILE_OTLP_ENDPOINT"`
 	// TraceSampleRatio is the fraction of new traces sampled (a parent's decision is kept).
-	// TURNSTILE_TRACE_SAMPLE_RATIO, default (nil) 1 when OTLPEndpoint is set and 0 when it is not:
-	// a sampled span is recorded in full (its attributes, events and timings), a few percent of the
-	// worker's CPU on no-op turns, and with no exporter nobody would ever read it.
+	// TURNSTILE_TRACE_SAMPLE_RATIO. Nil means pkg/telemetry's default, which follows export: 1 when
+	// OTLPEndpoint is set and 0 when it is not (telemetry.Options.SampleRatio says why).
 	// Unsampled spans still carry trace and span IDs, so logs and propagation are the same.
 	TraceSampleRatio *float64 `env:"TURNSTILE_TRACE_SAMPLE_RATIO"`
-}
-
-// SampleRatio is the fraction of new traces to sample: TraceSampleRatio when set, else 1 when
-// traces are exported and 0 when they are not.
-func (s OpsSettings) SampleRatio() float64 {
-	switch {
-	case s.TraceSampleRatio != nil:
-		return *s.TraceSampleRatio
-	case s.OTLPEndpoint != "":
-		return 1
-	default:
-		return 0
-	}
 }
 
 func (s *OpsSettings) applyDefaults() {

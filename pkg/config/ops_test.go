@@ -13,17 +13,10 @@ func TestOpsSettings(t *testing.T) {
 	require.Equal(t, time.Second, c.Ops.BacklogInterval)
 	require.Empty(t, c.Ops.OTLPEndpoint, "trace export is off by default")
 	require.Nil(t, c.Ops.TraceSampleRatio)
-	require.Equal(t, 0.0, c.Ops.SampleRatio(), "nothing is sampled when nothing is exported")
 	require.NoError(t, c.Validate())
 
 	c.Ops.OTLPEndpoint = "http://otel-collector:4318"
 	require.NoError(t, c.Validate())
-	require.Equal(t, 1.0, c.Ops.SampleRatio(), "everything is sampled when traces are exported")
-	tenth, zero := 0.1, 0.0
-	c.Ops.TraceSampleRatio = &tenth
-	require.Equal(t, 0.1, c.Ops.SampleRatio())
-	c.Ops.TraceSampleRatio = &zero
-	require.Equal(t, 0.0, c.Ops.SampleRatio(), "an explicit 0 is kept, not taken for unset")
 
 	one, over := 1.0, 1.5
 	for _, bad := range []OpsSettings{

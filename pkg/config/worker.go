@@ -11,6 +11,7 @@ const (
 	WorkerRebalanceTimeoutDefault = 60 * time.Second
 	RetentionIntervalDefault      = time.Minute
 	RetentionBatchDefault         = 1000
+	WorkerVacuumDefault           = "auto"
 )
 
 // WorkerSettings are the worker's settings beyond the shared ones.
@@ -51,7 +52,7 @@ func (s *WorkerSettings) applyDefaults() {
 		s.RetentionBatch = RetentionBatchDefault
 	}
 	if s.Vacuum == "" {
-		s.Vacuum = "auto"
+		s.Vacuum = WorkerVacuumDefault
 	}
 }
 

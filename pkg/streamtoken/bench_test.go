@@ -5,15 +5,13 @@ import (
 	"crypto/sha256"
 	"testing"
 	"time"
-
-	"github.com/turnstile-run/turnstile/pkg/config"
 )
 
 // BenchmarkSign measures issuing a stream token (intake signs one per accepted turn) and verifying
 // one (the gateway, once per stream), beside the baseline of their work: one HMAC-SHA256 of a
 // payload of the same size with a fresh HMAC.
 func BenchmarkSign(b *testing.B) {
-	s := New([]config.SigningKey{{ID: "k1", Secret: []byte("0123456789abcdef0123456789abcdef")}}, time.Hour)
+	s := New(Options{Keys: []Key{{ID: "k1", Secret: []byte("0123456789abcdef0123456789abcdef")}}, TTL: time.Hour})
 	tok := s.Sign("tenant-a", "session-123")
 	b.Run("HMACBaseline", func(b *testing.B) {
 		payload := []byte(tok[:len(tok)-44])

@@ -5,4 +5,7 @@
 //
 // Format: base64url(claims JSON) "." base64url(HMAC) — compact, URL-safe (it may travel in the
 // access_token query parameter, since EventSource cannot set headers), and opaque to clients.
+//
+// The package takes its own Options (keys and TTL, zero meaning default); intake and the gateway
+// map pkg/config's TURNSTILE_STREAM_TOKEN_* settings onto them.
 package streamtoken

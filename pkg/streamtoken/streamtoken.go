@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/turnstile-run/turnstile/pkg/config"
 )
 
 // Errors of Verify. ErrExpired and ErrScope are for a well-formed token the holder may not use;
@@ -32,24 +30,47 @@ type Claims struct {
 	Expires   int64  `json:"exp"`
 }
 
-// Signer signs and verifies tokens.
+// TTLDefault is how long a token is valid when Options name no TTL.
+const TTLDefault = time.Hour
+
+// Key is one signing key: tokens name it by ID, so several keys can verify during a rotation.
+type Key struct {
+	ID     string
+	Secret []byte
+}
+
+// Options configure a Signer. Zero values mean defaults.
+type Options struct {
+	// Keys verify tokens, and Keys[0] signs new ones, so keys rotate by prepending a new one.
+	// Defaults to one random key made for this signer (development, where one process issues and
+	// verifies).
+	Keys []Key
+	// TTL is how long a token is valid after it is signed. Defaults to TTLDefault (1h).
+	TTL time.Duration
+}
+
+// Signer signs and verifies tokens. Safe for concurrent use.
 type Signer struct {
-	keys []config.SigningKey
+	keys []Key
 	ttl  time.Duration
 	now  func() time.Time
 	// macs holds, per key (same index as keys), HMAC states to reuse: intake signs a token for
-	// every accepted turn and the gateway verifies one per stream, and a fresh HMAC costs its key
-	// schedule and about 700 bytes of garbage each time.
+	// every accepted turn and the gateway verifies one per stream, and a fresh HMAC computes its
+	// key schedule again each time.
 	macs []*sync.Pool
 }
 
-// New returns a signer; keys[0] signs. With no keys it makes one random key (for development,
-// where one process issues and verifies).
-func New(keys []config.SigningKey, ttl time.Duration) *Signer {
+// New returns a signer with o's keys and TTL, defaults filled.
+func New(o Options) *Signer {
+	keys := o.Keys
 	if len(keys) == 0 {
 		secret := make([]byte, 32)
 		_, _ = rand.Read(secret)
-		keys = []config.SigningKey{{ID: "dev", Secret: secret}}
+		keys = []Key{{ID: "dev", Secret: secret}}
+	}
+	ttl := o.TTL
+	if ttl == 0 {
+		ttl = TTLDefault
 	}
 	s := &Signer{keys: keys, ttl: ttl, now: time.Now, macs: make([]*sync.Pool, len(keys))}
 	for i, k := range keys {

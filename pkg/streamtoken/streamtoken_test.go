@@ -8,25 +8,36 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/turnstile-run/turnstile/pkg/config"
 )
 
 func TestSigner(t *testing.T) {
 	t.Parallel()
-	old := config.SigningKey{ID: "k1", Secret: []byte("0123456789abcdef0123")}
-	cur := config.SigningKey{ID: "k2", Secret: []byte("fedcba9876543210fedc")}
+	old := Key{ID: "k1", Secret: []byte("0123456789abcdef0123")}
+	cur := Key{ID: "k2", Secret: []byte("fedcba9876543210fedc")}
 
+	t.Run("Defaults", func(t *testing.T) {
+		t.Parallel()
+		s := New(Options{})
+		require.Equal(t, TTLDefault, s.ttl)
+		require.Equal(t, time.Hour, TTLDefault)
+		require.Len(t, s.keys, 1, "a signer without keys makes one")
+		require.Len(t, s.keys[0].Secret, 32)
+		c, err := s.Verify(s.Sign("acme", "s1"), "s1")
+		require.NoError(t, err)
+		require.InDelta(t, time.Now().Add(TTLDefault).Unix(), c.Expires, 1, "signed for TTLDefault")
+		_, err = New(Options{}).Verify(s.Sign("acme", "s1"), "s1")
+		require.ErrorIs(t, err, ErrInvalid, "each signer without keys makes its own")
+	})
 	t.Run("RoundTrip", func(t *testing.T) {
 		t.Parallel()
-		s := New([]config.SigningKey{cur}, time.Minute)
+		s := New(Options{Keys: []Key{cur}, TTL: time.Minute})
 		c, err := s.Verify(s.Sign("acme", "s1"), "s1")
 		require.NoError(t, err)
 		require.Equal(t, Claims{KeyID: "k2", Tenant: "acme", SessionID: "s1", Expires: c.Expires}, c)
 	})
 	t.Run("ClaimsAreJSON", func(t *testing.T) {
 		t.Parallel()
-		s := New([]config.SigningKey{cur}, time.Minute)
+		s := New(Options{Keys: []Key{cur}, TTL: time.Minute})
 		for _, tenant := range []string{"acme", `we"ird\ten<ant>&`, "t\x00\n", "ünï"} {
 			tok := s.Sign(tenant, "s1")
 			payload, _, _ := strings.Cut(tok, ".")
@@ -42,15 +53,15 @@ func TestSigner(t *testing.T) {
 	})
 	t.Run("Rotation", func(t *testing.T) {
 		t.Parallel()
-		issuedWithOld := New([]config.SigningKey{old}, time.Minute).Sign("acme", "s1")
-		_, err := New([]config.SigningKey{cur, old}, time.Minute).Verify(issuedWithOld, "s1")
+		issuedWithOld := New(Options{Keys: []Key{old}, TTL: time.Minute}).Sign("acme", "s1")
+		_, err := New(Options{Keys: []Key{cur, old}, TTL: time.Minute}).Verify(issuedWithOld, "s1")
 		require.NoError(t, err, "a token signed by an older configured key verifies")
-		_, err = New([]config.SigningKey{cur}, time.Minute).Verify(issuedWithOld, "s1")
+		_, err = New(Options{Keys: []Key{cur}, TTL: time.Minute}).Verify(issuedWithOld, "s1")
 		require.ErrorIs(t, err, ErrInvalid, "a token signed by a removed key does not")
 	})
 	t.Run("Expired", func(t *testing.T) {
 		t.Parallel()
-		s := New([]config.SigningKey{cur}, time.Minute)
+		s := New(Options{Keys: []Key{cur}, TTL: time.Minute})
 		tok := s.Sign("acme", "s1")
 		s.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
 		_, err := s.Verify(tok, "s1")
@@ -58,13 +69,13 @@ func TestSigner(t *testing.T) {
 	})
 	t.Run("OtherSession", func(t *testing.T) {
 		t.Parallel()
-		s := New([]config.SigningKey{cur}, time.Minute)
+		s := New(Options{Keys: []Key{cur}, TTL: time.Minute})
 		_, err := s.Verify(s.Sign("acme", "s1"), "s2")
 		require.ErrorIs(t, err, ErrScope)
 	})
 	t.Run("Tampered", func(t *testing.T) {
 		t.Parallel()
-		s := New([]config.SigningKey{cur}, time.Minute)
+		s := New(Options{Keys: []Key{cur}, TTL: time.Minute})
 		tok := s.Sign("acme", "s1")
 		for _, bad := range []string{"", "x", tok + "x", "e30." + tok[len(tok)-10:], tok[:5] + "A" + tok[6:]} {
 			_, err := s.Verify(bad, "s1")

@@ -5,11 +5,12 @@
 //
 // Decisions:
 //   - Spans are always made (so logs carry trace_id and context propagates), but exported only when
-//     TURNSTILE_OTLP_ENDPOINT names an OTLP/HTTP collector: export is off by default.
-//     TURNSTILE_TRACE_SAMPLE_RATIO samples new traces; a caller's decision (the traceparent's
-//     sampled flag) is kept. Its default follows export: 1 with a collector, 0 without, because a
-//     sampled span is recorded in full whether or not anything exports it (a few percent of the
-//     worker's CPU on no-op turns), while an unsampled one still has its IDs.
+//     Options.OTLPEndpoint (TURNSTILE_OTLP_ENDPOINT) names an OTLP/HTTP collector: export is off by
+//     default. Options.SampleRatio (TURNSTILE_TRACE_SAMPLE_RATIO) samples new traces; a caller's
+//     decision (the traceparent's sampled flag) is kept. Its default follows export: 1 with a
+//     collector, 0 without, because a sampled span is recorded in full whether or not anything
+//     exports it, while an unsampled one still has its IDs.
+//   - The package takes its own Options; pkg/app maps pkg/config's settings onto them.
 //   - The provider travels in the context (WithProvider, set by pkg/app on the process's base
 //     context) rather than in the global otel state, so several stacks in one test process each have
 //     their own, and a test can swap in an in-memory exporter. Start uses the provider of the span

@@ -16,8 +16,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/turnstile-run/turnstile/pkg/config"
 )
 
 // InstrumentationName names turnstile's tracer.
@@ -26,18 +24,64 @@ const InstrumentationName = "github.com/turnstile-run/turnstile"
 // Propagator is the W3C Trace Context propagator used on every carrier.
 var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
 
-// NewProvider builds the process's tracer provider: sampled by ratio (parent-based, s.SampleRatio:
-// by default everything when exporting and nothing otherwise), exporting over OTLP/HTTP in batches
-// when s.OTLPEndpoint is set, otherwise not exporting at all.
-func NewProvider(s config.OpsSettings, service, instance string) (*sdktrace.TracerProvider, error) {
-	opts := []sdktrace.TracerProviderOption{
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(s.SampleRatio()))),
-		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName(service), semconv.ServiceInstanceID(instance))),
+// Provider defaults.
+const (
+	// ServiceDefault is the service name of a provider whose Options name none.
+	ServiceDefault = "turnstile"
+	// SampleRatioExportingDefault is the fraction of new traces sampled when spans are exported.
+	SampleRatioExportingDefault = 1.0
+	// SampleRatioNotExportingDefault is the fraction of new traces sampled when nothing exports
+	// them: a sampled span is recorded in full whether or not anything exports it, while an
+	// unsampled one still carries its trace and span IDs for logs and propagation.
+	SampleRatioNotExportingDefault = 0.0
+)
+
+// Options configure NewProvider. The zero value is a provider that makes spans (so logs carry
+// trace IDs and context propagates) but neither records nor exports new traces.
+type Options struct {
+	// Service is the resource's service.name. Defaults to ServiceDefault ("turnstile"); see
+	// ServiceName for the name of a process's roles.
+	Service string
+	// Instance is the resource's service.instance.id. Defaults to empty.
+	Instance string
+	// OTLPEndpoint, when set, is the URL of an OTLP/HTTP collector (e.g.
+	// http://otel-collector:4318) that spans are exported to in batches. Defaults to empty:
+	// nothing is exported.
+	OTLPEndpoint string
+	// SampleRatio is the fraction of new traces sampled; a caller's decision (the traceparent's
+	// sampled flag) is kept. Nil means the default: SampleRatioExportingDefault (1) with an
+	// OTLPEndpoint, SampleRatioNotExportingDefault (0) without. An explicit 0 is kept.
+	SampleRatio *float64
+}
+
+// Ratio is the fraction of new traces a provider built from o samples: SampleRatio when set, else
+// the default that follows OTLPEndpoint.
+func (o Options) Ratio() float64 {
+	switch {
+	case o.SampleRatio != nil:
+		return *o.SampleRatio
+	case o.OTLPEndpoint != "":
+		return SampleRatioExportingDefault
+	default:
+		return SampleRatioNotExportingDefault
 	}
-	if s.OTLPEndpoint != "" {
-		exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(s.OTLPEndpoint))
+}
+
+// NewProvider builds a process's tracer provider: parent-based, sampling new traces by o.Ratio(),
+// and exporting over OTLP/HTTP in batches when o.OTLPEndpoint is set, otherwise not exporting at
+// all.
+func NewProvider(o Options) (*sdktrace.TracerProvider, error) {
+	if o.Service == "" {
+		o.Service = ServiceDefault
+	}
+	opts := []sdktrace.TracerProviderOption{
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(o.Ratio()))),
+		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName(o.Service), semconv.ServiceInstanceID(o.Instance))),
+	}
+	if o.OTLPEndpoint != "" {
+		exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(o.OTLPEndpoint))
 		if err != nil {
-			return nil, fmt.Errorf("TURNSTILE_OTLP_ENDPOINT: %w", err)
+			return nil, fmt.Errorf("create otlp exporter for %q: %w", o.OTLPEndpoint, err)
 		}
 		opts = append(opts, sdktrace.WithBatcher(exp))
 	}
@@ -74,8 +118,8 @@ func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (con
 // StartChild is Start for a step inside a span that may be unsampled: when ctx's span is valid and
 // not sampled, it returns ctx unchanged and a span that records nothing. Under NewProvider's
 // parent-based sampler every child of an unsampled span is unsampled too, so creating one would
-// only mint a span ID nobody sees (a worker at full speed spent about 1% of its CPU on two such
-// spans a turn); a span with no parent, or a sampled one, gets its child as from Start.
+// only mint a span ID nobody sees; a span with no parent, or a sampled one, gets its child as from
+// Start.
 func StartChild(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	if Unsampled(ctx) {
 		return ctx, noSpan
@@ -144,7 +188,7 @@ func ExtractRecord(ctx context.Context, rec *kgo.Record) context.Context {
 // Traceparent renders ctx's span context as a W3C traceparent value, or "" when it has none. It
 // is what Propagator writes as the traceparent header (version 00, the sampled and random flags
 // kept; TestTraceparentIsThePropagators holds it to that), formatted directly rather than through
-// a carrier map, which a busy worker otherwise allocated for every turn.
+// a carrier map, since the worker renders one for the events of every turn it runs.
 func Traceparent(ctx context.Context) string {
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {
@@ -218,7 +262,7 @@ func TurnAttributes(turnID, sessionID string, attempt int) trace.SpanStartEventO
 // for several.
 func ServiceName(roles []string) string {
 	if len(roles) == 1 {
-		return "turnstile-" + roles[0]
+		return ServiceDefault + "-" + roles[0]
 	}
-	return "turnstile"
+	return ServiceDefault
 }

@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
-	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 )
 
@@ -90,9 +89,8 @@ func TestMiddlewareNamesTheRoute(t *testing.T) {
 
 func TestExportIsOffByDefault(t *testing.T) {
 	t.Parallel()
-	s := config.Default().Ops
-	require.Empty(t, s.OTLPEndpoint)
-	tp, err := telemetry.NewProvider(s, "turnstile", "test")
+	var o telemetry.Options
+	tp, err := telemetry.NewProvider(o)
 	require.NoError(t, err)
 	_, span := tp.Tracer("t").Start(context.Background(), "x")
 	require.True(t, span.SpanContext().IsValid(), "spans are made even without export, so logs carry trace IDs")
@@ -107,10 +105,36 @@ func TestExportIsOffByDefault(t *testing.T) {
 	child.End()
 	require.NoError(t, tp.Shutdown(context.Background()))
 
-	s.OTLPEndpoint = "http://127.0.0.1:1/v1/traces"
-	tp, err = telemetry.NewProvider(s, "turnstile", "test")
+	o.OTLPEndpoint = "http://127.0.0.1:1/v1/traces"
+	tp, err = telemetry.NewProvider(o)
 	require.NoError(t, err)
 	require.NoError(t, tp.Shutdown(context.Background()))
+}
+
+func TestOptions(t *testing.T) {
+	t.Parallel()
+	t.Run("Defaults", func(t *testing.T) {
+		t.Parallel()
+		var o telemetry.Options
+		require.Equal(t, telemetry.SampleRatioNotExportingDefault, o.Ratio(), "nothing is sampled when nothing is exported")
+		o.OTLPEndpoint = "http://otel-collector:4318"
+		require.Equal(t, telemetry.SampleRatioExportingDefault, o.Ratio(), "everything is sampled when traces are exported")
+		require.Equal(t, 0.0, telemetry.SampleRatioNotExportingDefault)
+		require.Equal(t, 1.0, telemetry.SampleRatioExportingDefault)
+	})
+	t.Run("ExplicitRatioIsKept", func(t *testing.T) {
+		t.Parallel()
+		tenth, zero := 0.1, 0.0
+		o := telemetry.Options{OTLPEndpoint: "http://otel-collector:4318", SampleRatio: &tenth}
+		require.Equal(t, 0.1, o.Ratio())
+		o.SampleRatio = &zero
+		require.Equal(t, 0.0, o.Ratio(), "an explicit 0 is kept, not taken for unset")
+	})
+	t.Run("ServiceNames", func(t *testing.T) {
+		t.Parallel()
+		require.Equal(t, "turnstile-worker", telemetry.ServiceName([]string{"worker"}))
+		require.Equal(t, telemetry.ServiceDefault, telemetry.ServiceName([]string{"intake", "worker"}))
+	})
 }
 
 // TestStartChildSkipsUnsampledParents checks that a step of an unsampled span gets no span of its

@@ -129,9 +129,9 @@ type StartedData struct {
 // short of a programming error, which panics.
 //
 // The payloads of every turn's lifecycle and text (strings and numbers only) go through
-// segmentio/encoding, whose output for them is encoding/json's (FuzzNewEvent) in under half the
-// time: a quick turn makes three of them, about 1.3 µs with encoding/json. The others hold raw JSON
-// (tool arguments and results), which encoding/json validates and compacts, and stay with it.
+// segmentio/encoding, whose output for them is encoding/json's (FuzzNewEvent) in less time, since
+// every turn makes several of them. The others hold raw JSON (tool arguments and results), which
+// encoding/json validates and compacts, and stay with it.
 func NewEvent(t EventType, payload any) Event {
 	var b []byte
 	var err error

@@ -51,7 +51,7 @@ func New(d *app.Deps) (*Gateway, error) {
 		if len(keys) == 0 {
 			return nil, fmt.Errorf("TURNSTILE_AUTH=on needs TURNSTILE_STREAM_TOKEN_KEYS")
 		}
-		tokens = streamtoken.New(keys, cfg.Auth.StreamTokenTTL)
+		tokens = streamtoken.New(streamtoken.Options{Keys: keys, TTL: cfg.Auth.StreamTokenTTL})
 	} else {
 		log.Warn("STREAM TOKENS ARE NOT CHECKED: TURNSTILE_AUTH=off lets anyone read any session's stream; development only")
 	}

@@ -103,7 +103,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		Producer: producer,
 		Pool:     pool,
 		Redis:    rdb,
-		Signer:   streamtoken.New(keys, cfg.Auth.StreamTokenTTL),
+		Signer:   streamtoken.New(streamtoken.Options{Keys: keys, TTL: cfg.Auth.StreamTokenTTL}),
 		Recorder: rec,
 		Log:      log,
 		Registry: d.Registry,

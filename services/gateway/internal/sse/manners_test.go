@@ -38,15 +38,15 @@ func TestStreamTokens(t *testing.T) {
 	oldKey := config.SigningKey{ID: "k1", Secret: []byte("0123456789abcdef0123456789abcdef")}
 	newKey := config.SigningKey{ID: "k2", Secret: []byte("fedcba9876543210fedcba9876543210")}
 	// Rotation: k2 signs, k1 still verifies.
-	verifier := streamtoken.New([]config.SigningKey{newKey, oldKey}, time.Hour)
+	verifier := streamtoken.New(streamtoken.Options{Keys: []config.SigningKey{newKey, oldKey}, TTL: time.Hour})
 	gw := f.replica(sse.Config{Tokens: verifier})
 	session, other := newSession(), newSession()
 	f.publish(session, newTurn(), 0, 2, true, "")
 
 	valid := verifier.Sign("tenant-a", session)
-	rotated := streamtoken.New([]config.SigningKey{oldKey}, time.Hour).Sign("tenant-a", session)
-	expired := streamtoken.New([]config.SigningKey{newKey}, -time.Second).Sign("tenant-a", session)
-	foreign := streamtoken.New([]config.SigningKey{{ID: "k2", Secret: []byte("not-the-same-secret-at-all-32byt")}}, time.Hour).Sign("tenant-a", session)
+	rotated := streamtoken.New(streamtoken.Options{Keys: []config.SigningKey{oldKey}, TTL: time.Hour}).Sign("tenant-a", session)
+	expired := streamtoken.New(streamtoken.Options{Keys: []config.SigningKey{newKey}, TTL: -time.Second}).Sign("tenant-a", session)
+	foreign := streamtoken.New(streamtoken.Options{Keys: []config.SigningKey{{ID: "k2", Secret: []byte("not-the-same-secret-at-all-32byt")}}, TTL: time.Hour}).Sign("tenant-a", session)
 	forOther := verifier.Sign("tenant-b", other)
 	payload, sig, _ := strings.Cut(valid, ".")
 	body, _ := base64.RawURLEncoding.DecodeString(payload)

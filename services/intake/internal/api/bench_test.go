@@ -76,11 +76,11 @@ func BenchmarkPostTurn(b *testing.B) {
 	cfg := testConfig(env)
 	cfg.TenantRate, cfg.TenantBurst, cfg.MaxQueuedTurns = 1_000_000, 1_000_000, 100_000_000
 	cfg.BacklogAge = func() time.Duration { return time.Second }
-	rec := record.New(env.Pool, 5*time.Millisecond, env.Log, reg) // TURNSTILE_QUEUE_FLUSH_INTERVAL's default
+	rec := record.New(env.Pool, 0, env.Log, reg) // zero: TURNSTILE_QUEUE_FLUSH_INTERVAL's default
 	_ = rec.Start(context.Background())
 	b.Cleanup(func() { _ = rec.Stop(context.Background()) })
 	h := New(cfg, Deps{
-		Producer: producer, Pool: env.Pool, Redis: env.Redis, Signer: streamtoken.New(nil, time.Hour),
+		Producer: producer, Pool: env.Pool, Redis: env.Redis, Signer: streamtoken.New(streamtoken.Options{TTL: time.Hour}),
 		Recorder: rec, Log: env.Log, Registry: reg,
 	})
 	b.Cleanup(func() { _ = h.Close() })

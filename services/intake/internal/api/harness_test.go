@@ -82,7 +82,7 @@ func setup(t *testing.T, opts options) *bundle {
 	}
 	b.recorder = record.New(pool, 2*time.Millisecond, env.Log, b.registry)
 	require.NoError(t, b.recorder.Start(context.Background()))
-	b.signer = streamtoken.New(nil, time.Hour)
+	b.signer = streamtoken.New(streamtoken.Options{TTL: time.Hour})
 	b.h = New(cfg, Deps{
 		Producer: producer, Pool: pool, Redis: rdb, Signer: b.signer, Recorder: b.recorder,
 		Log: env.Log, Registry: b.registry,

@@ -4,26 +4,26 @@
 //
 // Decisions:
 //   - Asynchronous and batched: Add never blocks a request; a background loop flushes at most
-//     TURNSTILE_QUEUE_FLUSH_INTERVAL after the first waiting row (or at 500 rows) in one multi-row
-//     statement, and its timer runs only while rows wait. A timer rather than group commit (flush as
-//     soon as the previous statement returns): nothing waits for these rows, so the interval costs
-//     no request any latency, and fuller batches cost Postgres less per row on a machine where it
-//     shares the cores with intake (measured on the 2-core development machine: about 30 µs of
-//     backend CPU per row in batches of 6, 15 in batches of 64). Postgres is not on the accept path (static stability): when it is down,
-//     or the buffer is full, rows are dropped and counted in
+//     TURNSTILE_QUEUE_FLUSH_INTERVAL after the first waiting row (or at MaxBatch rows) in one
+//     multi-row statement, and its timer runs only while rows wait. A timer rather than group
+//     commit (flush as soon as the previous statement returns): nothing waits for these rows, so
+//     the interval costs no request any latency, and fuller batches cost Postgres less per row
+//     where it shares the cores with intake. Postgres is not on the accept path (static
+//     stability): when it is down, or the buffer is full, rows are dropped and counted in
 //     turnstile_intake_queued_rows_dropped_total. The turn is still durable in Kafka and the
 //     worker's claim inserts its row when it starts.
 //   - One statement per flush (turnstore.Store.InsertQueued), on a session of its own with
 //     synchronous_commit off: the row is best-effort by design, so not waiting for the WAL flush
-//     is safe, and it is what makes the writes cheap beside the accept path. The recorder opens its own one-connection pool from the
-//     pool it is given, with the setting as a session parameter, instead of a SET LOCAL (or
-//     set_config) in every transaction: that statement cost about a fifth of Postgres's work per
-//     row in small batches.
+//     is safe, and it is what makes the writes cheap beside the accept path. The recorder opens
+//     its own one-connection pool from the pool it is given, with the setting as a session
+//     parameter, so no statement in the flush's transaction has to set it (SET LOCAL or
+//     set_config would be one more statement per flush).
 //   - The row carries identity, tenant, timestamps and deadline, not the input: nothing reads the
 //     input before the claim, which writes it from the Kafka record. That keeps each row small.
 //   - INSERT … ON CONFLICT DO NOTHING: a worker that claimed the turn first (or a cancel that
 //     created the row) wins; the queued row never overwrites progress. A row records its session's
 //     owner only when intake could not record it before accepting the turn (Postgres did not answer
-//     the owner check then): otherwise that upsert was about a quarter of the statement's cost.
+//     the owner check then): otherwise the session row exists already and the upsert would be
+//     wasted work.
 //   - Flush lets a caller that must read its own writes (cancel, interrupt) push pending rows out.
 package record

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/pgarray"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
@@ -27,9 +28,13 @@ type Row struct {
 	NeedSession bool
 }
 
+// Limits of a Recorder. BufferSize bounds the rows waiting for the loop (Add drops beyond it);
+// MaxBatch bounds one statement, which is written at once when it fills.
 const (
-	bufferSize = 8192
-	maxBatch   = 500
+	BufferSize = 8192
+	MaxBatch   = 500
+	// WriteTimeout bounds one statement, so a stalled Postgres drops a batch rather than the loop.
+	WriteTimeout = 2 * time.Second
 )
 
 // Recorder batches queued rows into Postgres.
@@ -47,11 +52,16 @@ type Recorder struct {
 	loop lifecycle.Loop
 }
 
-// New returns a recorder; pool may be nil (every row is then dropped and counted).
+// New returns a recorder that flushes at most interval after the first waiting row; a zero
+// interval means config.QueueFlushIntervalDefault (TURNSTILE_QUEUE_FLUSH_INTERVAL's default). pool
+// may be nil (every row is then dropped and counted).
 func New(pool *pgxpool.Pool, interval time.Duration, log *slog.Logger, reg prometheus.Registerer) *Recorder {
+	if interval <= 0 {
+		interval = config.QueueFlushIntervalDefault
+	}
 	r := &Recorder{
 		base: pool, interval: interval, log: log,
-		in: make(chan Row, bufferSize), flushReq: make(chan chan struct{}),
+		in: make(chan Row, BufferSize), flushReq: make(chan chan struct{}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_intake_queued_rows_dropped_total",
 			Help: "Queued rows of accepted turns not written to Postgres (the turn is still in Kafka), by reason.",
@@ -138,9 +148,9 @@ func (r *Recorder) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	armed := false
-	batch := make([]Row, 0, maxBatch)
+	batch := make([]Row, 0, MaxBatch)
 	drain := func() {
-		for len(batch) < maxBatch && len(r.in) > 0 { // only this loop receives: it cannot block
+		for len(batch) < MaxBatch && len(r.in) > 0 { // only this loop receives: it cannot block
 			batch = append(batch, <-r.in)
 		}
 	}
@@ -171,7 +181,7 @@ func (r *Recorder) run(ctx context.Context) {
 			close(ack)
 		case row := <-r.in:
 			batch = append(batch, row)
-			if len(batch) >= maxBatch {
+			if len(batch) >= MaxBatch {
 				write()
 			} else if !armed {
 				timer.Reset(r.interval)
@@ -207,7 +217,7 @@ func (r *Recorder) write(ctx context.Context, db *turnstore.Store, batch []Row) 
 	}
 	// Detached from the loop's cancellation: the last flush on shutdown runs after it. One
 	// statement, one round trip, one implicit transaction.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
 	written, err := db.InsertQueued(ctx, &p)
 	if err != nil {

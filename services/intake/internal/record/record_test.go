@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
@@ -25,6 +26,15 @@ func TestMain(m *testing.M) {
 
 func row(session string) Row {
 	return Row{TurnID: uuid.New(), SessionID: session, Tenant: "acme", AcceptedAt: time.Now(), Deadline: time.Now().Add(time.Minute)}
+}
+
+func TestRecorderDefaults(t *testing.T) {
+	t.Parallel()
+	r := New(nil, 0, nil, prometheus.NewRegistry())
+	require.Equal(t, config.QueueFlushIntervalDefault, r.interval, "a zero interval is the setting's default")
+	require.Equal(t, BufferSize, cap(r.in))
+	r = New(nil, time.Second, nil, prometheus.NewRegistry())
+	require.Equal(t, time.Second, r.interval)
 }
 
 func TestRecorder(t *testing.T) {

@@ -12,6 +12,13 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 )
 
+// Reconnect backoff: after a lost connection the watcher waits ReconnectDelayMin, doubling each
+// failure in a row up to ReconnectDelayMax. Renewals report cancels meanwhile.
+const (
+	ReconnectDelayMin = 100 * time.Millisecond
+	ReconnectDelayMax = 5 * time.Second
+)
+
 // Watcher listens for cancel notifications.
 type Watcher struct {
 	db       *turnstore.Store
@@ -39,7 +46,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 func (w *Watcher) Stop(ctx context.Context) error { return w.loop.Stop(ctx, "cancel watcher") }
 
 func (w *Watcher) run(ctx context.Context) {
-	delay := 100 * time.Millisecond
+	delay := ReconnectDelayMin
 	for ctx.Err() == nil {
 		err := w.listen(ctx)
 		if ctx.Err() != nil {
@@ -53,7 +60,7 @@ func (w *Watcher) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		delay = min(2*delay, 5*time.Second)
+		delay = min(2*delay, ReconnectDelayMax)
 	}
 }
 

@@ -16,5 +16,5 @@
 // sequence number of the messages it appended, which Appended adds to the cached history. So a
 // session's first turn and every later turn on the same worker read no history from Postgres; a
 // history written elsewhere (another worker, after a rebalance) shows up as a newer sequence number
-// in the claim and is read as before.
+// in the claim and is read through Get.
 package history

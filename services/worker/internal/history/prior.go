@@ -10,16 +10,22 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 )
 
+// PriorPageDefault is how many stream entries a PriorReader reads per round trip unless its Page
+// says otherwise.
+const PriorPageDefault = 500
+
 // PriorReader reads what earlier attempts of a turn published to its session stream, so a new
 // attempt (after a takeover) can be told in agent.Turn.Prior and avoid repeating side effects.
 type PriorReader struct {
 	r *streams.Reader
-	// Page is the number of entries read per round trip. Defaults to 500.
+	// Page is the number of entries read per round trip. Defaults to PriorPageDefault (500).
 	Page int64
 }
 
 // NewPriorReader returns a reader over the session streams r reads.
-func NewPriorReader(r *streams.Reader) *PriorReader { return &PriorReader{r: r, Page: 500} }
+func NewPriorReader(r *streams.Reader) *PriorReader {
+	return &PriorReader{r: r, Page: PriorPageDefault}
+}
 
 // priorTypes are the events an agent's work leaves; lifecycle events are the worker's own.
 var priorTypes = map[wire.EventType]bool{wire.EventDelta: true, wire.EventToolCall: true, wire.EventToolResult: true}

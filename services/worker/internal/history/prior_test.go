@@ -50,3 +50,10 @@ func TestPriorReader(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, none, "a first attempt has no prior")
 }
+
+func TestPriorReaderDefaults(t *testing.T) {
+	t.Parallel()
+	r := history.NewPriorReader(nil)
+	require.Equal(t, int64(history.PriorPageDefault), r.Page)
+	require.Equal(t, 500, history.PriorPageDefault)
+}

@@ -23,7 +23,7 @@
 // requests for one turn go to consecutive statements, as two calls would. A claim batch that
 // Postgres refuses for its data (one bad row) is claimed row by row, so one poison record cannot
 // fail the claims of the turns batched with it. The worker sends its claims and completions
-// through group-commit batchers (package batch); Claim and Complete remain for single calls.
+// through group-commit batchers (package batch); Claim and Complete serve single calls.
 //
 // A claim also returns the session's history sequence number (sessions.last_seq): a session's turns
 // run one at a time, so that is the history the acquiring attempt will see, and the worker's history

@@ -21,6 +21,11 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/batch"
 )
 
+// statementTries is how many times a claim or completion statement runs before its error (or a
+// row that keeps changing under it) is the caller's: a deadlock or serialization failure changed
+// nothing and usually clears on the next run.
+const statementTries = 3
+
 // Outcome is what a claim found.
 type Outcome = turnstore.ClaimOutcome
 
@@ -133,7 +138,7 @@ func (s *Store) claimRound(ctx context.Context, encoded []claimRow, pos []int, o
 		switch {
 		case err == nil && len(again) == 0:
 			return
-		case err == nil && try < 2:
+		case err == nil && try < statementTries-1:
 			sub := make([]int, len(again))
 			for i, k := range again {
 				sub[i] = pos[k]
@@ -142,10 +147,10 @@ func (s *Store) claimRound(ctx context.Context, encoded []claimRow, pos []int, o
 			continue
 		case err == nil:
 			for _, k := range again {
-				out[pos[k]].Err = errors.New("claim turn: row changed under three consecutive claims")
+				out[pos[k]].Err = fmt.Errorf("claim turn: row changed under %d consecutive claims", statementTries)
 			}
 			return
-		case retryable(err) && try < 2:
+		case retryable(err) && try < statementTries-1:
 			continue
 		case isDataError(err) && len(pos) > 1:
 			for _, p := range pos {
@@ -411,7 +416,7 @@ func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, o
 				}
 			}
 			return
-		case retryable(err) && try < 2:
+		case retryable(err) && try < statementTries-1:
 			continue
 		default:
 			for _, k := range pos {

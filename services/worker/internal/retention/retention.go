@@ -7,17 +7,25 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 )
 
-// Config tunes a Cleaner.
+// StatementTimeout bounds one delete statement, so a stuck statement ends the round rather than
+// the cleaner.
+const StatementTimeout = 30 * time.Second
+
+// Config tunes a Cleaner. Zero values mean defaults. Interval and Batch are operator settings, so
+// their defaults are pkg/config's (see pkg/config's package doc).
 type Config struct {
 	// Retention is how long a finished turn row is kept. Required.
 	Retention time.Duration
-	// Interval is the pause between rounds. Defaults to 1m.
+	// Interval is the pause between rounds (TURNSTILE_RETENTION_INTERVAL). Defaults to
+	// config.RetentionIntervalDefault (1m).
 	Interval time.Duration
-	// Batch is the most rows one statement deletes. Defaults to 1000.
+	// Batch is the most rows one statement deletes (TURNSTILE_RETENTION_BATCH). Defaults to
+	// config.RetentionBatchDefault (1000).
 	Batch int
 	// OnBatch, if set, is called after every delete statement with the rows it removed (metrics,
 	// tests). It must be fast.
@@ -36,10 +44,10 @@ type Cleaner struct {
 // New returns a cleaner over pool.
 func New(pool *pgxpool.Pool, cfg Config, log *slog.Logger) *Cleaner {
 	if cfg.Interval <= 0 {
-		cfg.Interval = time.Minute
+		cfg.Interval = config.RetentionIntervalDefault
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = 1000
+		cfg.Batch = config.RetentionBatchDefault
 	}
 	return &Cleaner{cfg: cfg, db: turnstore.New(pool), log: log}
 }
@@ -71,7 +79,7 @@ func (c *Cleaner) run(ctx context.Context) {
 func (c *Cleaner) RunOnce(ctx context.Context) int {
 	total := 0
 	for ctx.Err() == nil {
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		sctx, cancel := context.WithTimeout(ctx, StatementTimeout)
 		n, err := c.db.DeleteFinished(sctx, c.cfg.Retention, c.cfg.Batch)
 		cancel()
 		if c.cfg.OnBatch != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
@@ -72,6 +73,8 @@ func TestCleaner(t *testing.T) {
 	t.Run("Defaults", func(t *testing.T) {
 		t.Parallel()
 		c := New(nil, Config{Retention: time.Hour}, nil)
+		require.Equal(t, config.RetentionIntervalDefault, c.cfg.Interval)
+		require.Equal(t, config.RetentionBatchDefault, c.cfg.Batch)
 		require.Equal(t, time.Minute, c.cfg.Interval)
 		require.Equal(t, 1000, c.cfg.Batch)
 	})

@@ -3,10 +3,9 @@
 //
 // Every claim, lease renewal and completion rewrites a turn's row (status and lease expiry are
 // indexed, so the updates are not HOT), so a busy worker pool leaves thousands of dead row versions
-// and index entries a second. Autovacuum removes them; with it off, they pile up, and every index
-// scan over turns walks more of them. Measured in the burst scenario on a Postgres with autovacuum
-// off: completions fell from about 290 to about 150 a second as dead rows passed 100,000, and one
-// manual VACUUM of turns took them back to about 335 a second at once (docs/BENCHMARKS.md).
+// and index entries a second. Autovacuum removes them; with it off, they pile up, every index scan
+// over turns walks more of them, and completions slow down until a VACUUM removes them
+// (docs/BENCHMARKS.md has the figures).
 //
 // A Vacuumer runs in every worker. Every interval it asks whether autovacuum covers the tables
 // (the autovacuum setting, and the table's autovacuum_enabled storage option); if it does, it does

@@ -11,13 +11,22 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 )
 
-// Config tunes a Vacuumer.
+// Defaults. No operator setting tunes these (TURNSTILE_WORKER_VACUUM only turns the vacuumer on
+// or off), so they live here alone.
+const (
+	IntervalDefault     = 5 * time.Second
+	MinDeadDefault      = 5000
+	DeadFractionDefault = 0.05
+)
+
+// Config tunes a Vacuumer. Zero values mean defaults.
 type Config struct {
-	// Interval between checks. Defaults to 5s.
+	// Interval between checks. Defaults to IntervalDefault (5s).
 	Interval time.Duration
-	// MinDead is the fewest dead rows worth a VACUUM. Defaults to 5,000.
+	// MinDead is the fewest dead rows worth a VACUUM. Defaults to MinDeadDefault (5,000).
 	MinDead int64
-	// DeadFraction of live rows above which a table is vacuumed. Defaults to 0.05.
+	// DeadFraction of live rows above which a table is vacuumed. Defaults to DeadFractionDefault
+	// (0.05).
 	DeadFraction float64
 	// OnVacuum, if set, is called after every VACUUM with the table, its dead rows before, how long
 	// it took and its error (metrics, tests). It must be fast.
@@ -37,13 +46,13 @@ type Vacuumer struct {
 // New returns a vacuumer over pool.
 func New(pool *pgxpool.Pool, cfg Config, log *slog.Logger) *Vacuumer {
 	if cfg.Interval <= 0 {
-		cfg.Interval = 5 * time.Second
+		cfg.Interval = IntervalDefault
 	}
 	if cfg.MinDead <= 0 {
-		cfg.MinDead = 5000
+		cfg.MinDead = MinDeadDefault
 	}
 	if cfg.DeadFraction <= 0 {
-		cfg.DeadFraction = 0.05
+		cfg.DeadFraction = DeadFractionDefault
 	}
 	return &Vacuumer{cfg: cfg, db: turnstore.New(pool), log: log, refused: map[string]bool{}}
 }

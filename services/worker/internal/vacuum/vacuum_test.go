@@ -84,3 +84,14 @@ func TestVacuumerLifecycle(t *testing.T) {
 	require.NoError(t, v.Stop(ctx))
 	require.NoError(t, v.Stop(ctx))
 }
+
+func TestVacuumerDefaults(t *testing.T) {
+	t.Parallel()
+	v := New(nil, Config{}, nil)
+	require.Equal(t, IntervalDefault, v.cfg.Interval)
+	require.Equal(t, int64(MinDeadDefault), v.cfg.MinDead)
+	require.Equal(t, DeadFractionDefault, v.cfg.DeadFraction)
+	require.Equal(t, 5*time.Second, IntervalDefault)
+	require.Equal(t, 5000, MinDeadDefault)
+	require.Equal(t, 0.05, DeadFractionDefault)
+}
