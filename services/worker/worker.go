@@ -131,7 +131,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		Claim:           claims.Do,
 		Complete:        completions.Do,
 		Publish:         publishGroup(publishes),
-	}, store, pub, ag, renewer, cons.Client(), log, execute.Hooks{
+	}, store, pub, ag, renewer, cons, log, execute.Hooks{
 		AttemptEnded: func(outcome string, _ int, took time.Duration) { m.attemptEnded(outcome, took) },
 		DeadLettered: func(reason string) { m.deadLettered.WithLabelValues(reason).Inc() },
 		Takeover:     func() { m.takeovers.Inc() },
