@@ -19,14 +19,17 @@ type Options struct {
 	Goroutines int
 	// Rounds is how many Start/Stop pairs each goroutine runs. Defaults to 20.
 	Rounds int
-	// Timeout bounds each Stop. Defaults to 30s.
+	// Timeout bounds the whole check's Starts and Stops. Defaults to 30s.
 	Timeout time.Duration
+	// OneShot says the component cannot start again once stopped (it closes what it was built
+	// with): then Start after Stop must fail rather than run anything.
+	OneShot bool
 }
 
 // Stress checks c against the lifecycle contract: Stop before Start returns nil; several
 // goroutines start and stop it at once, repeatedly, and no Stop fails (every call of either kind is
-// bounded by Options.Timeout); then one Start, a Stop and a second Stop leave it stopped. The race
-// detector and the test binary's goleak check do the rest.
+// bounded by Options.Timeout); then one Start (which fails for a OneShot component), a Stop and a
+// second Stop leave it stopped. The race detector and the test binary's goleak check do the rest.
 func Stress(t testing.TB, c lifecycle.Component, opts Options) {
 	t.Helper()
 	if opts.Goroutines == 0 {
@@ -62,7 +65,11 @@ func Stress(t testing.TB, c lifecycle.Component, opts Options) {
 	for err := range errs {
 		require.NoError(t, err, "Stop during concurrent starts and stops")
 	}
-	require.NoError(t, c.Start(ctx), "Start after the concurrent rounds")
+	if opts.OneShot {
+		require.Error(t, c.Start(ctx), "Start after Stop of a one-shot component")
+	} else {
+		require.NoError(t, c.Start(ctx), "Start after the concurrent rounds")
+	}
 	require.NoError(t, c.Stop(ctx))
 	require.NoError(t, c.Stop(ctx), "Stop twice")
 }
