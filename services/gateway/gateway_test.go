@@ -35,6 +35,14 @@ func TestGatewayLifecycle(t *testing.T) {
 		require.Error(t, g.Start(ctx), "a stopped gateway has drained for good")
 	})
 
+	t.Run("StopBeforeStart", func(t *testing.T) {
+		t.Parallel()
+		g := setup(t)
+		require.NoError(t, g.Stop(ctx))
+		require.NoError(t, g.Stop(ctx))
+		require.Error(t, g.Start(ctx))
+	})
+
 	t.Run("StartStopStress", func(t *testing.T) {
 		t.Parallel()
 		lifecycletest.Stress(t, setup(t), lifecycletest.Options{OneShot: true})

@@ -35,6 +35,14 @@ func TestIntakeLifecycle(t *testing.T) {
 		require.Error(t, i.Start(ctx), "a stopped intake has closed its producer")
 	})
 
+	t.Run("StopBeforeStart", func(t *testing.T) {
+		t.Parallel()
+		i := setup(t)
+		require.NoError(t, i.Stop(ctx))
+		require.NoError(t, i.Stop(ctx))
+		require.Error(t, i.Start(ctx))
+	})
+
 	t.Run("StartStopStress", func(t *testing.T) {
 		t.Parallel()
 		lifecycletest.Stress(t, setup(t), lifecycletest.Options{OneShot: true})
