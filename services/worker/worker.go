@@ -40,7 +40,8 @@ var Role = app.Role{Name: "worker", New: func(ctx context.Context, d *app.Deps) 
 // Worker is the running worker role: one lifecycle.Group of its parts, in start order the Kafka
 // check, the lease renewer, the batchers, the cancel watcher, the consumer and the table upkeep
 // (retention, and the vacuumer unless TURNSTILE_WORKER_VACUUM=off). Stopping in reverse drains the
-// consumer before the batchers and the renewer its turns use.
+// consumer before the batchers and the renewer its turns use. A stopped worker does not start
+// again: the drain tells the executor to hand off waiting turns at once, for good.
 type Worker struct {
 	deps     *app.Deps
 	consumer *consume.Consumer
@@ -49,6 +50,10 @@ type Worker struct {
 	// running is whether the worker is started and not draining.
 	running atomic.Bool
 	metrics *metrics
+
+	// life serialises Start and Stop; stopped says Stop has run.
+	life    sync.Mutex
+	stopped bool
 }
 
 // New builds a worker: it connects to Postgres (migrating when configured) and prepares the Redis
@@ -221,6 +226,11 @@ func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registere
 // group in the background, and Ready says whether Kafka has answered yet. If a part fails to
 // start, the ones started before it are stopped.
 func (w *Worker) Start(ctx context.Context) error {
+	w.life.Lock()
+	defer w.life.Unlock()
+	if w.stopped {
+		return errors.New("start worker: stopped")
+	}
 	if err := w.parts.Start(ctx); err != nil {
 		return err
 	}
@@ -238,8 +248,11 @@ func (w *Worker) Ready() error {
 }
 
 // Stop drains the consumer (see consume.Consumer.Stop), then stops the batchers its turns used and
-// renewing, all within ctx.
+// renewing, all within ctx. Safe twice and before Start.
 func (w *Worker) Stop(ctx context.Context) error {
+	w.life.Lock()
+	defer w.life.Unlock()
+	w.stopped = true
 	w.running.Store(false)
 	return w.parts.Stop(ctx)
 }

@@ -56,8 +56,16 @@ func TestWorkerLifecycle(t *testing.T) {
 		require.ErrorContains(t, w.Ready(), "not running", "a stopped worker is not ready")
 	})
 
+	t.Run("StopBeforeStart", func(t *testing.T) {
+		t.Parallel()
+		w := setup(t, nil)
+		require.NoError(t, w.Stop(ctx))
+		require.NoError(t, w.Stop(ctx))
+		require.Error(t, w.Start(ctx), "a stopped worker does not start again")
+	})
+
 	t.Run("StartStopStress", func(t *testing.T) {
 		t.Parallel()
-		lifecycletest.Stress(t, setup(t, nil), lifecycletest.Options{Goroutines: 2, Rounds: 3})
+		lifecycletest.Stress(t, setup(t, nil), lifecycletest.Options{OneShot: true})
 	})
 }
