@@ -15,18 +15,19 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/logging"
-	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 )
 
 // Stack is a running set of roles with their HTTP server.
 type Stack struct {
-	deps       *Deps
+	deps *Deps
+	// components are the built roles in start order; roles starts and stops them.
 	components []named
+	roles      lifecycle.Group
 	server     *http.Server
 	listener   net.Listener
 	serveDone  chan error
@@ -39,8 +40,10 @@ type named struct {
 	c    Component
 }
 
-// Start builds and starts the roles of cfg.Roles from the available ones, in the order given by
-// available (broker first), then serves HTTP on cfg.HTTPAddr. On error everything started is stopped.
+// Start builds the roles of cfg.Roles from the available ones, then starts them in the order given
+// by available (broker first) and serves HTTP on cfg.HTTPAddr. On error everything built is stopped
+// (a role that failed to start included, since it may have started parts of itself) and the deps
+// close.
 func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
 	s := &Stack{deps: deps, serveDone: make(chan error, 1)}
 	ctx = telemetry.WithProvider(ctx, deps.Tracing)
@@ -51,16 +54,18 @@ func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
 		}
 		c, err := role.New(ctx, deps)
 		if err != nil {
-			return nil, s.abort(ctx, fmt.Errorf("build role %s: %w", role.Name, err))
+			return nil, s.abortBuild(ctx, fmt.Errorf("build role %s: %w", role.Name, err))
 		}
-		if err := c.Start(ctx); err != nil {
-			return nil, s.abort(ctx, fmt.Errorf("start role %s: %w", role.Name, err))
-		}
-		deps.Log.Info("role started", "role", role.Name)
 		s.components = append(s.components, named{role.Name, c})
+		s.roles.Add("role "+role.Name, loggedRole{role.Name, c, deps.Log})
 		if rt, ok := c.(Router); ok {
 			rt.Routes(r)
 		}
+	}
+	if err := s.roles.Start(ctx); err != nil {
+		// The group has stopped what it started, the failed role included.
+		deps.Close() //nolint:contextcheck // Close bounds its own work (a 5 s trace flush), so it runs even after ctx ended
+		return nil, err
 	}
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -101,16 +106,20 @@ func (s *Stack) Component(role string) Component {
 
 func (s *Stack) readyz(w http.ResponseWriter, _ *http.Request) {
 	notReady := []string{}
+	reasons := map[string]string{}
 	if s.draining.Load() {
 		notReady = append(notReady, "draining")
 	}
 	for _, n := range s.components {
-		if rd, ok := n.c.(Readier); ok && !rd.Ready() {
-			notReady = append(notReady, n.name)
+		if rd, ok := n.c.(Readier); ok {
+			if err := rd.Ready(); err != nil {
+				notReady = append(notReady, n.name)
+				reasons[n.name] = err.Error()
+			}
 		}
 	}
 	if len(notReady) > 0 {
-		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "not_ready": notReady})
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "not_ready": notReady, "reasons": reasons})
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -137,34 +146,58 @@ func (s *Stack) Stop(ctx context.Context) error {
 	if err := <-s.serveDone; err != nil {
 		errs = append(errs, fmt.Errorf("serve http: %w", err))
 	}
-	errs = append(errs, s.stopComponents(ctx))
+	errs = append(errs, s.roles.Stop(ctx))
 	s.deps.Close() //nolint:contextcheck // Close bounds its own work (a 5 s trace flush), so it runs even after ctx ended
 	return errors.Join(errs...)
 }
 
-// abort undoes a failed Start: the roles started so far stop, and the deps it was given close.
+// abort undoes a failed Start after the roles started: they stop, and the deps close.
 func (s *Stack) abort(ctx context.Context, err error) error {
 	// What started must stop even when Start's context has ended.
-	err = errors.Join(err, s.stopComponents(context.WithoutCancel(ctx)))
+	err = errors.Join(err, s.roles.Stop(context.WithoutCancel(ctx)))
 	s.deps.Close() //nolint:contextcheck // Close bounds its own work (a 5 s trace flush), so it runs even after ctx ended
 	return err
 }
 
-func (s *Stack) stopComponents(ctx context.Context) error {
-	var errs []error
+// abortBuild undoes a Start whose role failed to build: the roles built so far never started, but
+// may hold what their constructors opened (intake's producer), which their Stop releases.
+func (s *Stack) abortBuild(ctx context.Context, err error) error {
+	ctx = context.WithoutCancel(ctx)
 	for i := len(s.components) - 1; i >= 0; i-- {
-		n := s.components[i]
-		if err := n.c.Stop(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stop role %s: %w", n.name, err))
+		if serr := s.components[i].c.Stop(ctx); serr != nil {
+			err = errors.Join(err, fmt.Errorf("stop role %s: %w", s.components[i].name, serr))
 		}
-		s.deps.Log.Info("role stopped", "role", n.name)
 	}
-	s.components = nil
-	return errors.Join(errs...)
+	s.deps.Close() //nolint:contextcheck // Close bounds its own work (a 5 s trace flush), so it runs even after ctx ended
+	return err
+}
+
+// loggedRole logs a role's start and stop.
+type loggedRole struct {
+	name string
+	c    Component
+	log  *slog.Logger
+}
+
+func (l loggedRole) Start(ctx context.Context) error {
+	if err := l.c.Start(ctx); err != nil {
+		return err
+	}
+	l.log.Info("role started", "role", l.name)
+	return nil
+}
+
+func (l loggedRole) Stop(ctx context.Context) error {
+	err := l.c.Stop(ctx)
+	if err != nil {
+		err = fmt.Errorf("stop role %s: %w", l.name, err)
+	}
+	l.log.Info("role stopped", "role", l.name)
+	return err
 }
 
 // Main is the whole of a turnstile binary's main: it reads the configuration, runs a subcommand
-// (`migrate`) or the roles, and exits non-zero on failure. defaultRoles applies when
+// (`migrate`, or one of the available roles' Commands) or the roles, and exits non-zero on failure. defaultRoles applies when
 // TURNSTILE_ROLES is unset.
 func Main(defaultRoles string, available []Role) { os.Exit(run(defaultRoles, available)) }
 
@@ -186,7 +219,7 @@ func run(defaultRoles string, available []Role) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(os.Args) > 1 {
-		if err := runCommand(ctx, cfg, log, os.Args[1:]); err != nil {
+		if err := runCommand(ctx, CommandEnv{Config: cfg, Log: log, Stdout: os.Stdout}, available, os.Args[1:]); err != nil {
 			log.Error("command failed", "command", os.Args[1], "err", err)
 			return 1
 		}
@@ -213,55 +246,4 @@ func run(defaultRoles string, available []Role) int {
 	}
 	log.Info("stopped cleanly")
 	return 0
-}
-
-func runCommand(ctx context.Context, cfg config.Config, log *slog.Logger, args []string) error {
-	switch args[0] {
-	case "migrate":
-		pool, err := postgres.NewPool(ctx, cfg.DatabaseURL, postgres.Options{Schema: cfg.DatabaseSchema})
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		if len(args) > 1 && args[1] == "status" {
-			st, err := postgres.Status(ctx, pool)
-			if err != nil {
-				return err
-			}
-			for _, m := range st {
-				fmt.Printf("%-8s %s\n", m.State, m.Source.Path)
-			}
-			return nil
-		}
-		n, err := postgres.Migrate(ctx, pool)
-		if err != nil {
-			return err
-		}
-		log.Info("migrations applied", "count", n)
-		return nil
-	case "apikey":
-		pool, err := postgres.NewPool(ctx, cfg.DatabaseURL, postgres.Options{Schema: cfg.DatabaseSchema})
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		if cfg.Migrate == "auto" {
-			if _, err := postgres.Migrate(ctx, pool); err != nil {
-				return err
-			}
-		}
-		return apikey.Command(ctx, pool, args[1:], os.Stdout)
-	default:
-		return fmt.Errorf("unknown command %q (want: migrate [status], apikey create|list|revoke)", args[0])
-	}
-}
-
-// WaitTimeout is a helper for components: it waits for done or the context, whichever first.
-func WaitTimeout(ctx context.Context, done <-chan struct{}) error {
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("wait for shutdown: %w", context.Cause(ctx))
-	}
 }

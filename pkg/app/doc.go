@@ -6,6 +6,17 @@
 // The four single-role binaries and the all-in-one `turnstile` binary are all thin mains over Main;
 // the end-to-end tests compose the same roles through Start.
 //
+// Each role's component is built first, then all are started in order as one lifecycle.Group: when
+// one fails to start, the ones started before it and the failed one itself (which may have started
+// parts of itself) are stopped before Start returns. /readyz lists the roles that are not ready
+// and why (Readier).
+//
+// Subcommands: a role contributes its own (Role.Commands; intake brings `apikey`), so this package
+// knows no domain command. Decision: `migrate [status]` stays here, as infrastructure of the
+// runner rather than of one role: the migrations are the schema of the whole platform, every
+// binary applies them at start under TURNSTILE_MIGRATE=auto, and a deployment's one-shot migrate
+// job must work with whichever binary it has.
+//
 // Decision: the dependencies a role needs (Postgres pool, Redis client) are created lazily, once,
 // and only if some role of the process asks for them, so `TURNSTILE_ROLES=broker` needs neither.
 package app

@@ -1,7 +1,13 @@
-// Package lifecycle is the one start/stop contract of turnstile's background components (lease
-// renewer, cancel watcher, retention cleaner, backlog monitor, queued-row recorder): Start returns at
-// once with the work running in a goroutine the component owns; Stop cancels it and waits until it
-// has ended, or until its own context gives up; both are safe to call twice, and Stop is safe
-// before Start. A component embeds a Loop and hands it its run function; a periodic one's run
-// function is Every with its interval and its one round of work.
+// Package lifecycle is the one start/stop contract of turnstile's background components (the
+// consumer, the stream hub, the batchers, the lease renewer, the cancel watcher, retention, the
+// vacuumer, the queued-row recorder, the backlog monitor, and the roles made of them): Start returns
+// at once with the work running in goroutines the component owns; Stop cancels it and waits until
+// it has ended, or until its own context gives up (then it says what did not stop); both are safe
+// to call twice and concurrently, and Stop is safe before Start and after a failed Start.
+//
+// Component names the contract. Runner is the embeddable base of a component whose work is one run
+// function, built on Loop, which owns one goroutine; a periodic component's run function is Every
+// with its interval and its one round of work. Group composes components that depend on each other:
+// it starts them in order, unwinds the started ones when one fails, and stops them in reverse order
+// within one deadline. Wait bounds a Stop's wait for work it does not run in a Loop.
 package lifecycle

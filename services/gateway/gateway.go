@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
@@ -20,11 +21,16 @@ import (
 // Role builds the gateway from shared deps.
 var Role = app.Role{Name: "gateway", New: func(_ context.Context, d *app.Deps) (app.Component, error) { return New(d) }}
 
-// Gateway is the running gateway role.
+// Gateway is the running gateway role. A stopped gateway has drained its stream handler for good
+// and does not start again.
 type Gateway struct {
 	hub     *hub.Hub
 	handler *sse.Handler
 	ready   atomic.Bool
+
+	// life serialises Start and Stop; stopped says Stop has run.
+	life    sync.Mutex
+	stopped bool
 }
 
 // OpenInfo re-exports what the stream handler reports when a stream opens, for tests of the
@@ -85,8 +91,13 @@ func (g *Gateway) Routes(r chi.Router) {
 	web.Routes(r)
 }
 
-// Start opens the shared Redis subscription.
+// Start opens the shared Redis subscription. Start after Stop fails.
 func (g *Gateway) Start(ctx context.Context) error {
+	g.life.Lock()
+	defer g.life.Unlock()
+	if g.stopped {
+		return errors.New("start gateway: stopped")
+	}
 	if err := g.hub.Start(ctx); err != nil {
 		return err
 	}
@@ -94,8 +105,13 @@ func (g *Gateway) Start(ctx context.Context) error {
 	return nil
 }
 
-// Ready is false once draining began.
-func (g *Gateway) Ready() bool { return g.ready.Load() }
+// Ready returns nil until draining begins.
+func (g *Gateway) Ready() error {
+	if !g.ready.Load() {
+		return errors.New("not running")
+	}
+	return nil
+}
 
 // Drain drops readiness, then closes every stream with a retry hint in jittered batches.
 func (g *Gateway) Drain(ctx context.Context) {
@@ -113,8 +129,12 @@ func (g *Gateway) CutStreams() { g.handler.Cut() }
 // SetHooks installs stream hooks (tests).
 func (g *Gateway) SetHooks(h *Hooks) { g.handler.SetHooks(h) }
 
-// Stop closes every stream, waits for them to end, then closes the hub. Safe twice.
+// Stop closes every stream, waits for them to end, then closes the hub, all within ctx. Safe twice
+// and before Start.
 func (g *Gateway) Stop(ctx context.Context) error {
+	g.life.Lock()
+	defer g.life.Unlock()
+	g.stopped = true
 	g.ready.Store(false)
 	g.handler.Drain(ctx)
 	err := g.handler.Wait(ctx)

@@ -12,9 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
@@ -23,18 +25,45 @@ import (
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
 )
 
-// Role builds intake from shared deps.
-var Role = app.Role{Name: "intake", New: func(ctx context.Context, d *app.Deps) (app.Component, error) { return New(ctx, d) }}
+// Role builds intake from shared deps. It brings the `apikey` command, which manages the API keys
+// intake checks.
+var Role = app.Role{
+	Name:     "intake",
+	New:      func(ctx context.Context, d *app.Deps) (app.Component, error) { return New(ctx, d) },
+	Commands: []app.Command{APIKeyCommand},
+}
 
-// Intake is the running intake role.
+// APIKeyCommand is `apikey create --tenant NAME | list [--tenant NAME] | revoke KEY_ID` (see
+// pkg/apikey).
+var APIKeyCommand = app.Command{
+	Name:  "apikey",
+	Usage: "apikey create|list|revoke",
+	Run: func(ctx context.Context, env app.CommandEnv, args []string) error {
+		pool, err := env.Postgres(ctx)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		return apikey.Command(ctx, pool, args, env.Stdout)
+	},
+}
+
+// Intake is the running intake role: its background parts (the queued-row recorder and the
+// backlog monitor) are one lifecycle.Group, and Stop also flushes and closes the producer, so a
+// stopped intake does not start again.
 type Intake struct {
 	deps     *app.Deps
 	producer *kgo.Client
 	recorder *record.Recorder
 	handler  *api.Handler
 	backlog  *backlog.Monitor
+	parts    lifecycle.Group
 	ready    atomic.Bool
-	stopOnce sync.Once
+
+	// life serialises Start and Stop; stopped says the producer is closed.
+	life    sync.Mutex
+	stopped bool
+	stopErr error
 }
 
 // Options tune New beyond the configuration.
@@ -108,7 +137,9 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		Log:      log,
 		Registry: d.Registry,
 	})
-	return &Intake{deps: d, producer: producer, recorder: rec, handler: h, backlog: monitor}, nil
+	i := &Intake{deps: d, producer: producer, recorder: rec, handler: h, backlog: monitor}
+	i.parts.Add("queued-row recorder", rec).Add("backlog monitor", monitor)
+	return i, nil
 }
 
 // Routes mounts the intake API.
@@ -127,28 +158,39 @@ func (i *Intake) serveBacklog(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Start starts the queued-row recorder and the backlog monitor and marks intake ready. The producer
-// connects on first use.
+// connects on first use. Start after Stop fails: the producer is closed.
 func (i *Intake) Start(ctx context.Context) error {
-	if err := i.recorder.Start(ctx); err != nil {
-		return err
+	i.life.Lock()
+	defer i.life.Unlock()
+	if i.stopped {
+		return errors.New("start intake: stopped")
 	}
-	if err := i.backlog.Start(ctx); err != nil {
+	if err := i.parts.Start(ctx); err != nil {
 		return err
 	}
 	i.ready.Store(true)
 	return nil
 }
 
-// Ready reports whether intake accepts turns.
-func (i *Intake) Ready() bool { return i.ready.Load() }
+// Ready returns nil while intake accepts turns.
+func (i *Intake) Ready() error {
+	if !i.ready.Load() {
+		return errors.New("not running")
+	}
+	return nil
+}
 
-// Stop flushes buffered records and queued rows and closes the producer. Safe twice.
+// Stop flushes buffered records and queued rows and closes the producer, within ctx. Safe twice
+// and before Start.
 func (i *Intake) Stop(ctx context.Context) error {
-	var err error
-	i.stopOnce.Do(func() {
-		i.ready.Store(false)
-		err = errors.Join(i.producer.Flush(ctx), i.recorder.Stop(ctx), i.backlog.Stop(ctx), i.handler.Close())
-		i.producer.Close()
-	})
-	return err
+	i.life.Lock()
+	defer i.life.Unlock()
+	if i.stopped {
+		return i.stopErr
+	}
+	i.stopped = true
+	i.ready.Store(false)
+	i.stopErr = errors.Join(i.producer.Flush(ctx), i.parts.Stop(ctx), i.handler.Close())
+	i.producer.Close()
+	return i.stopErr
 }

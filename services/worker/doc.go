@@ -3,7 +3,9 @@
 // session's Redis Stream and records the outcome exactly once.
 //
 // The role is a Component (see pkg/app) so that the single-role binary (cmd/turnstile-worker) and
-// the all-in-one `turnstile` binary compose it alike. Its parts live in internal/: consume (the
+// the all-in-one `turnstile` binary compose it alike. Its background parts are one lifecycle.Group
+// (see Worker): Start returns at once, the consumer joins the group in the background, and the
+// worker is not ready (/readyz says why) until Kafka has answered. Its parts live in internal/: consume (the
 // key-ordered consumer), execute (one turn's attempts), batch (group commit of the hot-path round
 // trips), lease (the Postgres statements), history (the session-history cache), offsets
 // (per-partition commit points), agent (what it runs), cancelwatch (LISTEN/NOTIFY delivery of

@@ -16,6 +16,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/a2a"
@@ -36,18 +37,23 @@ import (
 // Role builds the worker from shared deps.
 var Role = app.Role{Name: "worker", New: func(ctx context.Context, d *app.Deps) (app.Component, error) { return New(ctx, d) }}
 
-// Worker is the running worker role.
+// Worker is the running worker role: one lifecycle.Group of its parts, in start order the Kafka
+// check, the lease renewer, the batchers, the cancel watcher, the consumer and the table upkeep
+// (retention, and the vacuumer unless TURNSTILE_WORKER_VACUUM=off). Stopping in reverse drains the
+// consumer before the batchers and the renewer its turns use. A stopped worker does not start
+// again: the drain tells the executor to hand off waiting turns at once, for good.
 type Worker struct {
 	deps     *app.Deps
 	consumer *consume.Consumer
-	renewer  *execute.Renewer
-	// housekeeping are the table-upkeep loops: retention, and the vacuumer unless
-	// TURNSTILE_WORKER_VACUUM=off.
-	housekeeping []component
-	watcher      *cancelwatch.Watcher
-	batchers     []component
-	ready        atomic.Bool
-	metrics      *metrics
+	parts    lifecycle.Group
+	kafka    kafkaCheck
+	// running is whether the worker is started and not draining.
+	running atomic.Bool
+	metrics *metrics
+
+	// life serialises Start and Stop; stopped says Stop has run.
+	life    sync.Mutex
+	stopped bool
 }
 
 // New builds a worker: it connects to Postgres (migrating when configured) and prepares the Redis
@@ -85,7 +91,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		Batch:     cfg.Worker.RetentionBatch,
 		OnBatch:   func(n int, _ error) { m.retentionDeleted.Add(float64(n)) },
 	}, log)
-	housekeeping := []component{cleaner}
+	housekeeping := []lifecycle.Component{cleaner}
 	if cfg.Worker.Vacuum == "auto" {
 		housekeeping = append(housekeeping, vacuum.New(pool, vacuum.Config{OnVacuum: func(table string, _ int64, took time.Duration, err error) {
 			result := "ok"
@@ -97,10 +103,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	}
 	watcher := cancelwatch.New(pool, func(id uuid.UUID) { renewer.CancelRequested(id) }, log)
 	claims, completions, publishes := newBatchers(store, pub, log, m)
-	w := &Worker{
-		deps: d, renewer: renewer, housekeeping: housekeeping, watcher: watcher, metrics: m,
-		batchers: []component{claims, completions, publishes},
-	}
+	w := &Worker{deps: d, metrics: m}
 	var exec *execute.Executor
 	cons, err := consume.New(consume.Config{
 		Brokers:          cfg.BrokerList(),
@@ -131,7 +134,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		Claim:           claims.Do,
 		Complete:        completions.Do,
 		Publish:         publishGroup(publishes),
-	}, store, pub, ag, renewer, cons.Client(), log, execute.Hooks{
+	}, store, pub, ag, renewer, cons, log, execute.Hooks{
 		AttemptEnded: func(outcome string, _ int, took time.Duration) { m.attemptEnded(outcome, took) },
 		DeadLettered: func(reason string) { m.deadLettered.WithLabelValues(reason).Inc() },
 		Takeover:     func() { m.takeovers.Inc() },
@@ -144,6 +147,13 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		},
 	})
 	w.consumer = cons
+	w.kafka.init(cfg, log)
+	w.parts.Add("kafka check", &w.kafka).Add("lease renewer", renewer).
+		Add("claim batcher", claims).Add("completion batcher", completions).Add("publish batcher", publishes).
+		Add("cancel watcher", watcher).Add("consumer", cons)
+	for _, h := range housekeeping {
+		w.parts.Add("table upkeep", h)
+	}
 	return w, nil
 }
 
@@ -212,59 +222,97 @@ func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registere
 	}
 }
 
-// Start waits for Kafka, then starts renewing and consuming.
+// Start starts the worker's parts in order (see Worker) and returns at once: the consumer joins the
+// group in the background, and Ready says whether Kafka has answered yet. If a part fails to
+// start, the ones started before it are stopped.
 func (w *Worker) Start(ctx context.Context) error {
-	cfg := w.deps.Config
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := kafka.WaitReachable(wctx, w.deps.Log, cfg.BrokerList(), int32(cfg.Partitions), cfg.Topic, cfg.DLQTopic); err != nil {
+	w.life.Lock()
+	defer w.life.Unlock()
+	if w.stopped {
+		return errors.New("start worker: stopped")
+	}
+	if err := w.parts.Start(ctx); err != nil {
 		return err
 	}
-	if err := w.renewer.Start(ctx); err != nil {
-		return err
-	}
-	for _, b := range w.batchers {
-		if err := b.Start(ctx); err != nil {
-			return err
-		}
-	}
-	if err := w.watcher.Start(ctx); err != nil {
-		return err
-	}
-	if err := w.consumer.Start(ctx); err != nil {
-		return err
-	}
-	for _, h := range w.housekeeping {
-		if err := h.Start(ctx); err != nil {
-			return err
-		}
-	}
-	w.ready.Store(true)
+	w.running.Store(true)
 	return nil
 }
 
-// Ready is false once draining has begun.
-func (w *Worker) Ready() bool { return w.ready.Load() }
-
-// Stop drains the consumer (see consume.Consumer.Stop), then stops the batchers its turns used and
-// renewing.
-func (w *Worker) Stop(ctx context.Context) error {
-	w.ready.Store(false)
-	errs := []error{w.consumer.Stop(ctx)}
-	for _, b := range w.batchers {
-		errs = append(errs, b.Stop(ctx))
+// Ready returns nil once Kafka has answered (the topics exist) while the worker runs; otherwise it
+// says what the worker waits for.
+func (w *Worker) Ready() error {
+	if !w.running.Load() {
+		return errors.New("not running")
 	}
-	errs = append(errs, w.renewer.Stop(ctx), w.watcher.Stop(ctx))
-	for _, h := range w.housekeeping {
-		errs = append(errs, h.Stop(ctx))
-	}
-	return errors.Join(errs...)
+	return w.kafka.ready()
 }
 
-// component is the lifecycle of a background part of the worker.
-type component interface {
-	Start(ctx context.Context) error
-	Stop(ctx context.Context) error
+// Stop drains the consumer (see consume.Consumer.Stop), then stops the batchers its turns used and
+// renewing, all within ctx. Safe twice and before Start.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.life.Lock()
+	defer w.life.Unlock()
+	w.stopped = true
+	w.running.Store(false)
+	return w.parts.Stop(ctx)
+}
+
+// kafkaCheck makes sure, in the background, that Kafka answers and the topics exist (creating
+// them if need be), retrying with backoff; until it has, the worker is not ready, and ready says
+// why.
+type kafkaCheck struct {
+	lifecycle.Runner
+	brokers    []string
+	partitions int32
+	topics     []string
+	log        *slog.Logger
+
+	mu sync.Mutex
+	// err is the last attempt's error; ok says an attempt succeeded.
+	err error
+	ok  bool
+}
+
+func (k *kafkaCheck) init(cfg config.Config, log *slog.Logger) {
+	k.brokers, k.partitions, k.topics, k.log = cfg.BrokerList(), int32(cfg.Partitions), []string{cfg.Topic, cfg.DLQTopic}, log
+	k.Runner = lifecycle.Runner{Name: "kafka check", Run: k.run}
+}
+
+func (k *kafkaCheck) run(ctx context.Context) {
+	delay := 100 * time.Millisecond
+	for {
+		attemptCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := kafka.EnsureTopics(attemptCtx, k.brokers, k.partitions, k.topics...)
+		cancel()
+		k.mu.Lock()
+		k.err, k.ok = err, k.ok || err == nil
+		k.mu.Unlock()
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		k.log.Warn("kafka not reachable yet", "brokers", k.brokers, "err", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(delay*2, 2*time.Second)
+	}
+}
+
+func (k *kafkaCheck) ready() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case k.ok:
+		return nil
+	case k.err != nil:
+		return fmt.Errorf("waiting for kafka: %w", k.err)
+	default:
+		return errors.New("waiting for kafka")
+	}
 }
 
 // newBatchers returns the group-commit batchers of the hot path: claims and completions (one

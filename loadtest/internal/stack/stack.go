@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,6 +17,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 )
 
 // Stack is an in-process turnstile.
@@ -26,24 +28,30 @@ type Stack struct {
 	// Pool reaches the stack's schema.
 	Pool *pgxpool.Pool
 
-	log     *slog.Logger
-	broker  *kafka.Broker
-	main    *app.Stack
-	workers []*app.Stack
+	log *slog.Logger
+	// parts are the embedded broker (when there is one) and the main process, in start order.
+	parts lifecycle.Group
+	// workers are the StartWorker processes, in start order; Stop stops them first, newest first.
+	workers []*Process
 	// workerMetrics are the registries of the StartWorker processes, in start order.
 	workerMetrics []*prometheus.Registry
 }
 
 // Start runs the broker and the given roles (a comma list of intake, worker, gateway) with cfg.
 // cfg.DatabaseSchema and cfg.KeyPrefix should name a fresh schema and prefix: Stop deletes them.
+// On error, what started is stopped.
 func Start(ctx context.Context, cfg config.Config, rolesList string, log *slog.Logger) (*Stack, error) {
 	s := &Stack{log: log}
+	var broker *kafka.Broker
 	if cfg.KafkaBrokers == "" || cfg.KafkaBrokers == config.KafkaBrokersDefault {
-		s.broker = kafka.NewBroker(log.With("role", "broker"), "127.0.0.1:0", 1, int32(cfg.Partitions), cfg.Topic, cfg.DLQTopic)
-		if err := s.broker.Start(ctx); err != nil {
+		broker = kafka.NewBroker(log.With("role", "broker"), "127.0.0.1:0", 1, int32(cfg.Partitions), cfg.Topic, cfg.DLQTopic)
+		if err := broker.Start(ctx); err != nil {
 			return nil, fmt.Errorf("start embedded broker: %w", err)
 		}
-		cfg.KafkaBrokers = strings.Join(s.broker.Addrs(), ",")
+		// Started here, ahead of the group (whose Start then finds it running), because the other
+		// roles' configuration needs its address.
+		s.parts.Add("embedded broker", broker)
+		cfg.KafkaBrokers = strings.Join(broker.Addrs(), ",")
 	}
 	cfg.Roles = rolesList
 	cfg.HTTPAddr = "127.0.0.1:0"
@@ -52,16 +60,20 @@ func Start(ctx context.Context, cfg config.Config, rolesList string, log *slog.L
 	deps := app.NewDeps(cfg, log) //nolint:contextcheck // dependencies outlive this call; Stop closes them
 	pool, err := deps.Postgres(ctx)
 	if err != nil {
-		s.stopBroker(ctx)
 		deps.Close() //nolint:contextcheck // Close bounds its own work
+		if broker != nil {
+			_ = broker.Stop(context.WithoutCancel(ctx))
+		}
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	st, err := app.Start(ctx, deps, roles.All)
-	if err != nil {
-		s.stopBroker(ctx)
+	main := NewProcess(deps)
+	s.parts.Add("main process", main)
+	// The broker is running already; the group starts the main process after it and, if that
+	// fails, stops both.
+	if err := s.parts.Start(ctx); err != nil {
 		return nil, err
 	}
-	s.main, s.Pool, s.URL = st, pool, "http://"+st.Addr()
+	s.Pool, s.URL = pool, main.URL()
 	return s, nil
 }
 
@@ -75,11 +87,11 @@ func (s *Stack) StartWorker(ctx context.Context, instance string) error {
 	// about 50 (the process collector alone reads several /proc files). Those two collectors cost
 	// nothing unless read, so the worker itself runs as it would with them.
 	deps.Registry = prometheus.NewRegistry()
-	st, err := app.Start(ctx, deps, roles.All)
-	if err != nil {
+	w := NewProcess(deps)
+	if err := w.Start(ctx); err != nil {
 		return err
 	}
-	s.workers = append(s.workers, st)
+	s.workers = append(s.workers, w)
 	s.workerMetrics = append(s.workerMetrics, deps.Registry)
 	return nil
 }
@@ -97,25 +109,76 @@ func (s *Stack) WorkerMetrics() []prometheus.Gatherer {
 	return gs
 }
 
-func (s *Stack) stopBroker(ctx context.Context) {
-	if s.broker != nil {
-		_ = s.broker.Stop(context.WithoutCancel(ctx))
-	}
-}
-
-// Stop stops every role, then removes the schema and the Redis keys. keep leaves them for
-// inspection.
+// Stop stops the StartWorker processes (newest first), then the main process and the broker, all
+// within ctx, then removes the schema and the Redis keys. keep leaves them for inspection.
 func (s *Stack) Stop(ctx context.Context, keep bool) error {
 	var errs []error
-	for _, w := range s.workers {
-		errs = append(errs, w.Stop(ctx))
+	for i := len(s.workers) - 1; i >= 0; i-- {
+		errs = append(errs, s.workers[i].Stop(ctx))
 	}
-	errs = append(errs, s.main.Stop(ctx))
-	s.stopBroker(ctx)
+	errs = append(errs, s.parts.Stop(ctx))
 	if !keep {
 		errs = append(errs, Cleanup(ctx, s.Config))
 	}
 	return errors.Join(errs...)
+}
+
+// Process is one in-process turnstile process (the roles of its deps' configuration, through
+// app.Start) with the lifecycle of package lifecycle. It is one-shot: Stop closes its deps, so a
+// stopped process does not start again.
+type Process struct {
+	deps *app.Deps
+
+	mu      sync.Mutex
+	st      *app.Stack
+	stopped bool
+}
+
+// NewProcess returns a process over deps; it takes them over (Stop closes them).
+func NewProcess(deps *app.Deps) *Process { return &Process{deps: deps} }
+
+// Start runs the roles; while they run, Start does nothing, and after Stop it fails.
+func (p *Process) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.stopped:
+		return errors.New("start process: stopped")
+	case p.st != nil:
+		return nil
+	}
+	st, err := app.Start(ctx, p.deps, roles.All)
+	if err != nil {
+		p.stopped = true // app.Start closed the deps
+		return err
+	}
+	p.st = st
+	return nil
+}
+
+// URL is the base URL of the process's HTTP server; empty unless it runs.
+func (p *Process) URL() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.st == nil {
+		return ""
+	}
+	return "http://" + p.st.Addr()
+}
+
+// Stop stops the roles within ctx and closes the deps. Safe twice and before Start.
+func (p *Process) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return nil
+	}
+	p.stopped = true
+	if p.st == nil {
+		p.deps.Close() //nolint:contextcheck // Close bounds its own work
+		return nil
+	}
+	return p.st.Stop(ctx)
 }
 
 // Cleanup drops the schema and deletes the key prefix of cfg.

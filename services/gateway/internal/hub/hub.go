@@ -51,9 +51,16 @@ type Hub struct {
 	byChan map[string]*feed // by notify channel
 	ps     *redis.PubSub
 
+	// ctx is the running hub's context (nil before the first Start), cancel ends it; both are
+	// written under mu. wg counts the hub's goroutines of the current run, and done is closed once
+	// they have all ended after Stop.
 	ctx    context.Context
 	cancel context.CancelFunc
+	done   chan struct{}
 	wg     sync.WaitGroup
+
+	// life serialises Start and Stop.
+	life sync.Mutex
 }
 
 // New returns a hub.
@@ -67,15 +74,38 @@ func New(cfg Config, rdb redis.UniversalClient, reader *streams.Reader, log *slo
 	return &Hub{cfg: cfg, rdb: rdb, reader: reader, log: log, feeds: map[string]*feed{}, byChan: map[string]*feed{}}
 }
 
-// Start opens the Pub/Sub connection and its dispatcher.
+// Start opens the Pub/Sub connection and its dispatcher. While running, Start does nothing; after
+// a Stop whose goroutines have all ended it starts afresh, and while they are still ending (Stop
+// gave up at its deadline) it fails.
 func (h *Hub) Start(ctx context.Context) error {
+	h.life.Lock()
+	defer h.life.Unlock()
+	h.mu.Lock()
+	running, done := h.ctx != nil && h.ctx.Err() == nil, h.done
+	h.mu.Unlock()
+	if running {
+		return nil
+	}
+	if done != nil {
+		select {
+		case <-done:
+		default:
+			return errors.New("start hub: the last run is still stopping")
+		}
+	}
 	// The hub outlives Start's context (it serves every stream until Stop), so its connection is
 	// bound to a context of its own that Stop cancels.
-	h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	h.ps = h.rdb.Subscribe(h.ctx) //nolint:contextcheck // deliberately detached: ends with Stop, not with Start's caller
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ps := h.rdb.Subscribe(hctx) //nolint:contextcheck // deliberately detached: ends with Stop, not with Start's caller
 	// With subscriptions: after the connection dropped, go-redis subscribes every channel again on
 	// a new one, and each confirmation is the signal that its feed may have missed notifications.
-	ch := h.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+	done = make(chan struct{})
+	h.mu.Lock()
+	h.ctx, h.cancel, h.ps, h.done = hctx, cancel, ps, done
+	// Feeds of an earlier run ended with it; their subscribers' streams end too.
+	h.feeds, h.byChan = map[string]*feed{}, map[string]*feed{}
+	h.mu.Unlock()
 	h.wg.Add(2)
 	go func() {
 		defer h.wg.Done()
@@ -85,7 +115,14 @@ func (h *Hub) Start(ctx context.Context) error {
 	}()
 	go func() {
 		defer h.wg.Done()
-		h.resyncLoop(h.ctx)
+		h.resyncLoop(hctx)
+	}()
+	// Feeds join wg only while hctx is live, under mu, and Stop cancels hctx under mu: once it is
+	// cancelled, wg only goes down.
+	go func() {
+		<-hctx.Done()
+		h.wg.Wait()
+		close(done)
 	}()
 	return nil
 }
@@ -137,21 +174,25 @@ func (h *Hub) resyncLoop(ctx context.Context) {
 	})
 }
 
-// Stop closes every feed and the Pub/Sub connection. Safe twice or before Start.
-func (h *Hub) Stop(context.Context) error {
-	if h.cancel == nil {
+// Stop closes every feed and the Pub/Sub connection, and waits for the hub's goroutines to end or
+// for ctx to end (then it says so; a later Stop waits again). Safe twice or before Start.
+func (h *Hub) Stop(ctx context.Context) error {
+	h.life.Lock()
+	h.mu.Lock()
+	cancel, ps, done := h.cancel, h.ps, h.done
+	h.ps = nil
+	if cancel != nil {
+		cancel()
+	}
+	h.mu.Unlock()
+	h.life.Unlock()
+	if done == nil {
 		return nil
 	}
-	h.cancel()
-	h.mu.Lock()
-	ps := h.ps
-	h.ps = nil
-	h.mu.Unlock()
 	if ps != nil {
 		_ = ps.Close()
 	}
-	h.wg.Wait()
-	return nil
+	return lifecycle.Wait(ctx, done, "hub")
 }
 
 // Subscribers counts the subscribers of every feed.

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/turnstile-run/turnstile/pkg/lifecycle/lifecycletest"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/pkg/wire"
@@ -234,5 +237,86 @@ func TestHub(t *testing.T) {
 		}
 		_, lost := slow.Next(nil)
 		require.True(t, lost, "20 entries behind a ring of 8")
+	})
+}
+
+// stallHook holds every pipeline of a Redis client, whatever its context, from when it is armed
+// until release is closed: a stuck Redis call of the hub's.
+type stallHook struct {
+	armed   atomic.Bool
+	entered chan struct{}
+	once    sync.Once
+	release chan struct{}
+}
+
+func (h *stallHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *stallHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *stallHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.armed.Load() {
+			h.once.Do(func() { close(h.entered) })
+			<-h.release
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func TestHubLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("StopHonoursDeadline", func(t *testing.T) {
+		t.Parallel()
+		_, b := setup(t)
+		// The hub reads through a client of its own whose reads can be made to hang.
+		stall := &stallHook{entered: make(chan struct{}), release: make(chan struct{})}
+		rdb := redis.NewClient(b.rdb.Options())
+		rdb.AddHook(stall)
+		defer func() { _ = rdb.Close() }()
+		h := hub.New(hub.Config{Buffer: 8, Resync: time.Hour}, rdb, streams.NewReader(rdb, b.prefix), testenv.TestLogger(t))
+		require.NoError(t, h.Start(ctx))
+		s, err := h.Subscribe(ctx, "s")
+		require.NoError(t, err)
+		stall.armed.Store(true)
+		b.publish(t, "s", 1)
+		<-stall.entered // the feed's read of the new entry hangs
+		stopped := make(chan error, 1)
+		go func() {
+			sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			stopped <- h.Stop(sctx)
+		}()
+		select {
+		case err := <-stopped:
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.ErrorContains(t, err, "stop hub")
+		case <-time.After(10 * time.Second):
+			close(stall.release)
+			t.Fatal("Stop did not return at its context's deadline while a feed's read hung")
+		}
+		require.Error(t, h.Start(ctx), "no new run while the last one's goroutines still end")
+		close(stall.release)
+		require.NoError(t, h.Stop(ctx), "a later Stop waits for the stuck read to end")
+		h.Unsubscribe(s)
+	})
+
+	t.Run("RestartServesAgain", func(t *testing.T) {
+		t.Parallel()
+		h, b := setup(t)
+		for range 2 {
+			require.NoError(t, h.Start(ctx))
+			s, err := h.Subscribe(ctx, "s")
+			require.NoError(t, err)
+			b.publish(t, "s", 1)
+			await(t, s, nil, 1)
+			h.Unsubscribe(s)
+			require.NoError(t, h.Stop(ctx))
+		}
+	})
+
+	t.Run("StartStopStress", func(t *testing.T) {
+		t.Parallel()
+		h, _ := setup(t)
+		lifecycletest.Stress(t, h, lifecycletest.Options{Rounds: 10})
 	})
 }

@@ -24,7 +24,13 @@ func BenchmarkSchedule(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.client.Close()
+	// The scheduler's state as Start leaves it, with a client that joins no group.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.cfg.Brokers...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	c.client, c.parts, c.sessions = cl, map[partKey]*partState{}, map[sessionKey]*session{}
 	all := make([]int32, parts)
 	for p := range all {
 		all[p] = int32(p)

@@ -63,15 +63,27 @@ type Config struct {
 	Draining func()
 }
 
-// Consumer is the worker's consumer-group member.
+// Consumer is the worker's consumer-group member. It has the lifecycle of package lifecycle: the
+// group client is built in Start and closed at the end of Stop's drain, so a built consumer holds
+// no connection and is no member of the group until Start.
 type Consumer struct {
-	cfg    Config
-	handle Handler
-	log    *slog.Logger
+	cfg      Config
+	handle   Handler
+	log      *slog.Logger
+	onFinish func()
 
-	client *kgo.Client
+	// life serialises Start and Stop and guards what they share: done is closed when the last
+	// run's drain has ended (nil before the first Start), stopping says that drain has begun, and
+	// cancelTurns belongs to that run.
+	life        sync.Mutex
+	done        chan struct{}
+	stopping    bool
+	cancelTurns context.CancelCauseFunc
+	pollCancel  context.CancelFunc
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// client is the running group client, nil outside a run.
+	client   *kgo.Client
 	parts    map[partKey]*partState
 	sessions map[sessionKey]*session
 	// order lists the assigned partitions' states, sorted by partition, for the round-robin starts
@@ -84,19 +96,15 @@ type Consumer struct {
 	heldShare     int
 	inflight      int
 	closing       bool
+	// gen numbers assignments of partitions, so each partition state's gen is unique within the
+	// consumer.
+	gen uint64
 
 	// turnsCtx is the context of every running turn; cancelled with execute.ErrDraining when the
-	// drain grace period ends.
-	turnsCtx    context.Context
-	cancelTurns context.CancelCauseFunc
-	pollCancel  context.CancelFunc
-	turns       sync.WaitGroup
-	loops       sync.WaitGroup
-	started     bool
-	stopOnce    sync.Once
-	stopErr     error
-
-	onFinish func()
+	// drain grace period ends. Written by Start before the run's goroutines begin.
+	turnsCtx context.Context
+	turns    sync.WaitGroup
+	loops    sync.WaitGroup
 }
 
 type partKey struct {
@@ -195,10 +203,19 @@ type queued struct {
 	gen uint64
 }
 
-var genCounter uint64
+// errNotRunning answers a produce while the consumer has no client.
+var errNotRunning = errors.New("consumer is not running")
 
-// New builds a consumer. It does not connect until Start.
+// New builds a consumer. It connects to nothing and joins no group until Start.
 func New(cfg Config, handle Handler, log *slog.Logger) (*Consumer, error) {
+	switch {
+	case len(cfg.Brokers) == 0:
+		return nil, errors.New("create consumer: no brokers")
+	case cfg.Topic == "" || cfg.Group == "":
+		return nil, errors.New("create consumer: topic and group are required")
+	case cfg.MaxInflight <= 0:
+		return nil, errors.New("create consumer: MaxInflight must be positive")
+	}
 	if cfg.MaxBuffered == 0 {
 		cfg.MaxBuffered = cfg.MaxInflight
 	}
@@ -212,7 +229,12 @@ func New(cfg Config, handle Handler, log *slog.Logger) (*Consumer, error) {
 	if cfg.FetchMaxBytes == 0 {
 		cfg.FetchMaxBytes = 1 << 20
 	}
-	c := &Consumer{cfg: cfg, handle: handle, log: log, parts: map[partKey]*partState{}, sessions: map[sessionKey]*session{}}
+	return &Consumer{cfg: cfg, handle: handle, log: log}, nil
+}
+
+// clientOpts are the group client's options.
+func (c *Consumer) clientOpts() []kgo.Opt {
+	cfg := c.cfg
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumerGroup(cfg.Group),
@@ -239,30 +261,66 @@ func New(cfg Config, handle Handler, log *slog.Logger) (*Consumer, error) {
 	if cfg.RebalanceTimeout > 0 {
 		opts = append(opts, kgo.RebalanceTimeout(cfg.RebalanceTimeout))
 	}
-	opts = append(opts, cfg.ExtraOpts...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("create consumer client: %w", err)
-	}
-	c.client = cl
-	return c, nil
+	return append(opts, cfg.ExtraOpts...)
 }
 
-// Client is the underlying client; the worker also produces dead letters with it.
-func (c *Consumer) Client() *kgo.Client { return c.client }
+// ProduceSync produces with the running group client: the worker dead-letters records with it,
+// from the consumer's own turns, which run only while the client does. Outside a run every record
+// fails.
+func (c *Consumer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	c.mu.Lock()
+	cl := c.client
+	c.mu.Unlock()
+	if cl == nil {
+		out := make(kgo.ProduceResults, len(rs))
+		for i, r := range rs {
+			out[i] = kgo.ProduceResult{Record: r, Err: errNotRunning}
+		}
+		return out
+	}
+	return cl.ProduceSync(ctx, rs...)
+}
 
-// OnFinish registers a function called after every finished record (for tests and metrics).
+// OnFinish registers a function called after every finished record (for tests and metrics). Call
+// it before Start.
 func (c *Consumer) OnFinish(f func()) { c.onFinish = f }
 
-// Start joins the group and begins consuming.
+// Start builds the group client, which joins the group, and begins consuming. While running, Start
+// does nothing; after a Stop whose drain has ended, it starts afresh; while that drain is still
+// going (Stop gave up at its deadline), it fails.
 func (c *Consumer) Start(ctx context.Context) error {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.done != nil {
+		select {
+		case <-c.done:
+		default:
+			if c.stopping {
+				return errors.New("start consumer: the last run is still draining")
+			}
+			return nil
+		}
+	}
 	base := context.WithoutCancel(ctx)
-	c.turnsCtx, c.cancelTurns = context.WithCancelCause(base)
-	var pollCtx context.Context
-	pollCtx, c.pollCancel = context.WithCancel(base)
-	c.started = true
+	turnsCtx, cancelTurns := context.WithCancelCause(base)
+	pollCtx, pollCancel := context.WithCancel(base)
+	// The client joins the group as it is built, and its callbacks take mu: they see the fresh
+	// state and the client only once both are in place.
+	c.mu.Lock()
+	c.parts, c.sessions = map[partKey]*partState{}, map[sessionKey]*session{}
+	c.order, c.next, c.inflight, c.closing = nil, 0, 0, false
+	c.turnsCtx = turnsCtx
+	cl, err := kgo.NewClient(c.clientOpts()...)
+	c.client = cl
+	c.mu.Unlock()
+	if err != nil {
+		cancelTurns(nil)
+		pollCancel()
+		return fmt.Errorf("create consumer client: %w", err)
+	}
+	c.done, c.stopping, c.cancelTurns, c.pollCancel = make(chan struct{}), false, cancelTurns, pollCancel
 	c.loops.Add(2)
-	go func() { defer c.loops.Done(); c.pollLoop(pollCtx) }()
+	go func() { defer c.loops.Done(); c.pollLoop(pollCtx, cl) }()
 	go func() { defer c.loops.Done(); c.commitLoop(pollCtx) }()
 	return nil
 }
@@ -279,7 +337,7 @@ func (c *Consumer) Inflight() int {
 // before the next partition's; holding all of them lets the scheduler take turns between
 // partitions. What is held stays bounded by the partitions' pauses (pauseLocked): a paused
 // partition is not fetched, and PollRecords blocks while every partition is paused.
-func (c *Consumer) pollLoop(ctx context.Context) {
+func (c *Consumer) pollLoop(ctx context.Context, cl *kgo.Client) {
 	for {
 		c.mu.Lock()
 		closing := c.closing
@@ -287,9 +345,9 @@ func (c *Consumer) pollLoop(ctx context.Context) {
 		if closing || ctx.Err() != nil {
 			return
 		}
-		fetches := c.client.PollRecords(ctx, 0)
+		fetches := cl.PollRecords(ctx, 0)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
-			c.client.AllowRebalance()
+			cl.AllowRebalance()
 			return
 		}
 		fetches.EachError(func(topic string, part int32, err error) {
@@ -301,7 +359,7 @@ func (c *Consumer) pollLoop(ctx context.Context) {
 		fetches.EachRecord(c.addLocked)
 		c.scheduleLocked()
 		c.mu.Unlock()
-		c.client.AllowRebalance()
+		cl.AllowRebalance()
 	}
 }
 
@@ -341,7 +399,7 @@ func (c *Consumer) scheduleLocked() {
 			break
 		}
 		c.turns.Add(1)
-		go c.run(s, q)
+		go c.run(c.turnsCtx, s, q)
 	}
 	c.pauseLocked()
 }
@@ -385,10 +443,10 @@ func (c *Consumer) nextReadyLocked() (*session, *partState) {
 
 // run handles q, a record of session s, and then every record that may start when the one before
 // it ends, until none may.
-func (c *Consumer) run(s *session, q queued) {
+func (c *Consumer) run(ctx context.Context, s *session, q queued) {
 	defer c.turns.Done()
 	for {
-		res := c.handle(c.turnsCtx, q.rec)
+		res := c.handle(ctx, q.rec)
 		c.mu.Lock()
 		c.finishLocked(s, q, res)
 		// The goroutine goes on with the next record that may start, rather than ending while another
@@ -453,6 +511,9 @@ func (c *Consumer) pauseLocked() {
 		}
 		ps.paused = full
 	}
+	if c.client == nil {
+		return
+	}
 	if pause != nil {
 		c.client.PauseFetchPartitions(pause)
 	}
@@ -497,9 +558,9 @@ func (c *Consumer) assigned(_ context.Context, cl *kgo.Client, assigned map[stri
 			if eo, ok := committed[topic][p]; ok && eo.Offset >= 0 {
 				start = eo.Offset
 			}
-			genCounter++
+			c.gen++
 			pk := partKey{topic, p}
-			c.parts[pk] = &partState{pk: pk, tracker: offsets.New(start), epoch: -1, gen: genCounter}
+			c.parts[pk] = &partState{pk: pk, tracker: offsets.New(start), epoch: -1, gen: c.gen}
 		}
 	}
 	c.assignmentChangedLocked()
@@ -535,7 +596,7 @@ func (c *Consumer) forget(parts map[string][]int32) {
 			delete(c.parts, pk)
 		}
 	}
-	if resume != nil {
+	if resume != nil && c.client != nil {
 		c.client.ResumeFetchPartitions(resume)
 	}
 	for sk, s := range c.sessions {
@@ -550,7 +611,7 @@ func (c *Consumer) forget(parts map[string][]int32) {
 }
 
 // commitOffsets collects the commit points that moved.
-func (c *Consumer) commitOffsets(only map[string][]int32) map[string]map[int32]kgo.EpochOffset {
+func (c *Consumer) commitOffsets(only map[string][]int32) (*kgo.Client, map[string]map[int32]kgo.EpochOffset) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	want := func(pk partKey) bool {
@@ -576,18 +637,18 @@ func (c *Consumer) commitOffsets(only map[string][]int32) map[string]map[int32]k
 			out[pk.topic][pk.part] = kgo.EpochOffset{Epoch: ps.epoch, Offset: p}
 		}
 	}
-	return out
+	return c.client, out
 }
 
 func (c *Consumer) commitPartitions(ctx context.Context, only map[string][]int32) {
-	offs := c.commitOffsets(only)
-	if len(offs) == 0 {
+	cl, offs := c.commitOffsets(only)
+	if cl == nil || len(offs) == 0 {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var commitErr error
-	c.client.CommitOffsetsSync(cctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	cl.CommitOffsetsSync(cctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		commitErr = err
 		if err == nil {
 			commitErr = commitRespErr(resp)
@@ -631,45 +692,61 @@ func (c *Consumer) commitLoop(ctx context.Context) {
 }
 
 // Stop drains: fetching stops, running turns get DrainTimeout to finish, the rest are handed off,
-// finished offsets are committed and the member leaves the group. Safe twice or before Start.
+// finished offsets are committed and the member leaves the group. When ctx ends first, the running
+// turns are handed off at once and Stop returns ctx's cause; the drain then ends in the background,
+// and a later Stop waits for it. Safe twice or before Start.
 func (c *Consumer) Stop(ctx context.Context) error {
-	c.stopOnce.Do(func() { c.stopErr = c.stop(ctx) })
-	return c.stopErr
-}
-
-func (c *Consumer) stop(ctx context.Context) error {
-	if !c.started {
-		c.client.Close()
+	c.life.Lock()
+	done, cancelTurns := c.done, c.cancelTurns
+	if done != nil && !c.stopping {
+		c.stopping = true
+		go c.drain(done, c.pollCancel, cancelTurns)
+	}
+	c.life.Unlock()
+	if done == nil {
 		return nil
 	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		cancelTurns(execute.ErrDraining)
+		return fmt.Errorf("stop consumer: %w", context.Cause(ctx))
+	}
+}
+
+// drain ends one run and closes done: it belongs to the run it was started for, which Stop waits on.
+func (c *Consumer) drain(done chan struct{}, pollCancel context.CancelFunc, cancelTurns context.CancelCauseFunc) {
+	defer close(done)
 	c.mu.Lock()
 	c.closing = true
-	c.client.PauseFetchTopics(c.cfg.Topic)
+	cl := c.client
+	cl.PauseFetchTopics(c.cfg.Topic)
 	c.mu.Unlock()
-	c.pollCancel()
+	pollCancel()
 	if c.cfg.Draining != nil {
 		c.cfg.Draining()
 	}
 
-	done := make(chan struct{})
-	go func() { c.turns.Wait(); close(done) }()
+	turnsDone := make(chan struct{})
+	go func() { c.turns.Wait(); close(turnsDone) }()
 	grace := time.NewTimer(c.cfg.DrainTimeout)
 	defer grace.Stop()
 	select {
-	case <-done:
+	case <-turnsDone:
 	case <-grace.C:
 		c.log.Warn("drain timeout reached; handing off running turns", "inflight", c.Inflight())
-		c.cancelTurns(execute.ErrDraining)
-	case <-ctx.Done():
-		c.cancelTurns(execute.ErrDraining)
+		cancelTurns(execute.ErrDraining)
 	}
-	<-done
-	c.cancelTurns(nil)
+	<-turnsDone
+	cancelTurns(nil)
 	c.loops.Wait()
-	// The finished prefix is committed even when Stop's context has ended.
-	c.commitPartitions(context.WithoutCancel(ctx), nil)
+	// The finished prefix is committed however Stop ended.
+	c.commitPartitions(context.Background(), nil)
 	// Close leaves the group, so the partitions move to another member at once.
-	c.client.Close()
+	cl.Close()
+	c.mu.Lock()
+	c.client = nil
+	c.mu.Unlock()
 	c.log.Info("consumer stopped")
-	return nil
 }

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/turnstile-run/turnstile/pkg/lifecycle/lifecycletest"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
 )
@@ -395,5 +397,108 @@ func TestConsumer(t *testing.T) {
 		c, _ := setup(t, Config{MaxInflight: 1}, func(context.Context, *kgo.Record) execute.Result { return execute.Finished })
 		require.NoError(t, c.Stop(ctx))
 		require.NoError(t, c.Stop(ctx))
+	})
+}
+
+func TestConsumerLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	finished := func(context.Context, *kgo.Record) execute.Result { return execute.Finished }
+
+	t.Run("NoGroupMemberBeforeStart", func(t *testing.T) {
+		t.Parallel()
+		idle, b := setupPartitions(t, 2, Config{MaxInflight: 1}, finished)
+		// A second member of the same group, started: with the built but unstarted consumer out of
+		// the group, it is the only member and is assigned both partitions.
+		active, err := New(idle.cfg, finished, b.env.Log)
+		require.NoError(t, err)
+		require.NoError(t, active.Start(ctx))
+		testenv.WaitFor(t, 15*time.Second, "the started member to own both partitions", func() bool {
+			return len(active.commitPoints()) == 2
+		})
+		adm := kadm.NewClient(b.producer)
+		groups, err := adm.DescribeGroups(ctx, idle.cfg.Group)
+		require.NoError(t, err)
+		require.Len(t, groups[idle.cfg.Group].Members, 1, "a consumer that was only built is no member of the group")
+		// Start joins: the partitions are shared.
+		require.NoError(t, idle.Start(ctx))
+		testenv.WaitFor(t, 15*time.Second, "the newly started member to be assigned a partition", func() bool {
+			return len(idle.commitPoints()) == 1 && len(active.commitPoints()) == 1
+		})
+		require.NoError(t, idle.Stop(ctx))
+		require.NoError(t, active.Stop(ctx))
+	})
+
+	t.Run("ConsumersShareNoState", func(t *testing.T) {
+		t.Parallel()
+		// Two consumers of one process whose partitions are assigned at the same moment: nothing of
+		// one's assignment bookkeeping may be the other's (the race detector watches).
+		cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+		require.NoError(t, err)
+		defer cl.Close()
+		cfg := Config{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Group: "g", MaxInflight: 1}
+		var cs []*Consumer
+		for range 2 {
+			c, err := New(cfg, finished, testenv.TestLogger(t))
+			require.NoError(t, err)
+			c.parts, c.sessions = map[partKey]*partState{}, map[sessionKey]*session{}
+			cs = append(cs, c)
+		}
+		begin := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-begin
+				c.assigned(ctx, cl, map[string][]int32{"t": {0, 1, 2}})
+			}()
+		}
+		close(begin)
+		wg.Wait()
+		for _, c := range cs {
+			require.Len(t, c.commitPoints(), 3)
+			require.NoError(t, c.Stop(ctx))
+		}
+	})
+
+	t.Run("StopHonoursDeadline", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		running := make(chan struct{})
+		// A turn that ignores its context: Stop's deadline, not the turn, bounds the stop.
+		c, b := setup(t, Config{MaxInflight: 1, DrainTimeout: time.Minute}, func(context.Context, *kgo.Record) execute.Result {
+			close(running)
+			<-release
+			return execute.Finished
+		})
+		b.produce(t, "a")
+		require.NoError(t, c.Start(ctx))
+		<-running
+		stopped := make(chan error, 1)
+		go func() {
+			sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			stopped <- c.Stop(sctx)
+		}()
+		select {
+		case err := <-stopped:
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.ErrorContains(t, err, "stop consumer")
+		case <-time.After(10 * time.Second):
+			close(release)
+			t.Fatal("Stop did not return at its context's deadline while a turn was stuck")
+		}
+		require.Error(t, c.Start(ctx), "no new run while the last one still drains")
+		close(release)
+		require.NoError(t, c.Stop(ctx), "a later Stop waits for the drain to end")
+		require.NoError(t, c.Start(ctx), "a drained consumer starts again")
+		require.NoError(t, c.Stop(ctx))
+	})
+
+	t.Run("StartStopStress", func(t *testing.T) {
+		t.Parallel()
+		c, _ := setup(t, Config{MaxInflight: 1}, finished)
+		lifecycletest.Stress(t, c, lifecycletest.Options{Rounds: 5})
 	})
 }

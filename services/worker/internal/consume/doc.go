@@ -32,4 +32,10 @@
 // prefix is committed before the partition is released; turns already running finish under their
 // leases, and the next owner waits for them (the claim reports LEASED), so no turn runs twice at
 // once and no session is reordered.
+//
+// Lifecycle: New only checks and completes the configuration; Start builds the group client, which
+// joins the group, and Stop drains and closes it (package lifecycle's contract: Stop honours its
+// context's deadline, and a consumer can be started again once stopped). The consumer is also the
+// worker's dead-letter producer (ProduceSync): dead letters are written only by its own turns, so
+// by the running client.
 package consume

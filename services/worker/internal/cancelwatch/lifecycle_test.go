@@ -1,0 +1,19 @@
+package cancelwatch
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/turnstile-run/turnstile/pkg/lifecycle/lifecycletest"
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+)
+
+func TestWatcherLifecycle(t *testing.T) {
+	t.Parallel()
+	t.Run("StartStopStress", func(t *testing.T) {
+		t.Parallel()
+		env := testenv.New(t, testenv.Options{Partitions: 1})
+		lifecycletest.Stress(t, New(env.Pool, func(uuid.UUID) {}, env.Log), lifecycletest.Options{})
+	})
+}
