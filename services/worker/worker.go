@@ -75,7 +75,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	}
 	m := newMetrics(d.Registry)
 	store := lease.NewStore(pool, cfg.InstanceID, cfg.LeaseTTL, cfg.MaxAttempts)
-	renewer := execute.NewRenewer(store, cfg.Heartbeat, log)
+	renewer := lease.NewRenewer(store, cfg.Heartbeat, log)
 	renewer.OnRenew = func(n int, err error) {
 		result := "ok"
 		if err != nil {

@@ -81,7 +81,7 @@ type Executor struct {
 	cfg     Config
 	store   *lease.Store
 	agent   agent.Agent
-	renewer *Renewer
+	renewer *lease.Renewer
 	dlq     Producer
 	log     *slog.Logger
 	hooks   Hooks
@@ -89,7 +89,7 @@ type Executor struct {
 }
 
 // New returns an executor.
-func New(cfg Config, store *lease.Store, pub *streams.Publisher, ag agent.Agent, renewer *Renewer, dlq Producer, log *slog.Logger, hooks Hooks) *Executor {
+func New(cfg Config, store *lease.Store, pub *streams.Publisher, ag agent.Agent, renewer *lease.Renewer, dlq Producer, log *slog.Logger, hooks Hooks) *Executor {
 	if cfg.RetryBackoff == 0 {
 		cfg.RetryBackoff = 200 * time.Millisecond
 	}
@@ -110,6 +110,10 @@ func New(cfg Config, store *lease.Store, pub *streams.Publisher, ag agent.Agent,
 	}
 	return &Executor{cfg: cfg, store: store, agent: ag, renewer: renewer, dlq: dlq, log: log, hooks: hooks}
 }
+
+// ErrDraining is the cause with which the worker's turn context ends when the drain grace period
+// is over.
+var ErrDraining = errors.New("worker draining")
 
 // Result says whether the record may be committed.
 type Result int
@@ -331,11 +335,11 @@ func (x *Executor) interrupted(ctx, attemptCtx context.Context, env wire.Envelop
 	cause := context.Cause(attemptCtx)
 	base := wire.EventBase{TurnID: env.TurnID.String(), Attempt: claim.Attempt}
 	switch {
-	case errors.Is(err, streams.ErrStaleToken), errors.Is(cause, ErrLeaseLost):
+	case errors.Is(err, streams.ErrStaleToken), errors.Is(cause, lease.ErrLeaseLost):
 		x.log.WarnContext(ctx, "attempt lost its lease", "attempt", claim.Attempt)
 		ended("lease_lost")
 		return attemptLost
-	case errors.Is(cause, ErrCancelRequested):
+	case errors.Is(cause, lease.ErrCancelRequested):
 		if x.finish(ctx, env, claim, sink, wire.StatusCancelled, wire.NewEvent(wire.EventCancelled, wire.ErrorData{EventBase: base, Error: "cancelled"}), "cancelled", "") {
 			ended("cancelled")
 			return attemptFinished

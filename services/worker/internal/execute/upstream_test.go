@@ -86,7 +86,7 @@ func newUpstreamFixture(t *testing.T, env *testenv.Env, o fixtureOptions, answer
 	ag, err := openai.New(openai.Config{BaseURL: chat.URL + "/v1", Model: "m", Guard: guard})
 	require.NoError(t, err)
 	store := lease.NewStore(env.Pool, "w-"+testenv.RandomHex(4), 10*time.Second, o.maxAttempts)
-	renewer := NewRenewer(store, time.Second, env.Log)
+	renewer := lease.NewRenewer(store, time.Second, env.Log)
 	require.NoError(t, renewer.Start(context.Background()))
 	t.Cleanup(func() { _ = renewer.Stop(context.Background()) })
 	logs := &logRecorder{}
