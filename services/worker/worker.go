@@ -115,7 +115,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		SessionTimeout:   cfg.Worker.SessionTimeout,
 		RebalanceTimeout: cfg.Worker.RebalanceTimeout,
 		Draining:         func() { exec.Drain() },
-	}, func(ctx context.Context, rec *kgo.Record) execute.Result {
+	}, func(ctx context.Context, rec *kgo.Record) consume.Result {
 		m.inflight.Inc()
 		defer m.inflight.Dec()
 		return exec.Handle(ctx, rec)

@@ -18,6 +18,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/consume"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
 )
 
@@ -111,29 +112,14 @@ func New(cfg Config, store *lease.Store, pub *streams.Publisher, ag agent.Agent,
 	return &Executor{cfg: cfg, store: store, agent: ag, renewer: renewer, dlq: dlq, log: log, hooks: hooks}
 }
 
-// ErrDraining is the cause with which the worker's turn context ends when the drain grace period
-// is over.
-var ErrDraining = errors.New("worker draining")
-
-// Result says whether the record may be committed.
-type Result int
-
-// Results of Handle.
-const (
-	// Finished: the turn is terminal (here or elsewhere); commit the record.
-	Finished Result = iota
-	// HandedOff: the worker is draining; the turn was released and the record must not be committed.
-	HandedOff
-)
-
-// Handle runs the record's turn to its end. ctx is the worker's turn context: cancelled with
-// ErrDraining when the drain grace period is over.
-func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
+// Handle runs the record's turn to its end. ctx is the consumer's turn context: cancelled with
+// consume.ErrDraining when the drain grace period is over. It is a consume.Handler.
+func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) consume.Result {
 	env, rawMetadata, err := wire.DecodeEnvelopeRaw(rec.Value)
 	if err != nil {
 		x.log.Error("undecodable turn record sent to dead-letter topic", "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		x.deadLetter(ctx, rec, "undecodable", err.Error(), 0)
-		return Finished
+		return consume.Commit
 	}
 	// The turn ID's text, made once for the turn: the log context, the span and every attempt's
 	// events share it.
@@ -144,7 +130,7 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 	for {
 		// A turn that cannot be useful any more never starts: it is recorded expired without a claim.
 		if time.Until(env.Deadline) < x.cfg.MinUsefulTime && x.expire(ctx, rec, env) {
-			return Finished
+			return consume.Commit
 		}
 		acquiredAt := time.Now()
 		cctx, cspan := telemetry.StartChild(ctx, "worker.claim")
@@ -155,43 +141,43 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 		telemetry.End(cspan, err)
 		if err != nil {
 			if ctx.Err() != nil {
-				return HandedOff
+				return consume.HandOff
 			}
 			x.log.WarnContext(ctx, "claim failed; retrying", "err", err)
 			if !x.sleep(ctx, x.cfg.LeasedPoll) {
-				return HandedOff
+				return consume.HandOff
 			}
 			continue
 		}
 		switch claim.Outcome {
 		case lease.Done:
 			x.republishTerminal(ctx, rec, env)
-			return Finished
+			return consume.Commit
 		case lease.Leased:
 			// Another live worker runs this turn (a rebalance moved the partition, or our own earlier
 			// attempt was fenced). Wait for it: running it here would run it twice, and starting the
 			// session's next turn would break its order.
 			wait := min(time.Until(claim.LeaseExpiresAt)+10*time.Millisecond, x.cfg.LeasedPoll)
 			if !x.sleep(ctx, max(wait, 10*time.Millisecond)) {
-				return HandedOff
+				return consume.HandOff
 			}
 			continue
 		case lease.Cancelled:
 			x.finishUnleased(ctx, rec, env, wire.StatusCancelled, "cancelled before it started", "")
-			return Finished
+			return consume.Commit
 		case lease.Exhausted:
 			msg := fmt.Sprintf("attempt %d ended without finishing and no attempts remain", claim.Attempt)
 			x.finishUnleased(ctx, rec, env, wire.StatusFailed, msg, "attempts_exhausted")
-			return Finished
+			return consume.Commit
 		case lease.Acquired:
 			switch x.attempt(ctx, rec, env, turnID, claim, acquiredAt) {
 			case attemptFinished:
-				return Finished
+				return consume.Commit
 			case attemptHandedOff:
-				return HandedOff
+				return consume.HandOff
 			case attemptRetry:
 				if !x.sleep(ctx, backoff(x.cfg.RetryBackoff, claim.Attempt)) {
-					return HandedOff
+					return consume.HandOff
 				}
 			case attemptLost:
 			}
@@ -345,7 +331,7 @@ func (x *Executor) interrupted(ctx, attemptCtx context.Context, env wire.Envelop
 			return attemptFinished
 		}
 		return attemptLost
-	case errors.Is(cause, ErrDraining) || ctx.Err() != nil:
+	case errors.Is(cause, consume.ErrDraining) || ctx.Err() != nil:
 		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		// The attempt began: its turn.started goes out before the turn is handed off.
