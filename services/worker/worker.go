@@ -75,7 +75,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	}
 	m := newMetrics(d.Registry)
 	store := lease.NewStore(pool, cfg.InstanceID, cfg.LeaseTTL, cfg.MaxAttempts)
-	renewer := execute.NewRenewer(store, cfg.Heartbeat, log)
+	renewer := lease.NewRenewer(store, cfg.Heartbeat, log)
 	renewer.OnRenew = func(n int, err error) {
 		result := "ok"
 		if err != nil {
@@ -115,7 +115,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		SessionTimeout:   cfg.Worker.SessionTimeout,
 		RebalanceTimeout: cfg.Worker.RebalanceTimeout,
 		Draining:         func() { exec.Drain() },
-	}, func(ctx context.Context, rec *kgo.Record) execute.Result {
+	}, func(ctx context.Context, rec *kgo.Record) consume.Result {
 		m.inflight.Inc()
 		defer m.inflight.Dec()
 		return exec.Handle(ctx, rec)
@@ -125,15 +125,14 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	}
 	hist := history.New(pool, cfg.Agents.HistoryCacheSessions)
 	exec = execute.New(execute.Config{
-		MaxAttempts:     cfg.MaxAttempts,
-		MinUsefulTime:   cfg.MinUsefulTime,
-		DLQTopic:        cfg.DLQTopic,
-		History:         hist.GetAt,
-		HistoryAppended: hist.Appended,
-		Prior:           history.NewPriorReader(streams.NewReader(rdb, cfg.KeyPrefix)).Prior,
-		Claim:           claims.Do,
-		Complete:        completions.Do,
-		Publish:         publishGroup(publishes),
+		MaxAttempts:   cfg.MaxAttempts,
+		MinUsefulTime: cfg.MinUsefulTime,
+		DLQTopic:      cfg.DLQTopic,
+		History:       hist,
+		Prior:         history.NewPriorReader(streams.NewReader(rdb, cfg.KeyPrefix)),
+		Claims:        claims,
+		Completions:   completions,
+		Publishes:     publishes,
 	}, store, pub, ag, renewer, cons, log, execute.Hooks{
 		AttemptEnded: func(outcome string, _ int, took time.Duration) { m.attemptEnded(outcome, took) },
 		DeadLettered: func(reason string) { m.deadLettered.WithLabelValues(reason).Inc() },
@@ -155,21 +154,6 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		w.parts.Add("table upkeep", h)
 	}
 	return w, nil
-}
-
-// publishGroup sends one turn's group of events through the publish batcher; a batcher error (it
-// stopped, or the caller's context ended) is every event's.
-func publishGroup(b *batch.Batcher[[]streams.Message, []streams.PublishResult]) func(context.Context, []streams.Message) []streams.PublishResult {
-	return func(ctx context.Context, ms []streams.Message) []streams.PublishResult {
-		res, err := b.Do(ctx, ms)
-		if err != nil {
-			res = make([]streams.PublishResult, len(ms))
-			for i := range res {
-				res[i].Err = err
-			}
-		}
-		return res
-	}
 }
 
 // buildAgent returns the agent TURNSTILE_AGENT names, with one upstream guard (adaptive limit,
@@ -353,7 +337,7 @@ func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m
 	}, store.ClaimMany)
 	completions := batch.New(batch.Config[lease.Completion, int64]{Name: "completion batcher", Flushers: 1, OnBatch: observe("complete")},
 		store.CompleteMany)
-	// A publish request is one turn's group of events (see execute.Config.Publish): a group goes into
+	// A publish request is one turn's group of events (see execute.Publisher): a group goes into
 	// one batch whole, in order, so the publisher keeps it in order in one script call.
 	publishes := batch.New(batch.Config[[]streams.Message, []streams.PublishResult]{Name: "publish batcher", Flushers: 2, OnBatch: observe("publish")},
 		func(ctx context.Context, groups [][]streams.Message) []batch.Result[[]streams.PublishResult] {

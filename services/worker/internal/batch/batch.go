@@ -24,6 +24,18 @@ type Result[Res any] struct {
 // whole batch is reported by setting every result's Err (see Fail).
 type Func[Req, Res any] func(ctx context.Context, reqs []Req) []Result[Res]
 
+// Do runs fn for req alone, in the caller's goroutine: one round trip per call, as a Batcher would
+// with no other caller and no lifecycle. With it a Func has a Batcher's Do, so a caller that sends
+// one request at a time takes either (a lease store's ClaimMany unbatched, a test's fake).
+func (fn Func[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
+	res := fn(ctx, []Req{req})
+	if len(res) != 1 {
+		var zero Res
+		return zero, fmt.Errorf("batch returned %d results for 1 request", len(res))
+	}
+	return res[0].Val, res[0].Err
+}
+
 // Fail returns n results that all carry err.
 func Fail[Res any](n int, err error) []Result[Res] {
 	out := make([]Result[Res], n)

@@ -115,6 +115,27 @@ func TestBatcher(t *testing.T) {
 		require.Equal(t, TimeoutDefault, b.cfg.Timeout)
 	})
 
+	t.Run("FuncDo", func(t *testing.T) {
+		t.Parallel()
+		var sizes []int
+		fn := Func[int, int](func(_ context.Context, reqs []int) []Result[int] {
+			sizes = append(sizes, len(reqs))
+			out := double(reqs)
+			if reqs[0] < 0 {
+				out[0].Err = errors.New("negative")
+			}
+			return out
+		})
+		v, err := fn.Do(ctx, 21)
+		require.NoError(t, err)
+		require.Equal(t, 42, v)
+		_, err = fn.Do(ctx, -1)
+		require.EqualError(t, err, "negative", "the request's own error")
+		require.Equal(t, []int{1, 1}, sizes, "one batch of one request per call")
+		_, err = Func[int, int](func(context.Context, []int) []Result[int] { return nil }).Do(ctx, 1)
+		require.ErrorContains(t, err, "0 results for 1 request")
+	})
+
 	t.Run("GroupCommit", func(t *testing.T) {
 		t.Parallel()
 		g := newGate()

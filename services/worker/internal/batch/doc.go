@@ -23,6 +23,10 @@
 // complete in any order. Callers that need order wait for each result before sending their next
 // request; a turn does exactly that for its events, so its events stay in order.
 //
+// Callers take a Batcher as a one-method interface of its Do (the executor's Claimer, Completer
+// and Publisher). Func has the same Do, running one request alone per call, so the batch function
+// itself (a lease store's ClaimMany, say) serves such a caller unbatched.
+//
 // A Batcher follows pkg/lifecycle: Start returns at once with the flushers running, Stop refuses new
 // requests, cancels the batch in flight and fails whatever is still queued, so no caller is left
 // waiting.

@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
 )
 
 // BenchmarkSchedule is the consumer's own bookkeeping for one record, without Kafka or a handler:
@@ -20,7 +18,7 @@ import (
 func BenchmarkSchedule(b *testing.B) {
 	const parts, inflight = 8, 1000
 	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Topic: "bench", Group: "bench", MaxInflight: inflight},
-		func(context.Context, *kgo.Record) execute.Result { return execute.Finished }, slog.New(slog.DiscardHandler))
+		func(context.Context, *kgo.Record) Result { return Commit }, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,7 +49,7 @@ func BenchmarkSchedule(b *testing.B) {
 			run = append(run, running{s, q})
 		}
 		if len(run) >= inflight {
-			c.finishLocked(run[0].s, run[0].q, execute.Finished)
+			c.finishLocked(run[0].s, run[0].q, Commit)
 			run = run[1:]
 		}
 		// As scheduleLocked does after every start and finish.

@@ -16,12 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
-	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
 	"github.com/turnstile-run/turnstile/services/worker/internal/offsets"
 )
-
-// Handler runs one record to its end; see execute.Executor.Handle.
-type Handler func(ctx context.Context, rec *kgo.Record) execute.Result
 
 // Config tunes a Consumer.
 type Config struct {
@@ -100,7 +96,7 @@ type Consumer struct {
 	// consumer.
 	gen uint64
 
-	// turnsCtx is the context of every running turn; cancelled with execute.ErrDraining when the
+	// turnsCtx is the context of every running turn; cancelled with ErrDraining when the
 	// drain grace period ends. Written by Start before the run's goroutines begin.
 	turnsCtx context.Context
 	turns    sync.WaitGroup
@@ -467,17 +463,17 @@ func (c *Consumer) run(ctx context.Context, s *session, q queued) {
 
 // finishLocked records the end of a record's turn: its offset may be committed (if it finished
 // under the partition's current assignment) and its session's next record becomes ready.
-func (c *Consumer) finishLocked(s *session, q queued, res execute.Result) {
+func (c *Consumer) finishLocked(s *session, q queued, res Result) {
 	c.inflight--
 	ps := c.parts[s.sk.part]
-	if ps != nil && ps.gen == q.gen && res == execute.Finished {
+	if ps != nil && ps.gen == q.gen && res == Commit {
 		ps.tracker.Done(q.rec.Offset)
 	}
 	s.running = false
 	// Queued records belong to the partition's current assignment: forget empties the queues of
 	// a revoked partition, so a non-empty queue has a partition state.
 	switch {
-	case res == execute.HandedOff:
+	case res == HandOff:
 		// Draining: the session's later records must not start before this one, which is now
 		// someone else's; drop them so the next owner runs them in order.
 		if ps != nil {
@@ -710,7 +706,7 @@ func (c *Consumer) Stop(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		cancelTurns(execute.ErrDraining)
+		cancelTurns(ErrDraining)
 		return fmt.Errorf("stop consumer: %w", context.Cause(ctx))
 	}
 }
@@ -736,7 +732,7 @@ func (c *Consumer) drain(done chan struct{}, pollCancel context.CancelFunc, canc
 	case <-turnsDone:
 	case <-grace.C:
 		c.log.Warn("drain timeout reached; handing off running turns", "inflight", c.Inflight())
-		cancelTurns(execute.ErrDraining)
+		cancelTurns(ErrDraining)
 	}
 	<-turnsDone
 	cancelTurns(nil)

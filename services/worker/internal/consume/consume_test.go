@@ -14,7 +14,6 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/lifecycle/lifecycletest"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
-	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
 )
 
 // gatedHandler runs records until released and checks the scheduling invariants as it goes.
@@ -43,7 +42,7 @@ func newGatedHandler(t *testing.T, n, maxInflight int) *gatedHandler {
 	return h
 }
 
-func (h *gatedHandler) handle(ctx context.Context, rec *kgo.Record) execute.Result {
+func (h *gatedHandler) handle(ctx context.Context, rec *kgo.Record) Result {
 	key := string(rec.Key)
 	h.mu.Lock()
 	if h.running[key] {
@@ -64,7 +63,7 @@ func (h *gatedHandler) handle(ctx context.Context, rec *kgo.Record) execute.Resu
 	select {
 	case <-gate:
 	case <-ctx.Done():
-		return execute.HandedOff
+		return HandOff
 	}
 	h.mu.Lock()
 	h.running[key] = false
@@ -72,7 +71,7 @@ func (h *gatedHandler) handle(ctx context.Context, rec *kgo.Record) execute.Resu
 	h.inflight--
 	h.mu.Unlock()
 	h.finished <- rec.Offset
-	return execute.Finished
+	return Commit
 }
 
 func (h *gatedHandler) release(o int64) { close(h.gates[o]) }
@@ -151,7 +150,7 @@ type startLog struct {
 	inflight int
 }
 
-func (l *startLog) handle(ctx context.Context, rec *kgo.Record) execute.Result {
+func (l *startLog) handle(ctx context.Context, rec *kgo.Record) Result {
 	key := string(rec.Key)
 	l.mu.Lock()
 	if l.running[key] {
@@ -171,13 +170,13 @@ func (l *startLog) handle(ctx context.Context, rec *kgo.Record) execute.Result {
 	select {
 	case <-time.After(l.work):
 	case <-ctx.Done():
-		return execute.HandedOff
+		return HandOff
 	}
 	l.mu.Lock()
 	l.running[key] = false
 	l.inflight--
 	l.mu.Unlock()
-	return execute.Finished
+	return Commit
 }
 
 // starvation measures fairness over a start order: for each partition, the most starts of other
@@ -380,9 +379,9 @@ func TestConsumer(t *testing.T) {
 		// the next member of the group starts there.
 		require.NoError(t, c.Stop(ctx))
 		next := make(chan int64, 2)
-		c2, err := New(c.cfg, func(_ context.Context, rec *kgo.Record) execute.Result {
+		c2, err := New(c.cfg, func(_ context.Context, rec *kgo.Record) Result {
 			next <- rec.Offset
-			return execute.Finished
+			return Commit
 		}, b.env.Log)
 		require.NoError(t, err)
 		require.NoError(t, c2.Start(ctx))
@@ -394,7 +393,7 @@ func TestConsumer(t *testing.T) {
 
 	t.Run("StopBeforeStart", func(t *testing.T) {
 		t.Parallel()
-		c, _ := setup(t, Config{MaxInflight: 1}, func(context.Context, *kgo.Record) execute.Result { return execute.Finished })
+		c, _ := setup(t, Config{MaxInflight: 1}, func(context.Context, *kgo.Record) Result { return Commit })
 		require.NoError(t, c.Stop(ctx))
 		require.NoError(t, c.Stop(ctx))
 	})
@@ -403,7 +402,7 @@ func TestConsumer(t *testing.T) {
 func TestConsumerLifecycle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	finished := func(context.Context, *kgo.Record) execute.Result { return execute.Finished }
+	finished := func(context.Context, *kgo.Record) Result { return Commit }
 
 	t.Run("NoGroupMemberBeforeStart", func(t *testing.T) {
 		t.Parallel()
@@ -467,10 +466,10 @@ func TestConsumerLifecycle(t *testing.T) {
 		release := make(chan struct{})
 		running := make(chan struct{})
 		// A turn that ignores its context: Stop's deadline, not the turn, bounds the stop.
-		c, b := setup(t, Config{MaxInflight: 1, DrainTimeout: time.Minute}, func(context.Context, *kgo.Record) execute.Result {
+		c, b := setup(t, Config{MaxInflight: 1, DrainTimeout: time.Minute}, func(context.Context, *kgo.Record) Result {
 			close(running)
 			<-release
-			return execute.Finished
+			return Commit
 		})
 		b.produce(t, "a")
 		require.NoError(t, c.Start(ctx))

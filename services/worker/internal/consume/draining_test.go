@@ -7,8 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
 )
 
 // TestDrainingHook: Stop calls Config.Draining as the drain begins, before the grace period, so a
@@ -19,13 +17,13 @@ func TestDrainingHook(t *testing.T) {
 	drained := make(chan struct{})
 	started := make(chan struct{}, 1)
 	c, b := setup(t, Config{MaxInflight: 1, DrainTimeout: time.Minute, Draining: func() { close(drained) }},
-		func(ctx context.Context, _ *kgo.Record) execute.Result {
+		func(ctx context.Context, _ *kgo.Record) Result {
 			started <- struct{}{}
 			select {
 			case <-drained:
 			case <-ctx.Done():
 			}
-			return execute.HandedOff
+			return HandOff
 		})
 	b.produce(t, "a")
 	require.NoError(t, c.Start(ctx))

@@ -7,22 +7,38 @@
 // turn.expired). Once started, the agent's context carries the deadline, and a turn that overruns it
 // fails with "deadline exceeded" without a retry.
 //
-// The hot-path calls — the claim, the fenced publishes, the completion — go through Config.Claim,
-// Config.Publish and Config.Complete, which the worker points at its group-commit batchers (package
-// batch): many turns share one round trip for each, while each turn still waits for its own
-// result, in its own order. A turn publishes a group of events at a time, each group after the
-// previous one was accepted, and a group stays whole and in order in one call of the publish
-// script, so batching never reorders a turn's events. turn.started (with turn.retrying) is held
-// back for up to heldLinger, and so are the agent's deltas in that time: when the linger runs out
-// they go out as one group, and an agent that finished before it has them published with
-// turn.completed once the completion committed, so a quick agent's whole turn is one session block
-// for Redis and one round trip. A tool call or tool result takes the held events with it and is
-// published before the agent's call returns. The held events are published before anything else
-// the attempt publishes and before its terminal event, hand-off or retry (a fenced attempt drops
-// them), and if they are refused the agent's later events are refused too, so no stream shows an
-// attempt's events without its turn.started. A terminal event is published once the turn's row is
-// terminal, when nothing but the publish is left to retry, so it (with what is held) keeps trying
-// through a Redis outage of up to terminalPatience (30 s) where other events try five times.
+// Handle is a consume.Handler: it returns consume.Commit when the record may be committed and
+// consume.HandOff when the draining worker released the turn. Each claim that acquires the turn's
+// lease makes an attempt: one value holding the record, the envelope, the attempt number and
+// fencing token, the sink that publishes under that token, the attempt's context and its start.
+// Its steps (history, earlier attempts' events, the agent, the completion) stop at the first that
+// fails; one function (verdict) names the outcome from where and why they stopped, and the
+// attempt's method for that outcome — succeeded, expired, cancelled, overran, failed, lost,
+// handOff, retry, stalled — does what the outcome needs and nothing else. A turn that ends without
+// running (expired before its claim, cancelled or out of attempts, or found finished) publishes
+// its end through an attempt made the same way, under the token of the statement that ended it.
+//
+// The hot-path calls — the claim, the fenced publishes, the completion — go through three
+// one-method interfaces (Claimer, Publisher, Completer) whose method is a batch.Batcher's Do: the
+// worker passes its group-commit batchers (package batch), so many turns share one round trip for
+// each while each turn still waits for its own result, in its own order; a batch.Func over the
+// lease store's ClaimMany or CompleteMany is the same call unbatched. The attempt's lease is
+// renewed by lease.Renewer, which cancels the attempt's context when the lease is lost or the
+// turn's cancel is requested.
+//
+// A turn publishes a group of events at a time, each group after the previous one was accepted, and
+// a group stays whole and in order in one call of the publish script, so batching never reorders a
+// turn's events. turn.started (with turn.retrying) is held back for up to heldLinger, and so are
+// the agent's deltas in that time: when the linger runs out they go out as one group, and an agent
+// that finished before it has them published with turn.completed once the completion committed, so
+// a quick agent's whole turn is one session block for Redis and one round trip. A tool call or tool
+// result takes the held events with it and is published before the agent's call returns. The held
+// events are published before anything else the attempt publishes and before its terminal event,
+// hand-off or retry (a fenced attempt drops them), and if they are refused the agent's later events
+// are refused too, so no stream shows an attempt's events without its turn.started. A terminal
+// event is published once the turn's row is terminal, when nothing but the publish is left to
+// retry, so it (with what is held) keeps trying through a Redis outage of up to terminalPatience
+// (30 s) where other events try five times.
 //
 // An attempt's sink is an agent.Waiter: a wait of the agent on its upstream is published as
 // turn.waiting and logged at info level. Drain, called as the worker's drain begins, hands off at

@@ -3,13 +3,11 @@ package execute
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turnstile-run/turnstile/pkg/streams"
@@ -42,18 +40,19 @@ const terminalPatience = 30 * time.Second
 const maxHeld = 32
 
 // attemptSink publishes one attempt's events with its fencing token. It implements agent.Sink.
+// turn.attempt makes it, with the attempt it belongs to.
 type attemptSink struct {
-	pub         func(ctx context.Context, ms []streams.Message) []streams.PublishResult
-	retried     func(terminal bool) // Hooks.PublishRetried, or nil
-	sessionID   string
-	turnID      string
-	attempt     int
-	token       int64
+	pub       Publisher
+	retried   func(terminal bool) // Hooks.PublishRetried, or nil
+	sessionID string
+	turnID    string
+	attempt   int
+	token     int64
+	// traceparent is the record's trace context, for events published where the turn's context
+	// has none.
 	traceparent string
-	// rec is the attempt's record, for its dead letter.
-	rec    *kgo.Record
-	deltas int
-	steps  int
+	deltas      int
+	steps       int
 	// log, waits and cancel serve Waiting (waiting.go): the executor's logger and set of waiting
 	// attempts, and the cancel of the attempt's context. Waiting only publishes when waits is nil.
 	log    *slog.Logger
@@ -216,8 +215,7 @@ func (s *attemptSink) sendUntil(ctx context.Context, evs []wire.Event, held int,
 	// A span per event of a sampled turn, as if each were published alone: the gateway's delivery
 	// spans become children of the span of the event they deliver. An unsampled turn gets none
 	// (telemetry.StartChild), so its events carry the turn's own trace context, rendered once:
-	// making and ending those spans was about 3% of a busy worker's CPU on quick turns, for span
-	// IDs no exporter ever saw, and naming them (a string each) another 1%.
+	// spans (and their names) that no exporter would see are neither made nor named.
 	ms := make([]streams.Message, len(evs))
 	var spans []trace.Span
 	tp := ""
@@ -252,7 +250,7 @@ func (s *attemptSink) sendUntil(ctx context.Context, evs []wire.Event, held int,
 	}()
 	delay := 50 * time.Millisecond
 	for i := 0; ; i++ {
-		done, again, perr := groupOutcome(s.pub(ctx, ms[published:]))
+		done, again, perr := groupOutcome(s.publish(ctx, ms[published:]))
 		published += done
 		if perr == nil {
 			return nil
@@ -279,6 +277,18 @@ func (s *attemptSink) sendUntil(ctx context.Context, evs []wire.Event, held int,
 		}
 		delay = min(2*delay, time.Second)
 	}
+}
+
+// publish sends a group through the publisher; an error of the call is every event's.
+func (s *attemptSink) publish(ctx context.Context, ms []streams.Message) []streams.PublishResult {
+	res, err := s.pub.Do(ctx, ms)
+	if err != nil {
+		res = make([]streams.PublishResult, len(ms))
+		for i := range res {
+			res[i].Err = err
+		}
+	}
+	return res
 }
 
 // groupOutcome reads a group's results: how many leading events were published, whether the rest
@@ -326,8 +336,3 @@ func (s *attemptSink) ToolResult(ctx context.Context, res agent.ToolResult) erro
 		EventBase: s.base(), CallID: res.CallID, Result: res.Result, Error: res.Error,
 	}))
 }
-
-// panicError carries a recovered agent panic.
-type panicError struct{ v any }
-
-func (p panicError) Error() string { return fmt.Sprintf("agent panicked: %v", p.v) }

@@ -69,9 +69,16 @@ func (r *recordedPublisher) stream(t *testing.T, sessionID string) []wire.EventT
 	return out
 }
 
+// publishFunc is a publish function as a Publisher.
+type publishFunc func(ctx context.Context, ms []streams.Message) []streams.PublishResult
+
+func (f publishFunc) Do(ctx context.Context, ms []streams.Message) ([]streams.PublishResult, error) {
+	return f(ctx, ms), nil
+}
+
 // sink returns an attempt's sink whose held events linger for linger.
 func (r *recordedPublisher) sink(sessionID string, token int64, linger time.Duration) *attemptSink {
-	return &attemptSink{pub: r.publish, sessionID: sessionID, turnID: "turn-" + sessionID, attempt: 1, token: token, lingerFor: linger}
+	return &attemptSink{pub: publishFunc(r.publish), sessionID: sessionID, turnID: "turn-" + sessionID, attempt: 1, token: token, lingerFor: linger}
 }
 
 // forever is a linger no test outlasts: the held events go out only with the next event.
@@ -189,12 +196,12 @@ func TestSinkHeldEvents(t *testing.T) {
 		began, release := make(chan struct{}), make(chan struct{})
 		var finished atomic.Bool
 		s := r.sink("waited", 1, time.Millisecond)
-		s.pub = func(ctx context.Context, ms []streams.Message) []streams.PublishResult {
+		s.pub = publishFunc(func(ctx context.Context, ms []streams.Message) []streams.PublishResult {
 			close(began)
 			<-release
 			defer finished.Store(true)
 			return r.publish(ctx, ms)
-		}
+		})
 		s.hold(ctx, started(s))
 		<-began
 		returned := make(chan bool)
@@ -288,7 +295,7 @@ func TestSinkSpans(t *testing.T) {
 	}
 	turn := func(ctx context.Context, sessionID string) {
 		s := r.sink(sessionID, 1, forever)
-		s.pub = capture
+		s.pub = publishFunc(capture)
 		defer s.discard()
 		s.hold(ctx, started(s))
 		require.NoError(t, s.Delta(ctx, "hi"))
@@ -358,7 +365,7 @@ func refusingSink(t *testing.T, sessionID string, n int) (r *recordedPublisher, 
 	t.Helper()
 	r, s = startedSink(t, sessionID, 1, forever)
 	calls, retries = make(chan struct{}, 64), &[]bool{}
-	s.pub = failingFirst(r, n, calls)
+	s.pub = publishFunc(failingFirst(r, n, calls))
 	s.retried = func(terminal bool) { *retries = append(*retries, terminal) }
 	return r, s, calls, retries
 }

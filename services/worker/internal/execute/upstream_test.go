@@ -20,6 +20,7 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/agenttest"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/openai"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
+	"github.com/turnstile-run/turnstile/services/worker/internal/consume"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
 )
 
@@ -86,7 +87,7 @@ func newUpstreamFixture(t *testing.T, env *testenv.Env, o fixtureOptions, answer
 	ag, err := openai.New(openai.Config{BaseURL: chat.URL + "/v1", Model: "m", Guard: guard})
 	require.NoError(t, err)
 	store := lease.NewStore(env.Pool, "w-"+testenv.RandomHex(4), 10*time.Second, o.maxAttempts)
-	renewer := NewRenewer(store, time.Second, env.Log)
+	renewer := lease.NewRenewer(store, time.Second, env.Log)
 	require.NoError(t, renewer.Start(context.Background()))
 	t.Cleanup(func() { _ = renewer.Stop(context.Background()) })
 	logs := &logRecorder{}
@@ -177,7 +178,7 @@ func TestUpstreamErrors(t *testing.T) {
 				t.Parallel()
 				f := newUpstreamFixture(t, env, fixtureOptions{}, c.answer)
 				rec, turn := f.record(t, time.Minute)
-				require.Equal(t, Finished, f.x.Handle(ctx, rec))
+				require.Equal(t, consume.Commit, f.x.Handle(ctx, rec))
 				// The bound the upstream package documents: the guard's retries (3 by default) on
 				// the first attempt, one request on each later attempt (3 attempts).
 				const bound = 3 + 3
@@ -200,7 +201,7 @@ func TestUpstreamErrors(t *testing.T) {
 				t.Parallel()
 				f := newUpstreamFixture(t, env, fixtureOptions{}, func(int) agenttest.ChatAnswer { return agenttest.ChatAnswer{Error: c.body} })
 				rec, turn := f.record(t, time.Minute)
-				require.Equal(t, Finished, f.x.Handle(ctx, rec))
+				require.Equal(t, consume.Commit, f.x.Handle(ctx, rec))
 				require.Equal(t, 1, f.chat.Requests(), "a permanent error is not retried")
 				entries := f.events(t, turn.SessionID)
 				require.Equal(t, []wire.EventType{wire.EventStarted, wire.EventFailed}, types(entries))
@@ -230,7 +231,7 @@ func TestUpstreamErrors(t *testing.T) {
 		})
 		rec, turn := f.record(t, 2*time.Second)
 		session = turn.SessionID
-		require.Equal(t, Finished, f.x.Handle(ctx, rec))
+		require.Equal(t, consume.Commit, f.x.Handle(ctx, rec))
 		select {
 		case ok := <-waitedBefore:
 			require.True(t, ok, "turn.waiting was in the stream before the retry")
@@ -276,7 +277,7 @@ func TestUpstreamErrors(t *testing.T) {
 					return c.answer
 				})
 				rec, turn := f.record(t, 2*time.Minute)
-				done := make(chan Result, 1)
+				done := make(chan consume.Result, 1)
 				go func() { done <- f.x.Handle(ctx, rec) }()
 				// Once the upstream has answered, the turn only waits for the 30 s it was told to (a
 				// drain that comes before the wait has begun hands the turn off as the wait begins).
@@ -291,7 +292,7 @@ func TestUpstreamErrors(t *testing.T) {
 				case res := <-done:
 					took := time.Since(drained)
 					t.Logf("handed off %v after the drain began; the pause had 30s to run", took.Round(time.Millisecond))
-					require.Equal(t, HandedOff, res)
+					require.Equal(t, consume.HandOff, res)
 					require.Less(t, took, 5*time.Second)
 				case <-time.After(20 * time.Second):
 					t.Fatal("the waiting turn was not handed off within 20s of the drain")
@@ -317,7 +318,7 @@ func TestUpstreamErrors(t *testing.T) {
 			return agenttest.ChatAnswer{Words: []string{"partial "}, Error: serverError}
 		})
 		rec, _ := f.record(t, 2*time.Minute)
-		done := make(chan Result, 1)
+		done := make(chan consume.Result, 1)
 		go func() { done <- f.x.Handle(ctx, rec) }()
 		select {
 		case <-retried:
@@ -328,7 +329,7 @@ func TestUpstreamErrors(t *testing.T) {
 		f.x.Drain()
 		select {
 		case res := <-done:
-			require.Equal(t, HandedOff, res)
+			require.Equal(t, consume.HandOff, res)
 			require.Less(t, time.Since(drained), 5*time.Second)
 		case <-time.After(20 * time.Second):
 			t.Fatal("the pausing turn was not handed off within 20s of the drain")

@@ -8,13 +8,14 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/consume"
 )
 
 var _ agent.Waiter = (*attemptSink)(nil)
 
 // Waiting publishes turn.waiting (behind whatever is held, so turn.started comes first), logs the
 // wait at info level, and marks the attempt as only waiting until resume is called: a drain that
-// begins meanwhile ends the attempt's context with ErrDraining, and the turn is handed off at once.
+// begins meanwhile ends the attempt's context with consume.ErrDraining, and the turn is handed off at once.
 func (s *attemptSink) Waiting(ctx context.Context, w agent.Wait) (func(), error) {
 	data := wire.WaitingData{EventBase: s.base(), Reason: w.Reason}
 	if !w.RetryAt.IsZero() {
@@ -60,7 +61,7 @@ func (w *waitSet) begin(cancel context.CancelCauseFunc) (resume func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.draining {
-		cancel(ErrDraining)
+		cancel(consume.ErrDraining)
 		return func() {}
 	}
 	a := &waitingAttempt{cancel: cancel}
@@ -97,7 +98,7 @@ func (w *waitSet) drain() {
 	}
 	close(w.drained)
 	for a := range w.waiting {
-		a.cancel(ErrDraining)
+		a.cancel(consume.ErrDraining)
 	}
 	w.waiting = nil
 }

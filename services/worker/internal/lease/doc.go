@@ -28,4 +28,10 @@
 // A claim also returns the session's history sequence number (sessions.last_seq): a session's turns
 // run one at a time, so that is the history the acquiring attempt will see, and the worker's history
 // cache uses it to skip a read.
+//
+// A Renewer keeps the leases of every attempt running on this worker alive with one Renew
+// statement per heartbeat, whatever the number of attempts. It cancels an attempt's context with
+// ErrLeaseLost when its lease is gone (fenced, or expired unrenewed while Postgres was unreachable:
+// until then the attempt runs on) and with ErrCancelRequested when the turn's cancel was requested.
+// It follows pkg/lifecycle: Start returns at once, Stop waits for the loop.
 package lease

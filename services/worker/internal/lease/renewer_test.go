@@ -1,4 +1,4 @@
-package execute
+package lease
 
 import (
 	"context"
@@ -11,16 +11,15 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/pkg/wire"
-	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
 )
 
-func claim(t *testing.T, s *lease.Store) (uuid.UUID, lease.Claim) {
+func claimed(t *testing.T, s *Store) (uuid.UUID, Claim) {
 	t.Helper()
 	now := time.Now()
 	e := wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: "renew", Tenant: "default", Deadline: now.Add(time.Hour), AcceptedAt: now}
-	c, err := s.Claim(context.Background(), lease.ClaimRequest{Env: e})
+	c, err := s.Claim(context.Background(), ClaimRequest{Env: e})
 	require.NoError(t, err)
-	require.Equal(t, lease.Acquired, c.Outcome)
+	require.Equal(t, Acquired, c.Outcome)
 	return e.TurnID, c
 }
 
@@ -31,7 +30,7 @@ func TestRenewer(t *testing.T) {
 	t.Run("RenewsCancelsAndLoses", func(t *testing.T) {
 		t.Parallel()
 		env := testenv.New(t, testenv.Options{Partitions: 1})
-		store := lease.NewStore(env.Pool, "r", time.Second, 3)
+		store := NewStore(env.Pool, "r", time.Second, 3)
 		r := NewRenewer(store, 100*time.Millisecond, env.Log)
 		// Rounds that succeeded, by leases renewed. A round that times out on a loaded machine is
 		// not a failure of renewal (the next one makes up for it) unless leases are lost, which
@@ -44,13 +43,13 @@ func TestRenewer(t *testing.T) {
 		}
 		require.NoError(t, r.Stop(ctx), "stop before start")
 
-		keep, kc := claim(t, store)
+		keep, kc := claimed(t, store)
 		keepCtx, keepCancel := context.WithCancelCause(ctx)
 		defer keepCancel(nil)
-		cancelled, cc := claim(t, store)
+		cancelled, cc := claimed(t, store)
 		cancelCtx, cancelCancel := context.WithCancelCause(ctx)
 		defer cancelCancel(nil)
-		lost, lc := claim(t, store)
+		lost, lc := claimed(t, store)
 		lostCtx, lostCancel := context.WithCancelCause(ctx)
 		defer lostCancel(nil)
 		// Tracked before the loop starts, so every round sees all three.
@@ -79,7 +78,7 @@ func TestRenewer(t *testing.T) {
 
 	t.Run("CancelRequested", func(t *testing.T) {
 		t.Parallel()
-		r := NewRenewer(lease.NewStore(nil, "r", time.Second, 3), time.Hour, testenv.TestLogger(t))
+		r := NewRenewer(NewStore(nil, "r", time.Second, 3), time.Hour, testenv.TestLogger(t))
 		id := uuid.New()
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
@@ -96,7 +95,7 @@ func TestRenewer(t *testing.T) {
 		require.NoError(t, err)
 		defer pool.Close()
 		const ttl = 800 * time.Millisecond
-		r := NewRenewer(lease.NewStore(pool, "r", ttl, 3), 50*time.Millisecond, testenv.TestLogger(t))
+		r := NewRenewer(NewStore(pool, "r", ttl, 3), 50*time.Millisecond, testenv.TestLogger(t))
 		failed := make(chan struct{}, 1000)
 		r.OnRenew = func(_ int, err error) {
 			if err == nil {

@@ -1,4 +1,4 @@
-package execute
+package lease
 
 import (
 	"context"
@@ -10,21 +10,19 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
-	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
 )
 
-// Causes with which an attempt's context is cancelled.
+// Causes with which the renewer cancels an attempt's context.
 var (
 	ErrLeaseLost       = errors.New("lease lost")
 	ErrCancelRequested = errors.New("turn cancelled")
-	ErrDraining        = errors.New("worker draining")
 )
 
 // Renewer extends the leases of every running attempt of this worker in one statement per heartbeat.
 // When a lease is reported lost or cancelled it cancels that attempt's context. When renewals fail
 // (Postgres unreachable) attempts keep running until their lease has really expired unrenewed.
 type Renewer struct {
-	store    *lease.Store
+	store    *Store
 	interval time.Duration
 	log      *slog.Logger
 	// OnRenew, if set, is called after each renewal round with the number of leases sent (for metrics
@@ -44,7 +42,7 @@ type heldLease struct {
 }
 
 // NewRenewer returns a renewer that renews every interval.
-func NewRenewer(store *lease.Store, interval time.Duration, log *slog.Logger) *Renewer {
+func NewRenewer(store *Store, interval time.Duration, log *slog.Logger) *Renewer {
 	return &Renewer{store: store, interval: interval, log: log, held: map[uuid.UUID]*heldLease{}}
 }
 
@@ -81,9 +79,9 @@ func (r *Renewer) Stop(ctx context.Context) error { return r.loop.Stop(ctx, "lea
 
 func (r *Renewer) renewOnce(ctx context.Context) {
 	r.mu.Lock()
-	held := make([]lease.Held, 0, len(r.held))
+	held := make([]Held, 0, len(r.held))
 	for id, h := range r.held {
-		held = append(held, lease.Held{TurnID: id, Token: h.token})
+		held = append(held, Held{TurnID: id, Token: h.token})
 	}
 	r.mu.Unlock()
 	if len(held) == 0 {

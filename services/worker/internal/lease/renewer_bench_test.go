@@ -1,4 +1,4 @@
-package execute
+package lease
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/testenv"
-	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
 )
 
 // statementCounter is a pgx tracer that counts the statements a pool sends.
@@ -41,7 +40,7 @@ func BenchmarkLeaseRenewal(b *testing.B) {
 	require.NoError(b, err)
 	defer pool.Close()
 
-	store := lease.NewStore(pool, "bench", time.Minute, 3)
+	store := NewStore(pool, "bench", time.Minute, 3)
 	r := NewRenewer(store, env.Config.Heartbeat, env.Log)
 	// The leases are taken in one statement: the claims themselves are not what is measured.
 	rows, err := pool.Query(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, attempt, fencing_token,
@@ -51,7 +50,7 @@ func BenchmarkLeaseRenewal(b *testing.B) {
 		FROM generate_series(1, $1)
 		RETURNING turn_id, fencing_token`, inflight)
 	require.NoError(b, err)
-	held, err := pgx.CollectRows(rows, pgx.RowToStructByPos[lease.Held])
+	held, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Held])
 	require.NoError(b, err)
 	for _, h := range held {
 		r.Track(h.TurnID, h.Token, time.Now(), func(error) {})

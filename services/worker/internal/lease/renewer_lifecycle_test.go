@@ -1,4 +1,4 @@
-package execute
+package lease
 
 import (
 	"testing"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/lifecycle/lifecycletest"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
-	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
 )
 
 func TestRenewerLifecycle(t *testing.T) {
@@ -14,7 +13,7 @@ func TestRenewerLifecycle(t *testing.T) {
 	t.Run("StartStopStress", func(t *testing.T) {
 		t.Parallel()
 		env := testenv.New(t, testenv.Options{Partitions: 1})
-		store := lease.NewStore(env.Pool, "r", time.Second, 3)
+		store := NewStore(env.Pool, "r", time.Second, 3)
 		lifecycletest.Stress(t, NewRenewer(store, 10*time.Millisecond, env.Log), lifecycletest.Options{})
 	})
 }

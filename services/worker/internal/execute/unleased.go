@@ -1,0 +1,123 @@
+package execute
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
+)
+
+// The outcomes of a turn that ends without an attempt running: one statement ends it (or finds it
+// ended) and returns the attempt number and fencing token its terminal event is published under.
+
+// expireUnclaimed ends a turn whose deadline leaves less than the minimum useful time, before any
+// claim. It reports false when the turn was not expired here (held by a live worker, finished,
+// cancelled, or the statement failed): the claim that follows sorts those out.
+func (t *turn) expireUnclaimed() bool {
+	remaining := time.Until(t.env.Deadline)
+	msg := t.x.belowMinUseful(t.env.Deadline, remaining)
+	token, number, err := t.x.store.Expire(t.ctx, lease.ClaimRequest{Env: t.env, Partition: t.rec.Partition, Offset: t.rec.Offset}, msg)
+	if err != nil {
+		if !errors.Is(err, lease.ErrFenced) {
+			t.log.WarnContext(t.ctx, "expire turn failed", "err", err)
+		}
+		return false
+	}
+	a := t.attempt(number, token)
+	a.announce(terminal(wire.StatusExpired, a.sink.base(), msg))
+	t.log.InfoContext(t.ctx, "turn expired before it started", "remaining", remaining.Round(time.Millisecond))
+	if t.x.hooks.AttemptEnded != nil {
+		t.x.hooks.AttemptEnded("expired", number, 0)
+	}
+	return true
+}
+
+// finishUnleased ends a turn the claim could not lease — cancelled before it started, or out of
+// attempts — with status and msg, and dead-letters it when deadLetter names a reason.
+func (t *turn) finishUnleased(status wire.Status, msg, deadLetter string) {
+	token, number, err := t.x.store.FinishUnleased(t.ctx, t.env.TurnID, status, msg, deadLetter)
+	if err != nil {
+		if !errors.Is(err, lease.ErrFenced) {
+			t.log.ErrorContext(t.ctx, "finish unleased turn failed", "status", status, "err", err)
+		}
+		return
+	}
+	a := t.attempt(number, token)
+	a.announce(terminal(status, a.sink.base(), msg))
+	t.log.InfoContext(t.ctx, "turn ended", "status", status)
+	if deadLetter != "" {
+		a.deadLetter(deadLetter, msg)
+	}
+}
+
+// republishTerminal makes sure a finished turn's terminal event is in its stream: the process that
+// finished it may have died between the Postgres commit and the publish. The publish script keeps
+// at most one terminal event per turn, so this is a no-op in the usual case.
+func (t *turn) republishTerminal() {
+	f, err := t.x.store.Final(t.ctx, t.env.TurnID)
+	if err != nil {
+		t.log.WarnContext(t.ctx, "read finished turn failed", "err", err)
+		return
+	}
+	a := t.attempt(f.Attempt, f.Token)
+	var ev wire.Event
+	if f.Status == wire.StatusSucceeded {
+		ev = wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: a.sink.base(), Output: f.Output})
+	} else {
+		ev = terminal(f.Status, a.sink.base(), f.Error)
+	}
+	if err := a.sink.publishTerminal(t.ctx, ev); err != nil && !errors.Is(err, streams.ErrStaleToken) {
+		t.log.WarnContext(t.ctx, "republish terminal event failed", "err", err)
+	}
+	if f.DeadLetter != "" {
+		// The worker that failed the turn died before its dead letter was acknowledged.
+		a.deadLetter(f.DeadLetter, f.Error)
+	}
+}
+
+// deadLetter copies the failed turn's record to the dead-letter topic and then clears the turn's
+// pending dead-letter mark; a crash in between leaves the mark, and the redelivered record writes
+// the dead letter again (at least once).
+func (a *attempt) deadLetter(reason, msg string) {
+	if !a.x.deadLetter(a.ctx, a.rec, reason, msg, a.number) {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), 10*time.Second)
+	defer cancel()
+	if err := a.x.store.DeadLettered(cctx, a.env.TurnID); err != nil {
+		a.log.WarnContext(a.ctx, "recording the dead letter failed; it may be written again", "err", err)
+	}
+}
+
+// deadLetter writes rec to the dead-letter topic with why (reason, msg) and after how many
+// attempts; it reports whether the write succeeded.
+func (x *Executor) deadLetter(ctx context.Context, rec *kgo.Record, reason, msg string, attempts int) bool {
+	if x.dlq == nil {
+		return false
+	}
+	headers := append([]kgo.RecordHeader{}, rec.Headers...)
+	headers = append(headers,
+		kgo.RecordHeader{Key: "turnstile-dlq-reason", Value: []byte(reason)},
+		kgo.RecordHeader{Key: "turnstile-error", Value: []byte(msg)},
+		kgo.RecordHeader{Key: "turnstile-attempts", Value: []byte(strconv.Itoa(attempts))},
+		kgo.RecordHeader{Key: "turnstile-source", Value: []byte(rec.Topic + "/" + strconv.Itoa(int(rec.Partition)) + "/" + strconv.FormatInt(rec.Offset, 10))},
+	)
+	out := &kgo.Record{Topic: x.cfg.DLQTopic, Key: rec.Key, Value: rec.Value, Headers: headers}
+	// The dead-letter write must not be lost to a drain: it uses its own bounded context.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := x.dlq.ProduceSync(pctx, out).FirstErr(); err != nil {
+		x.log.ErrorContext(ctx, "dead-letter produce failed", "reason", reason, "err", err)
+		return false
+	}
+	if x.hooks.DeadLettered != nil {
+		x.hooks.DeadLettered(reason)
+	}
+	return true
+}
