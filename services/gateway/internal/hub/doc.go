@@ -14,8 +14,8 @@
 // and go-redis subscribes every channel again when it reconnects: each subscription confirmation
 // makes its feed re-read from its last ID, which covers what was appended meanwhile. As a last
 // resort for a notification lost any other way, one loop for the whole hub wakes every feed that has
-// not read for Config.Resync (30s). Feeds used to re-read every second each, which under a deep
-// backlog (thousands of sessions with a queued turn and an open stream) cost Redis and the
-// gateway more than the events themselves and took capacity from workers on the same machine (see
+// not read for Config.Resync (30s). The resync is rare on purpose: under a deep backlog (thousands
+// of sessions with a queued turn and an open stream) frequent re-reads cost Redis and the gateway
+// more than the events themselves and take capacity from workers on the same machine (see
 // docs/BENCHMARKS.md, "Burst scenario").
 package hub
