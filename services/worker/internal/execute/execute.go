@@ -144,7 +144,17 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 		}
 		acquiredAt := time.Now()
 		cctx, cspan := telemetry.StartChild(ctx, "worker.claim")
-		claim, err := x.cfg.Claim(cctx, lease.ClaimRequest{Env: env, RawMetadata: rawMetadata, Partition: rec.Partition, Offset: rec.Offset})
+		req := lease.ClaimRequest{Env: env, RawMetadata: rawMetadata, Partition: rec.Partition, Offset: rec.Offset}
+		claim, err := x.cfg.Claim(cctx, req)
+		var unstorable error // the claim's refusal of the record's data (unstorable.go)
+		if err != nil && lease.IsUnstorable(err) {
+			unstorable = err
+			var ok bool
+			if claim, ok, err = x.claimUnstorable(cctx, rec, req, unstorable); !ok {
+				telemetry.End(cspan, unstorable)
+				return Finished
+			}
+		}
 		if cspan.IsRecording() {
 			cspan.SetAttributes(attribute.String("turnstile.claim", string(claim.Outcome)), attribute.Int("turnstile.attempt", claim.Attempt))
 		}
@@ -180,7 +190,13 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 			x.finishUnleased(ctx, rec, env, wire.StatusFailed, msg, "attempts_exhausted")
 			return Finished
 		case lease.Acquired:
-			switch x.attempt(ctx, rec, env, turnID, claim, acquiredAt) {
+			var r attemptResult
+			if unstorable != nil {
+				r = x.unstorableAttempt(ctx, rec, env, claim, unstorable)
+			} else {
+				r = x.attempt(ctx, rec, env, turnID, claim, acquiredAt)
+			}
+			switch r {
 			case attemptFinished:
 				return Finished
 			case attemptHandedOff:
