@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
@@ -35,6 +37,13 @@ func TestBadRecordNeverStalls(t *testing.T) {
 		require.NoError(t, resp.Body.Close())
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "intake refuses what Postgres cannot store: %s", body)
 	}
+
+	// An unpaired surrogate is read as U+FFFD, and U+FFFD is what is stored and run.
+	surrogate := postTurnWith(t, base, "bad-surrogate", map[string]any{"input": json.RawMessage(`{"text":"a\ud800"}`)})
+	testenv.WaitFor(t, 20*time.Second, "the surrogate turn to succeed", func() bool { return readTurn(t, env, surrogate).Status == "succeeded" })
+	var stored string
+	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT input->>'text' FROM turns WHERE turn_id = $1`, surrogate).Scan(&stored))
+	require.Equal(t, "a\uFFFD", stored)
 
 	produce := func(session, tenant, text string, md map[string]any) string {
 		now := time.Now()
@@ -81,6 +90,42 @@ func TestBadRecordNeverStalls(t *testing.T) {
 		}
 	}
 	testenv.WaitFor(t, 20*time.Second, "the partition's offset to be committed past the bad records", func() bool {
-		return committedOffset(t, env) == 4
+		return committedOffset(t, env) == 5
 	})
+}
+
+// TestBadRecordFaultKnobs runs a turn whose demo knobs ask for a failure on every attempt through a
+// stack with TURNSTILE_AUTH=on: by default the knob is ignored and the turn succeeds, and with
+// TURNSTILE_DEMO_FAULTS=allow the operator lets it fail the turn.
+func TestBadRecordFaultKnobs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, faults, want string
+	}{
+		{"AuthOnByDefault", "", "succeeded"},
+		{"AuthOnAllowed", "allow", "failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := testenv.New(t, testenv.Options{Partitions: 1})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, key, err := apikey.Create(ctx, env.Pool, "acme")
+			require.NoError(t, err)
+			cfg := env.Config
+			cfg.Roles = "intake,worker,gateway"
+			cfg.Auth.Mode = "on"
+			cfg.Auth.StreamTokenKeys = "k1:c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"
+			cfg.DemoFaults = tc.faults
+			base := "http://" + startStackCfg(t, env, cfg).Addr()
+
+			status, body := post(t, base, "faults", `{"input":{"text":"hi"},"metadata":{"demo":{"fail_attempts":99,"panic_attempts":99}}}`,
+				map[string]string{"Authorization": "Bearer " + key})
+			require.Equal(t, http.StatusAccepted, status, string(body))
+			var a accepted
+			require.NoError(t, json.Unmarshal(body, &a))
+			testenv.WaitFor(t, 20*time.Second, "the turn to end", func() bool { return terminalCount(t, env, []string{a.TurnID}) == 1 })
+			require.Equal(t, tc.want, readTurn(t, env, a.TurnID).Status)
+		})
+	}
 }
