@@ -24,8 +24,9 @@
 // Postgres refuses for its data (one bad row) is claimed row by row, so one poison record cannot
 // fail the claims of the turns batched with it; that row's own claim fails with an error
 // IsUnstorable recognises, and the claim of its Storable form (no NUL in the input, no metadata)
-// gives the turn a row whose attempts and error record what became of it. The worker sends its claims and completions
-// through group-commit batchers (package batch); Claim and Complete remain for single calls.
+// gives the turn a row whose attempts and error record what became of it. The worker sends its
+// claims and completions through group-commit batchers (package batch); Claim and Complete remain
+// for single calls.
 //
 // A claim also returns the session's history sequence number (sessions.last_seq): a session's turns
 // run one at a time, so that is the history the acquiring attempt will see, and the worker's history
