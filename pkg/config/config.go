@@ -44,6 +44,7 @@ const (
 	MaxBodyDefault         = 256 << 10
 	AgentDefault           = "demo"
 	DemoDelayDefault       = 25 * time.Millisecond
+	DemoFaultsDefault      = "auto"
 	ShutdownTimeoutDefault = 45 * time.Second
 )
 
@@ -101,6 +102,10 @@ type Config struct {
 
 	Agent     string        `env:"TURNSTILE_AGENT"`
 	DemoDelay time.Duration `env:"TURNSTILE_DEMO_DELAY"`
+	// DemoFaults says whether the demo agent obeys the knobs that fail or panic an attempt on
+	// purpose: "allow", "deny", or "auto" (allow unless TURNSTILE_AUTH=on, so a tenant cannot
+	// fail its own turns at will). TURNSTILE_DEMO_FAULTS, default auto.
+	DemoFaults string `env:"TURNSTILE_DEMO_FAULTS"`
 
 	ShutdownTimeout time.Duration `env:"TURNSTILE_SHUTDOWN_TIMEOUT"`
 
@@ -189,6 +194,7 @@ func (c *Config) ApplyDefaults() {
 	}
 	str(&c.Agent, AgentDefault)
 	dur(&c.DemoDelay, DemoDelayDefault)
+	str(&c.DemoFaults, DemoFaultsDefault)
 	dur(&c.ShutdownTimeout, ShutdownTimeoutDefault)
 	c.Auth.applyDefaults()
 	c.Intake.applyDefaults()
@@ -300,6 +306,7 @@ func (c Config) Validate() error {
 		{c.KeepAlive < 10*time.Millisecond, "TURNSTILE_KEEPALIVE: must be at least 10ms"},
 		{c.ProduceTimeout <= 0, "TURNSTILE_PRODUCE_TIMEOUT: must be positive"},
 		{c.MaxBody < 1024, "TURNSTILE_MAX_BODY: must be at least 1024 bytes"},
+		{c.DemoFaults != "auto" && c.DemoFaults != "allow" && c.DemoFaults != "deny", "TURNSTILE_DEMO_FAULTS: must be auto, allow or deny"},
 	}
 	for _, ch := range checks {
 		if ch.bad {
@@ -313,4 +320,16 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Agents.validate()...)
 	errs = append(errs, c.Ops.validate()...)
 	return errors.Join(errs...)
+}
+
+// DemoFaultsAllowed reports whether the demo agent obeys its fault knobs (see DemoFaults).
+func (c Config) DemoFaultsAllowed() bool {
+	switch c.DemoFaults {
+	case "allow":
+		return true
+	case "deny":
+		return false
+	default:
+		return !c.Auth.Enabled()
+	}
 }

@@ -82,3 +82,26 @@ func TestConfig(t *testing.T) {
 		require.Equal(t, []byte("0123456789abcdef"), keys[0].Secret)
 	})
 }
+
+// TestDemoFaultsAllowed checks that the demo agent's fault knobs are refused by default only
+// with auth on, and that an operator's setting wins either way.
+func TestDemoFaultsAllowed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, auth, faults string
+		want               bool
+	}{
+		{"AutoAuthOff", "off", "auto", true},
+		{"AutoAuthOn", "on", "auto", false},
+		{"AllowAuthOn", "on", "allow", true},
+		{"DenyAuthOff", "off", "deny", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := Config{DemoFaults: tc.faults, Auth: AuthSettings{Mode: tc.auth}}
+			if got := c.DemoFaultsAllowed(); got != tc.want {
+				t.Errorf("DemoFaultsAllowed = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

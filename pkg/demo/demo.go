@@ -8,6 +8,16 @@ import (
 	"strings"
 )
 
+// The knobs' maxima: whatever a turn's metadata asks for, the demo agent streams at most MaxTokens
+// words, spreads them over at most MaxDurationMs, and fails or panics on at most MaxFaultAttempts
+// attempts (TURNSTILE_MAX_ATTEMPTS's own upper bound). A larger value counts as the maximum and a
+// negative one as zero, so one small request cannot make a worker hold an unbounded reply.
+const (
+	MaxTokens        = 4096
+	MaxDurationMs    = 10 * 60 * 1000
+	MaxFaultAttempts = 100
+)
+
 // Knobs are the demo settings read from a turn's metadata.
 type Knobs struct {
 	Tokens        int  `json:"tokens,omitempty"`
@@ -20,9 +30,28 @@ type Knobs struct {
 	FailAfterToolAttempts int `json:"fail_after_tool_attempts,omitempty"`
 }
 
+// Bounded returns k with every knob within its maximum (see MaxTokens).
+func (k Knobs) Bounded() Knobs {
+	clamp := func(v, hi int) int { return min(max(v, 0), hi) }
+	k.Tokens = clamp(k.Tokens, MaxTokens)
+	k.DurationMs = clamp(k.DurationMs, MaxDurationMs)
+	k.FailAttempts = clamp(k.FailAttempts, MaxFaultAttempts)
+	k.PanicAttempts = clamp(k.PanicAttempts, MaxFaultAttempts)
+	k.FailAfterToolAttempts = clamp(k.FailAfterToolAttempts, MaxFaultAttempts)
+	return k
+}
+
+// WithoutFaults returns k without the knobs that make the agent fail or panic on purpose.
+func (k Knobs) WithoutFaults() Knobs {
+	k.FailAttempts, k.PanicAttempts, k.FailAfterToolAttempts = 0, 0, 0
+	return k
+}
+
 // KnobsFrom reads the "demo" member of a turn's metadata as encoding/json would decode it into
-// Knobs; anything unreadable means no knobs.
-func KnobsFrom(md map[string]any) Knobs {
+// Knobs, bounded (Knobs.Bounded); anything unreadable means no knobs.
+func KnobsFrom(md map[string]any) Knobs { return knobsFrom(md).Bounded() }
+
+func knobsFrom(md map[string]any) Knobs {
 	raw, ok := md["demo"]
 	if !ok {
 		return Knobs{}
@@ -85,9 +114,11 @@ func knobsFromMap(m map[string]any) (Knobs, bool) {
 // Words returns the words the demo agent streams for an input without knobs.
 func Words(text string) []string { return Reply(text, Knobs{}) }
 
-// Reply returns the words the demo agent streams for an input and knobs, one per turn.delta. Each
-// word but the last carries its trailing space, so the deltas concatenate to the output text.
+// Reply returns the words the demo agent streams for an input and knobs (bounded as
+// Knobs.Bounded), one per turn.delta. Each word but the last carries its trailing space, so the
+// deltas concatenate to the output text.
 func Reply(text string, k Knobs) []string {
+	k = k.Bounded()
 	var words []string
 	if k.Tokens > 0 {
 		for i := range k.Tokens {

@@ -43,8 +43,11 @@ func TestKnobsFromMatchesRoundTrip(t *testing.T) {
 		if err := json.Unmarshal([]byte(doc), &md); err != nil {
 			t.Fatalf("%s: %v", doc, err)
 		}
-		if got, want := KnobsFrom(md), knobsByRoundTrip(md); got != want {
-			t.Errorf("%s: KnobsFrom = %+v, the JSON round trip reads %+v", doc, got, want)
+		if got, want := knobsFrom(md), knobsByRoundTrip(md); got != want {
+			t.Errorf("%s: knobsFrom = %+v, the JSON round trip reads %+v", doc, got, want)
+		}
+		if got, want := KnobsFrom(md), knobsByRoundTrip(md).Bounded(); got != want {
+			t.Errorf("%s: KnobsFrom = %+v, want %+v", doc, got, want)
 		}
 	}
 	var md map[string]any
@@ -63,8 +66,36 @@ func FuzzKnobsFrom(f *testing.F) {
 		if json.Unmarshal([]byte(doc), &md) != nil {
 			return
 		}
-		if got, want := KnobsFrom(md), knobsByRoundTrip(md); got != want {
-			t.Errorf("%s: KnobsFrom = %+v, the JSON round trip reads %+v", doc, got, want)
+		if got, want := knobsFrom(md), knobsByRoundTrip(md); got != want {
+			t.Errorf("%s: knobsFrom = %+v, the JSON round trip reads %+v", doc, got, want)
+		}
+		if k := KnobsFrom(md); k != k.Bounded() {
+			t.Errorf("%s: KnobsFrom = %+v is out of bounds", doc, k)
 		}
 	})
+}
+
+// TestKnobsBounded checks every knob's maximum, and that the reply a huge tokens knob asks for
+// is MaxTokens words long.
+func TestKnobsBounded(t *testing.T) {
+	t.Parallel()
+	var md map[string]any
+	doc := `{"demo":{"tokens":3000000,"duration_ms":1e12,"fail_attempts":1000,"panic_attempts":1000,"fail_after_tool_attempts":1000}}`
+	if err := json.Unmarshal([]byte(doc), &md); err != nil {
+		t.Fatal(err)
+	}
+	want := Knobs{Tokens: MaxTokens, DurationMs: MaxDurationMs, FailAttempts: MaxFaultAttempts,
+		PanicAttempts: MaxFaultAttempts, FailAfterToolAttempts: MaxFaultAttempts}
+	if got := KnobsFrom(md); got != want {
+		t.Errorf("KnobsFrom = %+v, want %+v", got, want)
+	}
+	if got := (Knobs{Tokens: -3, DurationMs: -1}).Bounded(); got != (Knobs{}) {
+		t.Errorf("negative knobs bounded to %+v, want zero", got)
+	}
+	if n := len(Reply("x", Knobs{Tokens: 3_000_000})); n != MaxTokens {
+		t.Errorf("Reply streams %d words for 3,000,000 tokens, want %d", n, MaxTokens)
+	}
+	if got := (Knobs{Tokens: 2, Tool: true, FailAttempts: 1, PanicAttempts: 1, FailAfterToolAttempts: 1}).WithoutFaults(); got != (Knobs{Tokens: 2, Tool: true}) {
+		t.Errorf("WithoutFaults = %+v", got)
+	}
 }

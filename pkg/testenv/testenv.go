@@ -159,6 +159,7 @@ func (e *Env) Environ(roles, httpAddr, instance string) []string {
 		"TURNSTILE_LEASE_TTL":           c.LeaseTTL.String(),
 		"TURNSTILE_HEARTBEAT_INTERVAL":  c.Heartbeat.String(),
 		"TURNSTILE_DEMO_DELAY":          c.DemoDelay.String(),
+		"TURNSTILE_DEMO_FAULTS":         c.DemoFaults,
 		"TURNSTILE_KEEPALIVE":           c.KeepAlive.String(),
 		"TURNSTILE_DRAIN_TIMEOUT":       c.DrainTimeout.String(),
 		"TURNSTILE_MAX_ATTEMPTS":        itoa(c.MaxAttempts),

@@ -175,7 +175,7 @@ func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registere
 	}
 	switch cfg.Agent {
 	case "demo":
-		return demo.New(cfg.DemoDelay), nil
+		return &demo.Agent{Delay: cfg.DemoDelay, NoFaults: !cfg.DemoFaultsAllowed()}, nil
 	case "openai":
 		if a.OpenAIBaseURL == "" || a.OpenAIModel == "" {
 			return nil, errors.New("TURNSTILE_AGENT=openai needs TURNSTILE_OPENAI_BASE_URL and TURNSTILE_OPENAI_MODEL")

@@ -11,8 +11,9 @@
 //     (intake logs a loud warning at start).
 //  2. Validation: session ID, content type (JSON; `application/x-www-form-urlencoded` too, because
 //     `curl -d` sends it, with the body still parsed as strict JSON), body size, strict JSON (no
-//     unknown fields, one object), input.text present, known multitask, deadline, turn_id.
-//     400/413/415/422 with a stable problem type.
+//     unknown fields, one object), input.text present, known multitask, nothing Postgres cannot
+//     store (no NUL in the input or the metadata, metadata at most MetadataMaxDepth deep),
+//     deadline, turn_id. 400/413/415/422 with a stable problem type.
 //  3. Admission: 503 + jittered Retry-After when the backlog age is over TURNSTILE_MAX_BACKLOG_AGE,
 //     or when the deadline is nearer than backlog age + TURNSTILE_MIN_USEFUL_TIME (the turn would
 //     expire before it starts). The age comes from Config.BacklogAge; nil means unknown: admit.
@@ -57,7 +58,8 @@
 //
 // Files by concern: handler.go (Config and its defaults, New, routes), refuse.go (the one way a
 // request is refused: a problem type of pkg/httpx's catalog, counted, with the Retry-After its
-// status calls for), auth.go (API keys), validation.go (the body, deadline and turn ID),
-// admission.go (rate leases, the queued-turn quota, double-texting checks), tenancy.go (session
-// owners), idempotency.go, turns.go (the four handlers). The SQL lives in pkg/turnstore.
+// status calls for), auth.go (API keys), validation.go (the body, deadline and turn ID), storable.go
+// (what Postgres can hold), admission.go (rate leases, the queued-turn quota, double-texting
+// checks), tenancy.go (session owners), idempotency.go, turns.go (the four handlers). The SQL lives
+// in pkg/turnstore.
 package api

@@ -22,6 +22,7 @@ func FuzzParseTurn(f *testing.F) {
 		`{"input":{"text":"hi"},"turn_id":"0192f0c4-5d3c-7b7e-8a6f-1c2d3e4f5a6b"}`,
 		`{"input":{"text":"hi"}} {}`, `{"input":null}`, `{"input":{"text":""}}`, `[]`, `null`, `"x"`, ``, `{`,
 		`{"input":{"text":"hi","extra":1}}`, `{"multitask":"shout","input":{"text":"x"}}`, `{"input":{"text":"\ud800"}}`,
+		`{"input":{"text":"a\u0000"}}`, `{"input":{"text":"hi"},"metadata":{"k":["\u0000"]}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -34,6 +35,7 @@ func FuzzParseTurn(f *testing.F) {
 			return
 		}
 		require.NotNil(t, req.Input)
+		require.Empty(t, unstorable(req), "an accepted turn must be storable")
 		require.NotEmpty(t, req.Input.Text)
 		require.Contains(t, []string{"", "enqueue", "reject", "interrupt"}, req.Multitask)
 		require.True(t, json.Valid(body))

@@ -60,7 +60,7 @@ func readTurn(body io.Reader) ([]byte, postTurnRequest, *httpx.Problem) {
 }
 
 // parseTurn parses a body strictly: one JSON object, no unknown fields, input.text present, a known
-// multitask strategy.
+// multitask strategy, and nothing Postgres cannot store (unstorable).
 func parseTurn(raw []byte) (postTurnRequest, *httpx.Problem) {
 	var req postTurnRequest
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -85,6 +85,9 @@ func parseTurn(raw []byte) (postTurnRequest, *httpx.Problem) {
 	case "", "enqueue", "reject", "interrupt":
 	default:
 		return req, problem(httpx.ProblemValidation, fmt.Sprintf("multitask %q is not one of enqueue, reject, interrupt", req.Multitask))
+	}
+	if why := unstorable(req); why != "" {
+		return req, problem(httpx.ProblemInvalidBody, why)
 	}
 	return req, nil
 }

@@ -38,6 +38,11 @@ func TestValidation(t *testing.T) {
 		{"MissingInput", "s1", `{}`, nil, 422, httpx.ProblemValidation.Name},
 		{"EmptyText", "s1", `{"input":{"text":"  "}}`, nil, 422, httpx.ProblemValidation.Name},
 		{"UnknownStrategy", "s1", `{"input":{"text":"hi"},"multitask":"shout"}`, nil, 422, httpx.ProblemValidation.Name},
+		{"NULInText", "s1", `{"input":{"text":"a\u0000b"}}`, nil, 400, httpx.ProblemInvalidBody.Name},
+		{"NULInMetadataValue", "s1", `{"input":{"text":"hi"},"metadata":{"k":"a\u0000"}}`, nil, 400, httpx.ProblemInvalidBody.Name},
+		{"NULInMetadataKey", "s1", `{"input":{"text":"hi"},"metadata":{"\u0000k":1}}`, nil, 400, httpx.ProblemInvalidBody.Name},
+		{"NULDeepInMetadata", "s1", `{"input":{"text":"hi"},"metadata":{"a":[{"b":["x","\u0000"]}]}}`, nil, 400, httpx.ProblemInvalidBody.Name},
+		{"MetadataTooDeep", "s1", `{"input":{"text":"hi"},"metadata":{"a":` + strings.Repeat("[", MetadataMaxDepth) + strings.Repeat("]", MetadataMaxDepth) + `}}`, nil, 400, httpx.ProblemInvalidBody.Name},
 		{"OversizedBody", "s1", `{"input":{"text":"` + strings.Repeat("a", 5000) + `"}}`, nil, 413, httpx.ProblemBodyTooLarge.Name},
 		{"WrongContentType", "s1", good, map[string]string{"Content-Type": "text/plain"}, 415, httpx.ProblemUnsupportedType.Name},
 		{"XMLContentType", "s1", good, map[string]string{"Content-Type": "application/xml"}, 415, httpx.ProblemUnsupportedType.Name},
@@ -69,7 +74,12 @@ func TestValidation(t *testing.T) {
 			resp := do(t, base, request{Method: http.MethodPost, Path: "/v1/sessions/s1/turns", Body: good, Header: h, Unvalidated: h != nil})
 			require.Equal(t, http.StatusAccepted, resp.Status, string(resp.Body))
 		}
-		require.EqualValues(t, 3, b.recordsInKafka(t))
+		// Other escapes are storable, and metadata exactly MetadataMaxDepth deep is accepted.
+		deepest := `{"input":{"text":"a\u0001b"},"metadata":{"k":"\u0001","a":` +
+			strings.Repeat("[", MetadataMaxDepth-1) + strings.Repeat("]", MetadataMaxDepth-1) + `}}`
+		resp := do(t, base, request{Method: http.MethodPost, Path: "/v1/sessions/s1/turns", Body: deepest})
+		require.Equal(t, http.StatusAccepted, resp.Status, string(resp.Body))
+		require.EqualValues(t, 4, b.recordsInKafka(t))
 	})
 }
 

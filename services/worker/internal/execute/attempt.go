@@ -23,7 +23,8 @@ import (
 //
 // run reads straight down: work runs the steps and stops at the first that fails, verdict names
 // the outcome from where and why they stopped, and run calls that outcome's method. Outcomes
-// (succeeded, expired, cancelled, overran, failed, lost, handOff, retry, stalled) return the
+// (succeeded, expired, cancelled, overran, failed, lost, handOff, retry, stalled, and unstorable
+// for a record only its storable form could claim, chosen by refused) return the
 // attempt's result and never call one another; what they share (finish, announce, deadLetter,
 // ended) are actions that return no result.
 type attempt struct {

@@ -49,4 +49,8 @@
 // when the worker is draining (the turn was handed off and must not be committed). While another
 // worker holds a live lease on the turn, Handle waits for it: the turn's session stays blocked, which
 // is what keeps a session's turns in order across rebalances and crashes.
+//
+// A record whose data Postgres refuses fails its claim every time; each such claim counts as a
+// failed attempt of the turn (claimed in its lease.Storable form), so the poison rule ends it
+// failed and dead-lettered (reason unstorable) instead of retrying the claim for ever.
 package execute

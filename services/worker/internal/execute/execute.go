@@ -193,7 +193,16 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) consume.Result {
 			return consume.Commit
 		}
 		acquiredAt := time.Now()
-		claim, err := t.claim(rawMetadata)
+		req := t.claimRequest(rawMetadata)
+		claim, err := t.claim(req)
+		var unstorable error // the claim's refusal of the record's data (unstorable.go)
+		if err != nil && lease.IsUnstorable(err) {
+			unstorable = err
+			var ok bool
+			if claim, ok, err = t.claimStorable(req, unstorable); !ok {
+				return consume.Commit
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return consume.HandOff
@@ -225,7 +234,14 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) consume.Result {
 			t.finishUnleased(wire.StatusFailed, msg, "attempts_exhausted")
 			return consume.Commit
 		case lease.Acquired:
-			switch t.attempt(claim.Attempt, claim.Token).run(claim.SessionSeq, acquiredAt) {
+			a := t.attempt(claim.Attempt, claim.Token)
+			var r attemptResult
+			if unstorable != nil {
+				r = a.refused(unstorable)
+			} else {
+				r = a.run(claim.SessionSeq, acquiredAt)
+			}
+			switch r {
 			case attemptFinished:
 				return consume.Commit
 			case attemptHandedOff:
@@ -253,10 +269,15 @@ type turn struct {
 	id string
 }
 
-// claim sends the turn's claim under a span of its own.
-func (t *turn) claim(rawMetadata json.RawMessage) (lease.Claim, error) {
+// claimRequest is the claim of the turn's record, whose metadata bytes are rawMetadata.
+func (t *turn) claimRequest(rawMetadata json.RawMessage) lease.ClaimRequest {
+	return lease.ClaimRequest{Env: t.env, RawMetadata: rawMetadata, Partition: t.rec.Partition, Offset: t.rec.Offset}
+}
+
+// claim sends req under a span of its own.
+func (t *turn) claim(req lease.ClaimRequest) (lease.Claim, error) {
 	cctx, cspan := telemetry.StartChild(t.ctx, "worker.claim")
-	claim, err := t.x.cfg.Claims.Do(cctx, lease.ClaimRequest{Env: t.env, RawMetadata: rawMetadata, Partition: t.rec.Partition, Offset: t.rec.Offset})
+	claim, err := t.x.cfg.Claims.Do(cctx, req)
 	if cspan.IsRecording() {
 		cspan.SetAttributes(attribute.String("turnstile.claim", string(claim.Outcome)), attribute.Int("turnstile.attempt", claim.Attempt))
 	}

@@ -22,8 +22,11 @@
 // statement aborted by a deadlock or serialization failure changed nothing and runs again; two
 // requests for one turn go to consecutive statements, as two calls would. A claim batch that
 // Postgres refuses for its data (one bad row) is claimed row by row, so one poison record cannot
-// fail the claims of the turns batched with it. The worker sends its claims and completions
-// through group-commit batchers (package batch); Claim and Complete serve single calls.
+// fail the claims of the turns batched with it; that row's own claim fails with an error
+// IsUnstorable recognises, and the claim of its Storable form (no NUL in the input, no metadata)
+// gives the turn a row whose attempts and error record what became of it. The worker sends its
+// claims and completions through group-commit batchers (package batch); Claim and Complete remain
+// for single calls.
 //
 // A claim also returns the session's history sequence number (sessions.last_seq): a session's turns
 // run one at a time, so that is the history the acquiring attempt will see, and the worker's history

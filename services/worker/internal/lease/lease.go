@@ -319,11 +319,13 @@ func retryable(err error) bool {
 }
 
 // isDataError reports whether Postgres refused the statement because of the data it carried
-// (class 22: data exception, class 23: integrity constraint violation), as opposed to the
-// connection or the server failing.
+// (class 22: data exception, class 23: integrity constraint violation, class 54: a program limit
+// such as the stack depth a deeply nested jsonb value exceeds), as opposed to the connection or
+// the server failing.
 func isDataError(err error) bool {
 	var pg *pgconn.PgError
-	return errors.As(err, &pg) && (strings.HasPrefix(pg.Code, "22") || strings.HasPrefix(pg.Code, "23"))
+	return errors.As(err, &pg) && (strings.HasPrefix(pg.Code, "22") || strings.HasPrefix(pg.Code, "23") ||
+		strings.HasPrefix(pg.Code, "54"))
 }
 
 // Renewal is the result of renewing one lease.

@@ -15,6 +15,10 @@ import (
 type Agent struct {
 	// Delay is the pause before each word. Defaults to none.
 	Delay time.Duration
+	// NoFaults makes the agent ignore the knobs that fail or panic an attempt on purpose
+	// (fail_attempts, panic_attempts, fail_after_tool_attempts), so a tenant cannot fail its own
+	// turns or crash attempts at will. Defaults to honouring them.
+	NoFaults bool
 }
 
 // New returns a demo agent that pauses delay before each word.
@@ -23,6 +27,9 @@ func New(delay time.Duration) *Agent { return &Agent{Delay: delay} }
 // Run streams the reply.
 func (a *Agent) Run(ctx context.Context, turn agent.Turn, _ []agent.Message, sink agent.Sink) (agent.Result, error) {
 	k := contract.KnobsFrom(turn.Metadata)
+	if a.NoFaults {
+		k = k.WithoutFaults()
+	}
 	if turn.Attempt <= k.PanicAttempts {
 		panic(fmt.Sprintf("demo agent: panic requested for attempt %d", turn.Attempt))
 	}

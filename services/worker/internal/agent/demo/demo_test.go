@@ -3,6 +3,7 @@ package demo_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -52,4 +53,32 @@ func TestTakeoverReusesPriorToolResult(t *testing.T) {
 	evs := sink.Events()
 	require.Equal(t, "tool_result", evs[1].Kind)
 	require.JSONEq(t, `{"time":"earlier"}`, string(evs[1].Result.Result))
+}
+
+// TestNoFaults checks that an agent with NoFaults runs a turn whose knobs ask for a failure, a
+// panic or a failure after the tool call as if they were absent, where the default agent obeys them.
+func TestNoFaults(t *testing.T) {
+	t.Parallel()
+	for _, knob := range []string{"fail_attempts", "panic_attempts", "fail_after_tool_attempts"} {
+		t.Run(map[string]string{"fail_attempts": "FailAttempts", "panic_attempts": "PanicAttempts", "fail_after_tool_attempts": "FailAfterToolAttempts"}[knob], func(t *testing.T) {
+			t.Parallel()
+			turn := agenttest.NewTurn("hi", 10*time.Second)
+			turn.Attempt = 1
+			turn.Metadata = map[string]any{"demo": map[string]any{"tokens": 2, "tool": true, knob: 1}}
+			res, err := (&demo.Agent{NoFaults: true}).Run(context.Background(), turn, nil, &agenttest.Sink{})
+			require.NoError(t, err)
+			require.Equal(t, "w0 w1", res.Text)
+
+			run := func() (err error) {
+				defer func() {
+					if recover() != nil {
+						err = errors.New("panicked")
+					}
+				}()
+				_, err = demo.New(0).Run(context.Background(), turn, nil, &agenttest.Sink{})
+				return err
+			}
+			require.Error(t, run(), "the default agent obeys the fault knobs")
+		})
+	}
 }
