@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,12 +68,19 @@ func TestWorkerTakeover(t *testing.T) {
 	// with it below.
 	killedAt := redisNow(t, c.env)
 	c.kill("w1")
-	c.startWorker("w1")
+	replacement := c.startWorker("w1")
+	// The group assigns the dead member's partitions only once its session has timed out, seconds
+	// after the replacement answers /healthz: until then the replacement is not ready and says why.
+	code, body := readyz(t, replacement.Addr)
+	require.Equal(t, http.StatusServiceUnavailable, code, "the replacement is ready while it waits for its assignment: %s", body)
+	require.Contains(t, body, "waiting for a group assignment", "the replacement's /readyz names what it waits for")
 
 	firsts := make([]time.Time, sessions)
 	testenv.WaitFor(t, 3*time.Minute, "every interrupted turn's retried attempt to publish", func() bool {
 		return retriedFirsts(t, c.env, names, turns, firsts)
 	})
+	code, body = readyz(t, replacement.Addr)
+	require.Equal(t, http.StatusOK, code, "the replacement runs the retried turns: %s", body)
 
 	took := make([]time.Duration, sessions)
 	for i, at := range firsts {
@@ -92,6 +101,17 @@ func (c *cluster) platformGroupTimeouts() {
 	c.workerEnv = slices.DeleteFunc(c.workerEnv, func(kv string) bool {
 		return strings.HasPrefix(kv, "TURNSTILE_WORKER_SESSION_TIMEOUT=") || strings.HasPrefix(kv, "TURNSTILE_WORKER_REBALANCE_TIMEOUT=")
 	})
+}
+
+// readyz is the status and body of the /readyz answer of the process at addr.
+func readyz(t *testing.T, addr string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/readyz")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
 }
 
 // redisNow is the Redis server's clock.
