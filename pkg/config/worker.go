@@ -7,7 +7,7 @@ import (
 
 // Worker settings defaults.
 const (
-	WorkerSessionTimeoutDefault   = 45 * time.Second
+	WorkerSessionTimeoutDefault   = 10 * time.Second
 	WorkerRebalanceTimeoutDefault = 60 * time.Second
 	RetentionIntervalDefault      = time.Minute
 	RetentionBatchDefault         = 1000
@@ -20,8 +20,12 @@ const (
 type WorkerSettings struct {
 	// SessionTimeout is the consumer-group session timeout (TURNSTILE_WORKER_SESSION_TIMEOUT): how
 	// long a worker that stopped heartbeating (killed, partitioned) keeps its partitions before the
-	// group gives them to another worker. The group heartbeat runs at a tenth of it. It must lie
-	// within the broker's group.min/max.session.timeout.ms. Defaults to 45s.
+	// group gives them to another worker. The group heartbeat runs at a tenth of it (at most 3s).
+	// It must lie within the broker's group.min/max.session.timeout.ms (Kafka's default minimum is
+	// 6s). Defaults to 10s, below the lease TTL, so that after a crash the dead worker's leases
+	// expiring, not the group, sets when its turns are taken over (README, "Takeover"); with the
+	// Kafka client's default of 45s a replacement would wait 45s for partitions whose turns it
+	// could claim at 15s.
 	SessionTimeout time.Duration `env:"TURNSTILE_WORKER_SESSION_TIMEOUT"`
 	// RebalanceTimeout bounds how long members may take to rejoin during a rebalance
 	// (TURNSTILE_WORKER_REBALANCE_TIMEOUT). Defaults to 60s.

@@ -28,7 +28,10 @@
 // Failover speed is set by three settings: TURNSTILE_LEASE_TTL (how soon a dead worker's turns can
 // be taken over), TURNSTILE_WORKER_SESSION_TIMEOUT (how soon its partitions move to another
 // worker) and TURNSTILE_HEARTBEAT_INTERVAL (how often leases are renewed: one statement per worker
-// per interval, whatever its number of turns). The end-to-end worker tests in
+// per interval, whatever its number of turns). The takeover after a crash lasts the later of the
+// session timeout and the lease's expiry; with the defaults (10s, 15s) the lease sets it
+// (README, "Takeover after a worker dies"). The worker is not ready until the group has assigned
+// it, which after a crash is once the dead member's session timed out. The end-to-end worker tests in
 // cmd/turnstile/integration (worker_*_test.go) prove the invariants with real processes: SIGKILL
 // every two seconds, SIGSTOP past the lease, SIGTERM with turns in flight.
 package worker

@@ -222,13 +222,17 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
-// Ready returns nil once Kafka has answered (the topics exist) while the worker runs; otherwise it
-// says what the worker waits for.
+// Ready returns nil once Kafka has answered (the topics exist) and the group has assigned the
+// consumer (see consume.Consumer.Waiting) while the worker runs; otherwise it says what the worker
+// waits for.
 func (w *Worker) Ready() error {
 	if !w.running.Load() {
 		return errors.New("not running")
 	}
-	return w.kafka.ready()
+	if err := w.kafka.ready(); err != nil {
+		return err
+	}
+	return w.consumer.Waiting()
 }
 
 // Stop drains the consumer (see consume.Consumer.Stop), then stops the batchers its turns used and

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -67,6 +68,8 @@ type Consumer struct {
 	handle   Handler
 	log      *slog.Logger
 	onFinish func()
+	// joined is set by the run's first assignment; see Waiting.
+	joined atomic.Bool
 
 	// life serialises Start and Stop and guards what they share: done is closed when the last
 	// run's drain has ended (nil before the first Start), stopping says that drain has begun, and
@@ -305,6 +308,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 	c.parts, c.sessions = map[partKey]*partState{}, map[sessionKey]*session{}
 	c.order, c.next, c.inflight, c.closing = nil, 0, 0, false
 	c.turnsCtx = turnsCtx
+	c.joined.Store(false)
 	cl, err := kgo.NewClient(c.clientOpts()...)
 	c.client = cl
 	c.mu.Unlock()
@@ -333,6 +337,8 @@ func (c *Consumer) Inflight() int {
 // partitions. What is held stays bounded by the partitions' pauses (pauseLocked): a paused
 // partition is not fetched, and PollRecords blocks while every partition is paused.
 func (c *Consumer) pollLoop(ctx context.Context, cl *kgo.Client) {
+	c.log.Info("waiting for a group assignment; a dead member's partitions move when its session times out",
+		"group", c.cfg.Group, "session_timeout", c.sessionTimeout())
 	for {
 		c.mu.Lock()
 		closing := c.closing
@@ -559,6 +565,9 @@ func (c *Consumer) assigned(_ context.Context, cl *kgo.Client, assigned map[stri
 		}
 	}
 	c.assignmentChangedLocked()
+	if !c.joined.Swap(true) {
+		c.log.Info("joined the group", "group", c.cfg.Group)
+	}
 	c.log.Info("partitions assigned", "partitions", assigned)
 }
 

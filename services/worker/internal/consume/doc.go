@@ -38,4 +38,8 @@
 // context's deadline, and a consumer can be started again once stopped). The consumer is also the
 // worker's dead-letter producer (ProduceSync): dead letters are written only by its own turns, so
 // by the running client.
+//
+// Joining: from Start until the group has completed the member's first assignment, Waiting says
+// so, and the worker is not ready. After a member died, the group assigns its partitions only once
+// its session has timed out, so a replacement started at once waits that long.
 package consume
