@@ -61,6 +61,10 @@ func TestSessionID(t *testing.T) {
 		{"Space", "a b", false},
 		{"Slash", "a/b", false},
 		{"NonASCII", "é", false},
+		{"Dot", ".", false},
+		{"DotDot", "..", false},
+		{"DotsInside", "a..b", true},
+		{"ThreeDots", "...", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,6 +82,10 @@ func TestSessionID(t *testing.T) {
 			require.NotNil(t, p)
 			require.Equal(t, httpx.ProblemInvalidSession.Name, p.Type)
 			require.Equal(t, http.StatusBadRequest, p.Status)
+			if strings.Trim(tc.id, ".") == "" && tc.id != "" {
+				require.Equal(t, `session_id must not be "." or ".."`, p.Detail)
+				return
+			}
 			require.Equal(t, "session_id must be 1-128 characters of [A-Za-z0-9._:-]", p.Detail)
 		})
 	}
