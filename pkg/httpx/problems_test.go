@@ -90,3 +90,26 @@ func TestSessionID(t *testing.T) {
 		})
 	}
 }
+
+func TestBearerToken(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, header, want string }{
+		{"Canonical", "Bearer abc", "abc"},
+		{"Lower", "bearer abc", "abc"},
+		{"Upper", "BEARER abc", "abc"},
+		{"ExtraSpace", "Bearer   abc ", "abc"},
+		{"OtherScheme", "Basic abc", ""},
+		{"NoCredential", "Bearer", ""},
+		{"Absent", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			if tc.header != "" {
+				r.Header.Set("Authorization", tc.header)
+			}
+			require.Equal(t, tc.want, httpx.BearerToken(r))
+		})
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -32,8 +31,8 @@ func (h *Handler) authenticate(next http.Handler) http.Handler {
 		const route = "auth"
 		tenant := DefaultTenant
 		if h.cfg.AuthEnabled {
-			key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || key == "" {
+			key := httpx.BearerToken(r)
+			if key == "" {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile"`)
 				h.refuse(w, route, httpx.ProblemUnauthenticated.Problem("an API key is required: Authorization: Bearer <key>"))
 				return

@@ -229,3 +229,18 @@ func postTurnAdmitted(t *testing.T, b *bundle, session string) response {
 	defer b.backlog.Store(prev)
 	return postTurn(t, b.srv.URL, session, turnBody, nil)
 }
+
+// TestAuthSchemeCaseInsensitive: the Authorization scheme is matched case-insensitively (RFC 9110),
+// as the gateway matches it.
+func TestAuthSchemeCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{cfg: func(c *Config) { c.AuthEnabled = true }})
+	_, key, err := apikey.Create(context.Background(), b.env.Pool, "acme")
+	require.NoError(t, err)
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
+		resp := postTurn(t, b.srv.URL, "scheme-"+scheme, turnBody, map[string]string{"Authorization": scheme + " " + key})
+		require.Equal(t, http.StatusAccepted, resp.Status, "scheme %q: %s", scheme, resp.Body)
+	}
+	resp := postTurn(t, b.srv.URL, "scheme-basic", turnBody, map[string]string{"Authorization": "Basic " + key})
+	require.Equal(t, http.StatusUnauthorized, resp.Status)
+}
