@@ -16,16 +16,17 @@
 //  3. Admission: 503 + jittered Retry-After when the backlog age is over TURNSTILE_MAX_BACKLOG_AGE,
 //     or when the deadline is nearer than backlog age + TURNSTILE_MIN_USEFUL_TIME (the turn would
 //     expire before it starts). The age comes from Config.BacklogAge; nil means unknown: admit.
-//  4. Tenancy: a session belongs to the tenant that first used it (one INSERT … ON CONFLICT on the
-//     first request a replica sees for the session, cached after; when Postgres did not answer, the
-//     turn's queued row records the owner instead); another tenant gets 404, as
-//     for its turns, their cancel and the session's turn list: a tenant cannot even learn that
-//     another's session exists.
-//  5. Quotas: 429 + Retry-After when the tenant is over its rate (GCRA via go-redis/redis_rate, so
+//  4. Quotas: 429 + Retry-After when the tenant is over its rate (GCRA via go-redis/redis_rate, so
 //     every replica shares one budget) or has TURNSTILE_MAX_QUEUED_TURNS queued turns (a count in
 //     Postgres, cached per tenant for a second). Redis or Postgres down: admit and count. A
 //     replica leases a tenant's tokens from Redis in small chunks and spends them locally; one
 //     request at a time fetches the next chunk while the others wait for it.
+//  5. Tenancy: a session belongs to the tenant that first used it (one INSERT … ON CONFLICT on the
+//     first request a replica sees for the session, cached after; when Postgres did not answer, the
+//     turn's queued row records the owner instead); another tenant gets 404, as
+//     for its turns, their cancel and the session's turn list: a tenant cannot even learn that
+//     another's session exists. The claim writes the session's row, so it runs after the
+//     quotas: a refused request (429, 503) writes nothing.
 //  6. Double-texting: multitask=reject answers 409 while the session has a queued or running turn
 //     other than this one (a retry of itself does not count).
 //  7. Idempotency: Idempotency-Key (or a client-minted turn_id) gives the turn ID deterministically
