@@ -280,3 +280,19 @@ func TestRefusalWritesNothing(t *testing.T) {
 		require.Zero(t, sessions(t, b, "refused"))
 	})
 }
+
+// TestRateKeyUnderPrefix: the rate limiter's Redis key starts with TURNSTILE_KEY_PREFIX, as every
+// other key does (redis_rate alone puts "rate:" first).
+func TestRateKeyUnderPrefix(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	require.Equal(t, http.StatusAccepted, postTurn(t, b.srv.URL, "rk", turnBody, nil).Status)
+	ctx := context.Background()
+	prefix := b.env.Config.KeyPrefix
+	n, err := b.env.Redis.Exists(ctx, "rate:"+prefix+":tenant:default", "rate:"+rateKey(prefix, "default")).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "a key outside the prefix")
+	n, err = b.env.Redis.Exists(ctx, rateKey(prefix, "default")).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+}

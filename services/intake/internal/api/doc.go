@@ -60,5 +60,6 @@
 // request is refused: a problem type of pkg/httpx's catalog, counted, with the Retry-After its
 // status calls for), auth.go (API keys), validation.go (the body, deadline and turn ID),
 // admission.go (rate leases, the queued-turn quota, double-texting checks), tenancy.go (session
-// owners), idempotency.go, turns.go (the four handlers). The SQL lives in pkg/turnstore.
+// owners), ratekeys.go (the rate limiter's keys under TURNSTILE_KEY_PREFIX), idempotency.go,
+// turns.go (the four handlers). The SQL lives in pkg/turnstore.
 package api

@@ -234,7 +234,7 @@ func New(cfg Config, d Deps) *Handler {
 		}
 	}
 	if d.Redis != nil {
-		h.limiter = redis_rate.NewLimiter(d.Redis)
+		h.limiter = redis_rate.NewLimiter(rateRedis{d.Redis})
 	}
 	d.Registry.MustRegister(h.requests, h.failOpen, h.produce)
 	return h
