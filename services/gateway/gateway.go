@@ -5,25 +5,33 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/hub"
+	"github.com/turnstile-run/turnstile/services/gateway/internal/revoke"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/sse"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/web"
 )
 
 // Role builds the gateway from shared deps.
-var Role = app.Role{Name: "gateway", New: func(_ context.Context, d *app.Deps) (app.Component, error) { return New(d) }}
+var Role = app.Role{Name: "gateway", New: func(ctx context.Context, d *app.Deps) (app.Component, error) { return NewContext(ctx, d) }}
 
 // Gateway is the running gateway role.
 type Gateway struct {
 	hub     *hub.Hub
 	handler *sse.Handler
+	revoked *revoke.Watcher // nil with TURNSTILE_AUTH=off
+	// ownPool is the pool the gateway made itself when Postgres was down at start; Stop closes it.
+	ownPool *pgxpool.Pool
 	ready   atomic.Bool
 }
 
@@ -35,14 +43,22 @@ type OpenInfo = sse.OpenInfo
 type Hooks = sse.Hooks
 
 // New builds the gateway.
-func New(d *app.Deps) (*Gateway, error) {
+func New(d *app.Deps) (*Gateway, error) { return NewContext(context.Background(), d) }
+
+// NewContext builds the gateway; ctx bounds the connection to Postgres, which only the revocation
+// watcher uses and which may be down (the pool then connects when Postgres answers).
+func NewContext(ctx context.Context, d *app.Deps) (*Gateway, error) {
 	cfg := d.Config
 	log := d.Log.With("role", "gateway")
 	rdb, err := d.Redis()
 	if err != nil {
 		return nil, err
 	}
-	var tokens *streamtoken.Signer
+	var (
+		tokens  *streamtoken.Signer
+		revoked *revoke.Watcher
+		ownPool *pgxpool.Pool
+	)
 	if cfg.Auth.Enabled() {
 		keys, err := cfg.Auth.Keys()
 		if err != nil {
@@ -52,6 +68,18 @@ func New(d *app.Deps) (*Gateway, error) {
 			return nil, fmt.Errorf("TURNSTILE_AUTH=on needs TURNSTILE_STREAM_TOKEN_KEYS")
 		}
 		tokens = streamtoken.New(keys, cfg.Auth.StreamTokenTTL)
+		pool, err := d.Postgres(ctx)
+		if err != nil {
+			log.Warn("postgres unavailable at start; revoked API keys reach open streams once it answers", "err", err)
+			if pool, err = postgres.NewLazyPool(ctx, cfg.DatabaseURL, cfg.DatabaseSchema); err != nil {
+				return nil, err
+			}
+			ownPool = pool
+		}
+		revoked = revoke.New(revoke.Config{Window: cfg.Auth.StreamTokenTTL},
+			revoke.SourceFunc(func(ctx context.Context, window time.Duration) ([]string, error) {
+				return apikey.RevokedWithin(ctx, pool, window)
+			}), log)
 	} else {
 		log.Warn("STREAM TOKENS ARE NOT CHECKED: TURNSTILE_AUTH=off lets anyone read any session's stream; development only")
 	}
@@ -62,7 +90,7 @@ func New(d *app.Deps) (*Gateway, error) {
 		KeepAlive: cfg.KeepAlive, Retry: gs.Retry, OverloadRetry: gs.OverloadRetry,
 		MaxConnections: gs.MaxConnections, MaxPerSession: gs.MaxPerSession,
 		DrainBatch: gs.DrainBatch, DrainInterval: gs.DrainInterval, WriteTimeout: gs.WriteTimeout,
-		CORSOrigins: gs.CORSOriginList(), Tokens: tokens,
+		CORSOrigins: gs.CORSOriginList(), Tokens: tokens, Revocations: revoked,
 	}, h, reader, log, d.Registry)
 	d.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -76,7 +104,7 @@ func New(d *app.Deps) (*Gateway, error) {
 		},
 			func() float64 { return float64(h.Sessions()) }),
 	)
-	return &Gateway{hub: h, handler: handler}, nil
+	return &Gateway{hub: h, handler: handler, revoked: revoked, ownPool: ownPool}, nil
 }
 
 // Routes mounts the SSE endpoint and the demo chat page.
@@ -85,10 +113,15 @@ func (g *Gateway) Routes(r chi.Router) {
 	web.Routes(r)
 }
 
-// Start opens the shared Redis subscription.
+// Start opens the shared Redis subscription and starts reading revoked API keys.
 func (g *Gateway) Start(ctx context.Context) error {
 	if err := g.hub.Start(ctx); err != nil {
 		return err
+	}
+	if g.revoked != nil {
+		if err := g.revoked.Start(ctx); err != nil {
+			return err
+		}
 	}
 	g.ready.Store(true)
 	return nil
@@ -118,5 +151,12 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	g.ready.Store(false)
 	g.handler.Drain(ctx)
 	err := g.handler.Wait(ctx)
-	return errors.Join(err, g.hub.Stop(ctx))
+	if g.revoked != nil {
+		err = errors.Join(err, g.revoked.Stop(ctx))
+	}
+	err = errors.Join(err, g.hub.Stop(ctx))
+	if g.ownPool != nil {
+		g.ownPool.Close()
+	}
+	return err
 }

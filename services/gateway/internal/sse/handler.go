@@ -26,6 +26,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/hub"
+	"github.com/turnstile-run/turnstile/services/gateway/internal/revoke"
 )
 
 // ReplayBatchDefault is how many entries one replay read fetches by default.
@@ -66,6 +67,9 @@ type Config struct {
 	CORSOrigins []string
 	// Tokens verifies stream tokens; nil disables the check (development only).
 	Tokens *streamtoken.Signer
+	// Revocations knows the revoked API keys: a token of a revoked key is refused at open, and
+	// its open streams end with stream.revoked. Nil knows none.
+	Revocations *revoke.Watcher
 }
 
 func (c *Config) applyDefaults() {
@@ -133,6 +137,7 @@ type Handler struct {
 
 type conn struct {
 	session        string
+	apiKey         string // the token's API key ID, "" for none
 	closeWithRetry chan struct{}
 	once           sync.Once
 }
@@ -286,21 +291,25 @@ func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// authorize checks the stream token when tokens are on. A valid token for another session is
-// answered like an unknown session (404), so one tenant cannot learn that another's session exists.
-func (h *Handler) authorize(w http.ResponseWriter, o openRequest) bool {
+// authorize checks the stream token when tokens are on and returns its API key ID. A valid token
+// for another session is answered like an unknown session (404), so one tenant cannot learn that
+// another's session exists; a token whose API key was revoked is a 401.
+func (h *Handler) authorize(w http.ResponseWriter, o openRequest) (string, bool) {
 	if h.cfg.Tokens == nil {
-		return true
+		return "", true
 	}
 	if o.Token == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile"`)
 		httpx.WriteProblem(w, httpx.ProblemUnauthenticated.Problem("a stream token is required: Authorization: Bearer <stream_token> or ?access_token="))
-		return false
+		return "", false
 	}
-	_, err := h.cfg.Tokens.Verify(o.Token, o.SessionID)
+	claims, err := h.cfg.Tokens.Verify(o.Token, o.SessionID)
 	switch {
+	case err == nil && h.cfg.Revocations.Revoked(claims.APIKeyID):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
+		httpx.WriteProblem(w, httpx.ProblemUnauthenticated.Problem("the API key this stream token was issued to is revoked"))
 	case err == nil:
-		return true
+		return claims.APIKeyID, true
 	case errors.Is(err, streamtoken.ErrScope):
 		httpx.WriteProblem(w, httpx.ProblemSessionNotFound.Problem("no such session"))
 	case errors.Is(err, streamtoken.ErrExpired):
@@ -310,7 +319,7 @@ func (h *Handler) authorize(w http.ResponseWriter, o openRequest) bool {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
 		httpx.WriteProblem(w, httpx.ProblemUnauthenticated.Problem("the stream token is not valid"))
 	}
-	return false
+	return "", false
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
@@ -320,7 +329,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteProblem(w, *bad)
 		return
 	}
-	if !h.authorize(w, o) {
+	apiKey, ok := h.authorize(w, o)
+	if !ok {
 		return
 	}
 	if o.Invalid != nil {
@@ -340,7 +350,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	c := &conn{session: sessionID, closeWithRetry: make(chan struct{})}
+	c := &conn{session: sessionID, apiKey: apiKey, closeWithRetry: make(chan struct{})}
 	refusal := ""
 	h.mu.Lock()
 	switch {
@@ -541,6 +551,15 @@ func (h *Handler) run(ctx context.Context, out sink, c *conn, o openRequest, inf
 	}
 
 	s.live = true // from here on entries arrive as they are appended: their delivery lag is meaningful
+	var revoked <-chan struct{}
+	if c.apiKey != "" {
+		// Taken before the check, so a revocation between the open and here is not missed.
+		revoked = h.cfg.Revocations.Changed()
+		if h.cfg.Revocations.Revoked(c.apiKey) {
+			s.revoke()
+			return
+		}
+	}
 	keepAlive := time.NewTicker(h.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	var batch []*hub.Delivery
@@ -551,6 +570,12 @@ func (h *Handler) run(ctx context.Context, out sink, c *conn, o openRequest, inf
 		case <-c.closeWithRetry:
 			s.end("server closing this stream; reconnect", "drain")
 			return
+		case <-revoked:
+			if h.cfg.Revocations.Revoked(c.apiKey) {
+				s.revoke()
+				return
+			}
+			revoked = h.cfg.Revocations.Changed()
 		case <-keepAlive.C:
 			s.arm()
 			ew.comment("keep-alive")
@@ -667,6 +692,15 @@ func (s *stream) end(why, reason string) {
 	s.h.closed.WithLabelValues(reason).Inc()
 	s.arm()
 	s.ew.comment(why)
+	_ = s.flush()
+}
+
+// revoke ends the stream of a revoked API key with stream.revoked; the client's reconnect is
+// refused with 401, which makes EventSource give up.
+func (s *stream) revoke() {
+	s.h.closed.WithLabelValues("revoked").Inc()
+	s.arm()
+	s.ew.event("", string(wire.EventStreamRevoked), `{"reason":"api_key_revoked"}`)
 	_ = s.flush()
 }
 

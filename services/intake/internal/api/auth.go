@@ -17,9 +17,19 @@ import (
 // DefaultTenant is the tenant of every request when TURNSTILE_AUTH=off.
 const DefaultTenant = "default"
 
-type tenantKey struct{}
+type (
+	tenantKey   struct{}
+	apiKeyIDKey struct{}
+)
 
 func tenantOf(r *http.Request) string { return r.Context().Value(tenantKey{}).(string) }
+
+// apiKeyOf is the ID of the request's API key, "" with TURNSTILE_AUTH=off. Stream tokens name it,
+// so that revoking the key ends them.
+func apiKeyOf(r *http.Request) string {
+	id, _ := r.Context().Value(apiKeyIDKey{}).(string)
+	return id
+}
 
 // errStore is what a cache returns when Postgres did not answer; its callers fail open or
 // answer 503.
@@ -29,7 +39,7 @@ var errStore = errors.New("store unavailable")
 func (h *Handler) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		const route = "auth"
-		tenant := DefaultTenant
+		tenant, keyID := DefaultTenant, ""
 		if h.cfg.AuthEnabled {
 			key := httpx.BearerToken(r)
 			if key == "" {
@@ -37,7 +47,7 @@ func (h *Handler) authenticate(next http.Handler) http.Handler {
 				h.refuse(w, route, httpx.ProblemUnauthenticated.Problem("an API key is required: Authorization: Bearer <key>"))
 				return
 			}
-			t, err := h.keys.tenant(r.Context(), key)
+			k, err := h.keys.resolve(r.Context(), key)
 			switch {
 			case errors.Is(err, apikey.ErrUnknown):
 				w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
@@ -48,9 +58,13 @@ func (h *Handler) authenticate(next http.Handler) http.Handler {
 				h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("API keys cannot be checked right now"))
 				return
 			}
-			tenant = t
+			tenant, keyID = k.Tenant, k.ID
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
+		ctx := context.WithValue(r.Context(), tenantKey{}, tenant)
+		if keyID != "" {
+			ctx = context.WithValue(ctx, apiKeyIDKey{}, keyID)
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -67,11 +81,12 @@ type keyCache struct {
 
 type keyEntry struct {
 	tenant  string
+	id      string
 	ok      bool
 	expires time.Time
 }
 
-func (c *keyCache) tenant(ctx context.Context, key string) (string, error) {
+func (c *keyCache) resolve(ctx context.Context, key string) (apikey.Key, error) {
 	var h [32]byte
 	copy(h[:], apikey.Hash(key))
 	now := c.now()
@@ -80,28 +95,29 @@ func (c *keyCache) tenant(ctx context.Context, key string) (string, error) {
 	c.mu.Unlock()
 	if hit && now.Before(e.expires) {
 		if !e.ok {
-			return "", apikey.ErrUnknown
+			return apikey.Key{}, apikey.ErrUnknown
 		}
-		return e.tenant, nil
+		return apikey.Key{ID: e.id, Tenant: e.tenant}, nil
 	}
 	if c.pool == nil {
-		return "", errStore
+		return apikey.Key{}, errStore
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.LookupTimeout)
 	defer cancel()
-	tenant, err := apikey.Lookup(ctx, c.pool, key)
+	k, err := apikey.Resolve(ctx, c.pool, key)
 	switch {
 	case errors.Is(err, apikey.ErrUnknown):
 		c.put(h, keyEntry{ok: false, expires: now.Add(c.cfg.KeyMissTTL)})
-		return "", err
+		return apikey.Key{}, err
 	case err != nil:
 		if hit && e.ok {
-			return e.tenant, nil // Postgres is down: a key known a moment ago keeps working
+			// Postgres is down: a key known a moment ago keeps working
+			return apikey.Key{ID: e.id, Tenant: e.tenant}, nil
 		}
-		return "", fmt.Errorf("%w: %w", errStore, err)
+		return apikey.Key{}, fmt.Errorf("%w: %w", errStore, err)
 	}
-	c.put(h, keyEntry{tenant: tenant, ok: true, expires: now.Add(c.cfg.KeyTTL)})
-	return tenant, nil
+	c.put(h, keyEntry{tenant: k.Tenant, id: k.ID, ok: true, expires: now.Add(c.cfg.KeyTTL)})
+	return k, nil
 }
 
 // expireAll forgets every cached key, as if KeyTTL had passed.

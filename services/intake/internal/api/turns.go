@@ -32,7 +32,7 @@ type Accepted struct {
 
 func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	const route = "post_turn"
-	tenant := tenantOf(r)
+	tenant, keyID := tenantOf(r), apiKeyOf(r)
 	sessionID, bad := httpx.SessionID(r)
 	if bad != nil {
 		h.refuse(w, route, *bad)
@@ -102,7 +102,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	token, reused := h.idempotency(ctx, idemKey, tenant, sessionID, raw)
+	token, reused := h.idempotency(ctx, idemKey, keyID, tenant, sessionID, raw)
 	if reused {
 		h.refuse(w, route, httpx.ProblemIdempotencyReuse.Problem("this idempotency key (or turn_id) was used with a different request body"))
 		return
@@ -128,7 +128,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	h.postAccepted.Inc()
 	if token == "" {
-		token = h.d.Signer.Sign(tenant, sessionID)
+		token = h.d.Signer.SignKey(keyID, tenant, sessionID)
 	}
 	w.Header().Set("Location", "/v1/turns/"+turnID.String())
 	httpx.WriteJSON(w, http.StatusAccepted, Accepted{

@@ -170,7 +170,7 @@ func TestTenants(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{cfg: func(c *Config) { c.AuthEnabled = true }})
 	ctx := context.Background()
-	_, acmeKey, err := apikey.Create(ctx, b.env.Pool, "acme")
+	acmeID, acmeKey, err := apikey.Create(ctx, b.env.Pool, "acme")
 	require.NoError(t, err)
 	globexID, globexKey, err := apikey.Create(ctx, b.env.Pool, "globex")
 	require.NoError(t, err)
@@ -187,6 +187,7 @@ func TestTenants(t *testing.T) {
 	claims, err := b.signer.Verify(a.StreamToken, "shared")
 	require.NoError(t, err)
 	require.Equal(t, "acme", claims.Tenant)
+	require.Equal(t, acmeID, claims.APIKeyID, "the token names its API key, so revoking the key ends it")
 
 	resp = postTurn(t, b.srv.URL, "shared", turnBody, globex)
 	require.Equal(t, http.StatusNotFound, resp.Status, "another tenant's session")
