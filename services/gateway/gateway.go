@@ -88,7 +88,7 @@ func NewContext(ctx context.Context, d *app.Deps) (*Gateway, error) {
 	gs := cfg.Gateway
 	handler := sse.New(sse.Config{
 		KeepAlive: cfg.KeepAlive, Retry: gs.Retry, OverloadRetry: gs.OverloadRetry,
-		MaxConnections: gs.MaxConnections, MaxPerSession: gs.MaxPerSession,
+		MaxConnections: gs.MaxConnections, MaxPerSession: gs.MaxPerSession, MaxTenantShare: gs.MaxTenantShare,
 		DrainBatch: gs.DrainBatch, DrainInterval: gs.DrainInterval, WriteTimeout: gs.WriteTimeout,
 		CORSOrigins: gs.CORSOriginList(), Tokens: tokens, Revocations: revoked,
 	}, h, reader, log, d.Registry)
