@@ -38,6 +38,14 @@ type Key struct {
 	RevokedAt *time.Time
 }
 
+// keyRE is the shape of every key Create makes: "ts_", 12 hex digits of ID, "_", 32 random bytes
+// in unpadded base64url.
+var keyRE = regexp.MustCompile(`^ts_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$`)
+
+// WellFormed reports whether key has the shape of a key Create makes; one that does not cannot
+// exist, so it needs no lookup.
+func WellFormed(key string) bool { return keyRE.MatchString(key) }
+
 // Hash is what is stored for a key.
 func Hash(key string) []byte {
 	h := sha256.Sum256([]byte(key))

@@ -29,6 +29,9 @@ func TestRevokedWithin(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{goneID}, ids)
 
+	require.True(t, apikey.WellFormed(liveKey))
+	require.False(t, apikey.WellFormed("ts_nope_nope"))
+	require.False(t, apikey.WellFormed(liveKey+"x"))
 	k, err := apikey.Resolve(ctx, env.Pool, liveKey)
 	require.NoError(t, err)
 	require.Equal(t, liveID, k.ID)

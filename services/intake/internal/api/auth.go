@@ -53,6 +53,9 @@ func (h *Handler) authenticate(next http.Handler) http.Handler {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
 				h.refuse(w, route, httpx.ProblemUnauthenticated.Problem("the API key is unknown or revoked"))
 				return
+			case errors.Is(err, errMissBudget):
+				h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("too many unknown API keys right now; retry"))
+				return
 			case err != nil:
 				h.d.Log.WarnContext(r.Context(), "api key lookup failed", "err", err)
 				h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("API keys cannot be checked right now"))
@@ -68,15 +71,47 @@ func (h *Handler) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// errMissBudget is what the key cache returns while lookups that missed used up their budget; the
+// request is answered 503 like a Postgres outage.
+var errMissBudget = errors.New("too many unknown api keys")
+
 // keyCache maps API keys to tenants. Hits live for Config.KeyTTL (so a revoked key stops working
-// within that time on every replica), misses for Config.KeyMissTTL (so a flood of bad keys does not
-// reach Postgres once per request). Keys are cached by their hash, never in clear.
+// within that time on every replica), misses for Config.KeyMissTTL. Keys are cached by their hash,
+// never in clear.
+//
+// Unauthenticated requests cannot each cost a Postgres lookup: a key without the shape of a real
+// one is refused without a lookup, and lookups that miss spend a per-process budget
+// (Config.KeyMissRate per second, as much as burst) — while it is spent, keys not in the cache are
+// answered 503 without a lookup, and cached keys keep working.
 type keyCache struct {
 	pool *pgxpool.Pool
 	cfg  *Config
 	mu   sync.Mutex
 	m    map[[32]byte]keyEntry
 	now  func() time.Time
+	// misses is the lookup-miss budget: tokens left as of missAt.
+	misses float64
+	missAt time.Time
+}
+
+// missBudgetLeft refills the miss budget to now and reports whether a lookup may be made.
+func (c *keyCache) missBudgetLeft(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	burst := float64(c.cfg.KeyMissRate)
+	if c.missAt.IsZero() {
+		c.misses = burst
+	} else {
+		c.misses = min(burst, c.misses+now.Sub(c.missAt).Seconds()*float64(c.cfg.KeyMissRate))
+	}
+	c.missAt = now
+	return c.misses >= 1
+}
+
+func (c *keyCache) spendMiss() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.misses--
 }
 
 type keyEntry struct {
@@ -99,14 +134,21 @@ func (c *keyCache) resolve(ctx context.Context, key string) (apikey.Key, error) 
 		}
 		return apikey.Key{ID: e.id, Tenant: e.tenant}, nil
 	}
+	if !apikey.WellFormed(key) {
+		return apikey.Key{}, apikey.ErrUnknown
+	}
 	if c.pool == nil {
 		return apikey.Key{}, errStore
+	}
+	if !(hit && e.ok) && !c.missBudgetLeft(now) { // a known key's refresh never waits on the budget
+		return apikey.Key{}, errMissBudget
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.LookupTimeout)
 	defer cancel()
 	k, err := apikey.Resolve(ctx, c.pool, key)
 	switch {
 	case errors.Is(err, apikey.ErrUnknown):
+		c.spendMiss()
 		c.put(h, keyEntry{ok: false, expires: now.Add(c.cfg.KeyMissTTL)})
 		return apikey.Key{}, err
 	case err != nil:

@@ -7,7 +7,10 @@
 //  1. Authentication: `Authorization: Bearer <API key>` → tenant (401 unauthenticated otherwise).
 //     Keys are looked up by SHA-256 in Postgres and cached 30s (misses 5s; Config.KeyTTL and
 //     KeyMissTTL), so a revoked key stops working within 30s; a key seen a moment ago keeps
-//     working while Postgres is down. With TURNSTILE_AUTH=off every request is tenant "default"
+//     working while Postgres is down. Unauthenticated requests cannot each cost a lookup: a key
+//     without the shape of a real one is refused without one, and lookups that miss spend a
+//     per-replica budget (Config.KeyMissRate, 50/s) past which uncached keys get 503.
+//     The scheme is matched case-insensitively (RFC 9110). With TURNSTILE_AUTH=off every request is tenant "default"
 //     (intake logs a loud warning at start).
 //  2. Validation: session ID, content type (JSON; `application/x-www-form-urlencoded` too, because
 //     `curl -d` sends it, with the body still parsed as strict JSON), body size, strict JSON (no
