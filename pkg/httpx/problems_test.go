@@ -113,3 +113,57 @@ func TestBearerToken(t *testing.T) {
 		})
 	}
 }
+
+// TestFallbacksAreProblems: an unknown route, a wrong method (with Allow) and an oversized header
+// are answered as problem+json like every other error.
+func TestFallbacksAreProblems(t *testing.T) {
+	t.Parallel()
+	r := chi.NewRouter()
+	r.NotFound(httpx.NotFound)
+	r.MethodNotAllowed(httpx.MethodNotAllowed)
+	r.Get("/v1/things/{id}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	r.Post("/v1/things/{id}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config = httpx.NewServer("", r)
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	problem := func(t *testing.T, req *http.Request, status int, typ string) *http.Response {
+		t.Helper()
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, status, resp.StatusCode)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+		var p struct{ Type string }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+		require.Equal(t, httpx.ProblemTypeBase+typ, p.Type)
+		return resp
+	}
+	t.Run("UnknownRoute", func(t *testing.T) {
+		t.Parallel()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/nothing", nil)
+		problem(t, req, http.StatusNotFound, httpx.ProblemNotFound.Name)
+	})
+	t.Run("MethodNotAllowed", func(t *testing.T) {
+		t.Parallel()
+		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/things/x", nil)
+		resp := problem(t, req, http.StatusMethodNotAllowed, httpx.ProblemMethodNotAllowed.Name)
+		require.Equal(t, "GET, POST", resp.Header.Get("Allow"))
+	})
+	t.Run("HeaderTooLarge", func(t *testing.T) {
+		t.Parallel()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/things/x", nil)
+		req.Header.Set("X-Big", strings.Repeat("a", httpx.MaxHeaderBytes))
+		problem(t, req, http.StatusRequestHeaderFieldsTooLarge, httpx.ProblemHeaderTooLarge.Name)
+	})
+	t.Run("HeaderWithinLimit", func(t *testing.T) {
+		t.Parallel()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/things/x", nil)
+		req.Header.Set("X-Big", strings.Repeat("a", httpx.MaxHeaderBytes-1024))
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	})
+}
