@@ -38,6 +38,14 @@ type Key struct {
 	RevokedAt *time.Time
 }
 
+// keyRE is the shape of every key Create makes: "ts_", 12 hex digits of ID, "_", 32 random bytes
+// in unpadded base64url.
+var keyRE = regexp.MustCompile(`^ts_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$`)
+
+// WellFormed reports whether key has the shape of a key Create makes; one that does not cannot
+// exist, so it needs no lookup.
+func WellFormed(key string) bool { return keyRE.MatchString(key) }
+
 // Hash is what is stored for a key.
 func Hash(key string) []byte {
 	h := sha256.Sum256([]byte(key))
@@ -80,15 +88,38 @@ func Revoke(ctx context.Context, pool *pgxpool.Pool, id string) error {
 
 // Lookup returns the tenant of a live key.
 func Lookup(ctx context.Context, pool *pgxpool.Pool, key string) (string, error) {
-	var tenant string
-	err := pool.QueryRow(ctx, `SELECT tenant FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, Hash(key)).Scan(&tenant)
+	k, err := Resolve(ctx, pool, key)
+	return k.Tenant, err
+}
+
+// Resolve returns the ID and tenant of a live key.
+func Resolve(ctx context.Context, pool *pgxpool.Pool, key string) (Key, error) {
+	var k Key
+	err := pool.QueryRow(ctx, `SELECT key_id, tenant, created_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
+		Hash(key)).Scan(&k.ID, &k.Tenant, &k.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", ErrUnknown
+		return Key{}, ErrUnknown
 	}
 	if err != nil {
-		return "", fmt.Errorf("look up api key: %w", err)
+		return Key{}, fmt.Errorf("look up api key: %w", err)
 	}
-	return tenant, nil
+	return k, nil
+}
+
+// RevokedWithin returns the IDs of the keys revoked in the last window. The gateway reads it
+// periodically with window = the stream-token TTL: a token issued to a key revoked earlier than
+// that has expired anyway.
+func RevokedWithin(ctx context.Context, pool *pgxpool.Pool, window time.Duration) ([]string, error) {
+	rows, err := pool.Query(ctx, `SELECT key_id FROM api_keys
+		WHERE revoked_at > now() - make_interval(secs => $1::float8 / 1000)`, window.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("list revoked api keys: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list revoked api keys: %w", err)
+	}
+	return ids, nil
 }
 
 // List returns the keys, of one tenant when tenant is not empty.

@@ -48,6 +48,8 @@ func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
 	s := &Stack{deps: deps, serveDone: make(chan error, 1)}
 	ctx = telemetry.WithProvider(ctx, deps.Tracing)
 	r := chi.NewRouter()
+	r.NotFound(httpx.NotFound)
+	r.MethodNotAllowed(httpx.MethodNotAllowed)
 	for _, role := range available {
 		if !deps.Config.HasRole(role.Name) {
 			continue

@@ -35,13 +35,14 @@ func (s AuthSettings) Enabled() bool { return s.Mode == "on" }
 // SigningKey is one stream-token key, as package streamtoken takes it.
 type SigningKey = streamtoken.Key
 
-// Keys parses StreamTokenKeys.
+// Keys parses StreamTokenKeys. A malformed entry is named by its position (1 is the first) and
+// never quoted: an entry whose ID was left out is the secret itself, and errors end up in logs.
 func (s AuthSettings) Keys() ([]SigningKey, error) {
 	var out []SigningKey
-	for _, part := range splitList(s.StreamTokenKeys) {
+	for i, part := range splitList(s.StreamTokenKeys) {
 		id, secret, ok := strings.Cut(part, ":")
 		if !ok || id == "" {
-			return nil, fmt.Errorf("TURNSTILE_STREAM_TOKEN_KEYS: entry %q is not <key id>:<base64 secret>", part)
+			return nil, fmt.Errorf("TURNSTILE_STREAM_TOKEN_KEYS: entry %d is not <key id>:<base64 secret>", i+1)
 		}
 		b, err := base64.StdEncoding.DecodeString(secret)
 		if err != nil {

@@ -81,6 +81,23 @@ func TestConfig(t *testing.T) {
 		require.Equal(t, "k1", keys[0].ID)
 		require.Equal(t, []byte("0123456789abcdef"), keys[0].Secret)
 	})
+	t.Run("MalformedKeyNotEchoed", func(t *testing.T) {
+		const secret = "MDEyMzQ1Njc4OWFiY2RlZg=="
+		for name, keys := range map[string]string{
+			"NoID":        "k1:" + secret + "," + secret,
+			"EmptyID":     "k1:" + secret + ",:" + secret,
+			"NotBase64ID": "k1:" + secret + ",k2:" + secret + "!",
+		} {
+			t.Run(name, func(t *testing.T) {
+				c := Default()
+				c.Auth.Mode = "on"
+				c.Auth.StreamTokenKeys = keys
+				err := c.Validate()
+				require.ErrorContains(t, err, "TURNSTILE_STREAM_TOKEN_KEYS")
+				require.NotContains(t, err.Error(), secret[:8], "the secret is echoed")
+			})
+		}
+	})
 }
 
 // TestDemoFaultsAllowed checks that the demo agent's fault knobs are refused by default only

@@ -9,6 +9,8 @@ import (
 const (
 	GatewayMaxConnectionsDefault = 20000
 	GatewayMaxPerSessionDefault  = 64
+	// GatewayMaxTenantShareDefault lets one tenant fill most of a replica, never all of it.
+	GatewayMaxTenantShareDefault = 80
 	GatewayRetryDefault          = time.Second
 	GatewayOverloadRetryDefault  = 5 * time.Second
 	GatewayDrainBatchDefault     = 200
@@ -30,6 +32,11 @@ type GatewaySettings struct {
 	// MaxPerSession caps the open streams of one session on one replica.
 	// TURNSTILE_GATEWAY_MAX_PER_SESSION, default 64.
 	MaxPerSession int `env:"TURNSTILE_GATEWAY_MAX_PER_SESSION"`
+	// MaxTenantShare is the percentage of MaxConnections one tenant's streams may hold on one
+	// replica (at least one stream), so one tenant cannot take every slot from the others; beyond
+	// it a stream is answered like one over MaxConnections. It applies with TURNSTILE_AUTH=on, where
+	// stream tokens name the tenant. TURNSTILE_GATEWAY_MAX_TENANT_SHARE, default 80.
+	MaxTenantShare int `env:"TURNSTILE_GATEWAY_MAX_TENANT_SHARE"`
 	// Retry is the base reconnect delay sent as "retry:", jittered per connection.
 	// TURNSTILE_GATEWAY_RETRY, default 1s.
 	Retry time.Duration `env:"TURNSTILE_GATEWAY_RETRY"`
@@ -56,6 +63,9 @@ func (s *GatewaySettings) applyDefaults() {
 	}
 	if s.MaxPerSession == 0 {
 		s.MaxPerSession = GatewayMaxPerSessionDefault
+	}
+	if s.MaxTenantShare == 0 {
+		s.MaxTenantShare = GatewayMaxTenantShareDefault
 	}
 	if s.Retry == 0 {
 		s.Retry = GatewayRetryDefault
@@ -87,6 +97,7 @@ func (s GatewaySettings) validate() []error {
 	}{
 		{s.MaxConnections < 1, "TURNSTILE_GATEWAY_MAX_CONNECTIONS: must be at least 1"},
 		{s.MaxPerSession < 1, "TURNSTILE_GATEWAY_MAX_PER_SESSION: must be at least 1"},
+		{s.MaxTenantShare < 1 || s.MaxTenantShare > 100, "TURNSTILE_GATEWAY_MAX_TENANT_SHARE: must be between 1 and 100"},
 		{s.Retry < 10*time.Millisecond, "TURNSTILE_GATEWAY_RETRY: must be at least 10ms"},
 		{s.OverloadRetry < 10*time.Millisecond, "TURNSTILE_GATEWAY_OVERLOAD_RETRY: must be at least 10ms"},
 		{s.DrainBatch < 1, "TURNSTILE_GATEWAY_DRAIN_BATCH: must be at least 1"},

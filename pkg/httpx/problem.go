@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -29,7 +30,7 @@ type Problem struct {
 func WriteProblem(w http.ResponseWriter, p Problem) {
 	if p.Type == "" {
 		p.Type = "about:blank"
-	} else if p.Type[0] != 'a' && p.Type[0] != 'h' {
+	} else if !strings.HasPrefix(p.Type, "about:") && !strings.Contains(p.Type, "://") {
 		p.Type = ProblemTypeBase + p.Type
 	}
 	if p.Title == "" {

@@ -42,6 +42,13 @@ var (
 	// way, so a tenant cannot learn that it exists.
 	ProblemSessionNotFound = ProblemType{"session-not-found", http.StatusNotFound}
 	ProblemTurnNotFound    = ProblemType{"turn-not-found", http.StatusNotFound}
+	// ProblemNotFound is a path no route serves.
+	ProblemNotFound = ProblemType{"not-found", http.StatusNotFound}
+
+	// ProblemMethodNotAllowed is a known path asked with another method (405, with Allow).
+	ProblemMethodNotAllowed = ProblemType{"method-not-allowed", http.StatusMethodNotAllowed}
+	// ProblemHeaderTooLarge is a request whose header is over MaxHeaderBytes (431).
+	ProblemHeaderTooLarge = ProblemType{"header-too-large", http.StatusRequestHeaderFieldsTooLarge}
 
 	// ProblemSessionBusy is multitask=reject while the session has a live turn (409).
 	ProblemSessionBusy = ProblemType{"session-busy", http.StatusConflict}
@@ -63,7 +70,7 @@ func ProblemTypes() []ProblemType {
 		ProblemInvalidSession, ProblemInvalidBody, ProblemBodyTooLarge, ProblemUnsupportedType,
 		ProblemValidation, ProblemInvalidDeadline, ProblemInvalidTurnID, ProblemInvalidCursor,
 		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemSessionNotFound,
-		ProblemTurnNotFound, ProblemSessionBusy, ProblemRateLimited, ProblemQueueQuota,
+		ProblemTurnNotFound, ProblemNotFound, ProblemMethodNotAllowed, ProblemHeaderTooLarge, ProblemSessionBusy, ProblemRateLimited, ProblemQueueQuota,
 		ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail,
 	}
 }

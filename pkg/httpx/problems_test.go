@@ -61,6 +61,10 @@ func TestSessionID(t *testing.T) {
 		{"Space", "a b", false},
 		{"Slash", "a/b", false},
 		{"NonASCII", "é", false},
+		{"Dot", ".", false},
+		{"DotDot", "..", false},
+		{"DotsInside", "a..b", true},
+		{"ThreeDots", "...", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,7 +82,88 @@ func TestSessionID(t *testing.T) {
 			require.NotNil(t, p)
 			require.Equal(t, httpx.ProblemInvalidSession.Name, p.Type)
 			require.Equal(t, http.StatusBadRequest, p.Status)
+			if strings.Trim(tc.id, ".") == "" && tc.id != "" {
+				require.Equal(t, `session_id must not be "." or ".."`, p.Detail)
+				return
+			}
 			require.Equal(t, "session_id must be 1-128 characters of [A-Za-z0-9._:-]", p.Detail)
 		})
 	}
+}
+
+func TestBearerToken(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, header, want string }{
+		{"Canonical", "Bearer abc", "abc"},
+		{"Lower", "bearer abc", "abc"},
+		{"Upper", "BEARER abc", "abc"},
+		{"ExtraSpace", "Bearer   abc ", "abc"},
+		{"OtherScheme", "Basic abc", ""},
+		{"NoCredential", "Bearer", ""},
+		{"Absent", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			if tc.header != "" {
+				r.Header.Set("Authorization", tc.header)
+			}
+			require.Equal(t, tc.want, httpx.BearerToken(r))
+		})
+	}
+}
+
+// TestFallbacksAreProblems: an unknown route, a wrong method (with Allow) and an oversized header
+// are answered as problem+json like every other error.
+func TestFallbacksAreProblems(t *testing.T) {
+	t.Parallel()
+	r := chi.NewRouter()
+	r.NotFound(httpx.NotFound)
+	r.MethodNotAllowed(httpx.MethodNotAllowed)
+	r.Get("/v1/things/{id}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	r.Post("/v1/things/{id}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config = httpx.NewServer("", r)
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	problem := func(t *testing.T, req *http.Request, status int, typ string) *http.Response {
+		t.Helper()
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, status, resp.StatusCode)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+		var p struct{ Type string }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+		require.Equal(t, httpx.ProblemTypeBase+typ, p.Type)
+		return resp
+	}
+	t.Run("UnknownRoute", func(t *testing.T) {
+		t.Parallel()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/nothing", nil)
+		problem(t, req, http.StatusNotFound, httpx.ProblemNotFound.Name)
+	})
+	t.Run("MethodNotAllowed", func(t *testing.T) {
+		t.Parallel()
+		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/things/x", nil)
+		resp := problem(t, req, http.StatusMethodNotAllowed, httpx.ProblemMethodNotAllowed.Name)
+		require.Equal(t, "GET, POST", resp.Header.Get("Allow"))
+	})
+	t.Run("HeaderTooLarge", func(t *testing.T) {
+		t.Parallel()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/things/x", nil)
+		req.Header.Set("X-Big", strings.Repeat("a", httpx.MaxHeaderBytes))
+		problem(t, req, http.StatusRequestHeaderFieldsTooLarge, httpx.ProblemHeaderTooLarge.Name)
+	})
+	t.Run("HeaderWithinLimit", func(t *testing.T) {
+		t.Parallel()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/things/x", nil)
+		req.Header.Set("X-Big", strings.Repeat("a", httpx.MaxHeaderBytes-1024))
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	})
 }

@@ -28,6 +28,10 @@ type Claims struct {
 	Tenant    string `json:"ten"`
 	SessionID string `json:"sid"`
 	Expires   int64  `json:"exp"`
+	// APIKeyID names the API key the token was issued to, so that revoking the key ends the
+	// token's streams (the gateway checks it against the revoked keys it knows). Empty when
+	// intake runs without API keys.
+	APIKeyID string `json:"akid,omitempty"`
 }
 
 // TTLDefault is how long a token is valid when Options name no TTL.
@@ -79,8 +83,11 @@ func New(o Options) *Signer {
 	return s
 }
 
-// Sign issues a token for a tenant's session.
-func (s *Signer) Sign(tenant, sessionID string) string {
+// Sign issues a token for a tenant's session, naming no API key.
+func (s *Signer) Sign(tenant, sessionID string) string { return s.SignKey("", tenant, sessionID) }
+
+// SignKey issues a token for a tenant's session on behalf of the API key apiKeyID.
+func (s *Signer) SignKey(apiKeyID, tenant, sessionID string) string {
 	k := s.keys[0]
 	// The claims' JSON, as json.Marshal of Claims writes it (the test checks), without reflection.
 	body := make([]byte, 0, 96)
@@ -92,6 +99,10 @@ func (s *Signer) Sign(tenant, sessionID string) string {
 	body = appendJSONString(body, sessionID)
 	body = append(body, `,"exp":`...)
 	body = strconv.AppendInt(body, s.now().Add(s.ttl).Unix(), 10)
+	if apiKeyID != "" {
+		body = append(body, `,"akid":`...)
+		body = appendJSONString(body, apiKeyID)
+	}
 	body = append(body, '}')
 	payload := base64.RawURLEncoding.EncodeToString(body)
 	return payload + "." + base64.RawURLEncoding.EncodeToString(s.mac(0, payload))

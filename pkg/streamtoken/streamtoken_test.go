@@ -51,6 +51,20 @@ func TestSigner(t *testing.T) {
 			require.Equal(t, tenant, c.Tenant)
 		}
 	})
+	t.Run("APIKeyID", func(t *testing.T) {
+		t.Parallel()
+		s := New(Options{Keys: []Key{cur}, TTL: time.Minute})
+		tok := s.SignKey("a1b2c3", "acme", "s1")
+		c, err := s.Verify(tok, "s1")
+		require.NoError(t, err)
+		require.Equal(t, "a1b2c3", c.APIKeyID)
+		payload, _, _ := strings.Cut(tok, ".")
+		body, err := base64.RawURLEncoding.DecodeString(payload)
+		require.NoError(t, err)
+		want, err := json.Marshal(c)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(body))
+	})
 	t.Run("Rotation", func(t *testing.T) {
 		t.Parallel()
 		issuedWithOld := New(Options{Keys: []Key{old}, TTL: time.Minute}).Sign("acme", "s1")

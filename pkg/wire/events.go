@@ -27,6 +27,9 @@ const (
 	// EventStreamReset is sent by the gateway, never stored: the client's cursor points at history
 	// that no longer exists, so it must re-read state through the API.
 	EventStreamReset EventType = "stream.reset"
+	// EventStreamRevoked is sent by the gateway, never stored, as the last event of a stream whose
+	// token's API key was revoked; the client's reconnect is refused with 401.
+	EventStreamRevoked EventType = "stream.revoked"
 )
 
 // Terminal reports whether an event ends its turn. A stream holds at most one terminal event per turn.

@@ -8,5 +8,11 @@
 // valid token for another session answers 404, like a missing session); caps, CORS, keep-alives,
 // retry hints and drain are configured by the TURNSTILE_GATEWAY_* settings.
 //
-// It keeps serving live streams while Kafka or Postgres is down: neither is on its path.
+// With TURNSTILE_AUTH=on, revoking an API key ends its stream tokens within seconds: a watcher
+// (internal/revoke) reads the revoked keys from Postgres once per interval for the whole replica,
+// new streams of a revoked key get 401 and open ones end with stream.revoked. One tenant's streams
+// hold at most TURNSTILE_GATEWAY_MAX_TENANT_SHARE percent of the replica's cap.
+//
+// It keeps serving live streams while Kafka or Postgres is down: neither is on its path (the
+// revocation watcher keeps what it knows and reads again when Postgres answers).
 package gateway

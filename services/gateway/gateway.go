@@ -6,26 +6,36 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
+	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/hub"
+	"github.com/turnstile-run/turnstile/services/gateway/internal/revoke"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/sse"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/web"
 )
 
 // Role builds the gateway from shared deps.
-var Role = app.Role{Name: "gateway", New: func(_ context.Context, d *app.Deps) (app.Component, error) { return New(d) }}
+var Role = app.Role{Name: "gateway", New: func(ctx context.Context, d *app.Deps) (app.Component, error) { return NewContext(ctx, d) }}
 
 // Gateway is the running gateway role. A stopped gateway has drained its stream handler for good
 // and does not start again.
 type Gateway struct {
-	hub     *hub.Hub
 	handler *sse.Handler
+	revoked *revoke.Watcher // nil with TURNSTILE_AUTH=off
+	// parts are the hub and, with auth on, the revocation watcher, started in that order.
+	parts lifecycle.Group
+	// ownPool is the pool the gateway made itself when Postgres was down at start; Stop closes it.
+	ownPool *pgxpool.Pool
 	ready   atomic.Bool
 
 	// life serialises Start and Stop; stopped says Stop has run.
@@ -41,14 +51,22 @@ type OpenInfo = sse.OpenInfo
 type Hooks = sse.Hooks
 
 // New builds the gateway.
-func New(d *app.Deps) (*Gateway, error) {
+func New(d *app.Deps) (*Gateway, error) { return NewContext(context.Background(), d) }
+
+// NewContext builds the gateway; ctx bounds the connection to Postgres, which only the revocation
+// watcher uses and which may be down (the pool then connects when Postgres answers).
+func NewContext(ctx context.Context, d *app.Deps) (*Gateway, error) {
 	cfg := d.Config
 	log := d.Log.With("role", "gateway")
 	rdb, err := d.Redis()
 	if err != nil {
 		return nil, err
 	}
-	var tokens *streamtoken.Signer
+	var (
+		tokens  *streamtoken.Signer
+		revoked *revoke.Watcher
+		ownPool *pgxpool.Pool
+	)
 	if cfg.Auth.Enabled() {
 		keys, err := cfg.Auth.Keys()
 		if err != nil {
@@ -58,6 +76,18 @@ func New(d *app.Deps) (*Gateway, error) {
 			return nil, fmt.Errorf("TURNSTILE_AUTH=on needs TURNSTILE_STREAM_TOKEN_KEYS")
 		}
 		tokens = streamtoken.New(streamtoken.Options{Keys: keys, TTL: cfg.Auth.StreamTokenTTL})
+		pool, err := d.Postgres(ctx)
+		if err != nil {
+			log.Warn("postgres unavailable at start; revoked API keys reach open streams once it answers", "err", err)
+			if pool, err = postgres.NewLazyPool(ctx, cfg.DatabaseURL, cfg.DatabaseSchema); err != nil {
+				return nil, err
+			}
+			ownPool = pool
+		}
+		revoked = revoke.New(revoke.Config{Window: cfg.Auth.StreamTokenTTL},
+			revoke.SourceFunc(func(ctx context.Context, window time.Duration) ([]string, error) {
+				return apikey.RevokedWithin(ctx, pool, window)
+			}), log)
 	} else {
 		log.Warn("STREAM TOKENS ARE NOT CHECKED: TURNSTILE_AUTH=off lets anyone read any session's stream; development only")
 	}
@@ -66,9 +96,9 @@ func New(d *app.Deps) (*Gateway, error) {
 	gs := cfg.Gateway
 	handler := sse.New(sse.Config{
 		KeepAlive: cfg.KeepAlive, Retry: gs.Retry, OverloadRetry: gs.OverloadRetry,
-		MaxConnections: gs.MaxConnections, MaxPerSession: gs.MaxPerSession,
+		MaxConnections: gs.MaxConnections, MaxPerSession: gs.MaxPerSession, MaxTenantShare: gs.MaxTenantShare,
 		DrainBatch: gs.DrainBatch, DrainInterval: gs.DrainInterval, WriteTimeout: gs.WriteTimeout,
-		CORSOrigins: gs.CORSOriginList(), Tokens: tokens,
+		CORSOrigins: gs.CORSOriginList(), Tokens: tokens, Revocations: revoked,
 	}, h, reader, log, d.Registry)
 	d.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -82,7 +112,12 @@ func New(d *app.Deps) (*Gateway, error) {
 		},
 			func() float64 { return float64(h.Sessions()) }),
 	)
-	return &Gateway{hub: h, handler: handler}, nil
+	g := &Gateway{handler: handler, revoked: revoked, ownPool: ownPool}
+	g.parts.Add("stream hub", h)
+	if revoked != nil {
+		g.parts.Add("revocation watcher", revoked)
+	}
+	return g, nil
 }
 
 // Routes mounts the SSE endpoint and the demo chat page.
@@ -91,14 +126,15 @@ func (g *Gateway) Routes(r chi.Router) {
 	web.Routes(r)
 }
 
-// Start opens the shared Redis subscription. Start after Stop fails.
+// Start opens the shared Redis subscription and starts reading revoked API keys. Start after Stop
+// fails.
 func (g *Gateway) Start(ctx context.Context) error {
 	g.life.Lock()
 	defer g.life.Unlock()
 	if g.stopped {
 		return errors.New("start gateway: stopped")
 	}
-	if err := g.hub.Start(ctx); err != nil {
+	if err := g.parts.Start(ctx); err != nil {
 		return err
 	}
 	g.ready.Store(true)
@@ -137,6 +173,9 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	g.stopped = true
 	g.ready.Store(false)
 	g.handler.Drain(ctx)
-	err := g.handler.Wait(ctx)
-	return errors.Join(err, g.hub.Stop(ctx))
+	err := errors.Join(g.handler.Wait(ctx), g.parts.Stop(ctx))
+	if g.ownPool != nil {
+		g.ownPool.Close()
+	}
+	return err
 }

@@ -88,3 +88,78 @@ func TestCrossTenantStream(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 }
+
+// TestTenancyRevokedKeyEndsStreams reproduces the seen run with TURNSTILE_AUTH=on: after the API
+// key is revoked (in Postgres, as `turnstile apikey revoke` does), its open stream ends with
+// stream.revoked within seconds and a new stream with the same token is refused with 401.
+func TestTenancyRevokedKeyEndsStreams(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Partitions: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, key, err := apikey.Create(ctx, env.Pool, "acme")
+	require.NoError(t, err)
+	cfg := env.Config
+	cfg.Roles = "intake,worker,gateway"
+	cfg.Auth.Mode = "on"
+	cfg.Auth.StreamTokenKeys = "k1:c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"
+	stack := startStackCfg(t, env, cfg)
+	base := "http://" + stack.Addr()
+
+	status, body := post(t, base, "revoked", `{"input":{"text":"hello"}}`, map[string]string{"Authorization": "Bearer " + key})
+	require.Equal(t, http.StatusAccepted, status, string(body))
+	var a struct {
+		StreamToken string `json:"stream_token"`
+	}
+	require.NoError(t, json.Unmarshal(body, &a))
+	streamURL := base + "/v1/sessions/revoked/events?access_token=" + url.QueryEscape(a.StreamToken)
+	stream := testenv.OpenSSE(t, streamURL, "")
+	require.Equal(t, http.StatusOK, stream.Resp.StatusCode)
+	stream.Until(t, 30*time.Second, func(e testenv.Event) bool { return e.Type == "turn.completed" })
+
+	require.NoError(t, apikey.Revoke(ctx, env.Pool, id))
+	evs := stream.Ended(t, 15*time.Second)
+	require.NotEmpty(t, evs)
+	require.Equal(t, "stream.revoked", evs[len(evs)-1].Type)
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, streamURL, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a new stream with the revoked key's token")
+}
+
+// TestTenancyRoutesAnswerProblems: an unknown route and a wrong method are problem documents, and
+// percent-encoded "." and ".." session IDs are refused by intake and the gateway alike.
+func TestTenancyRoutesAnswerProblems(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Partitions: 1})
+	cfg := env.Config
+	cfg.Roles = "intake,gateway"
+	stack := startStackCfg(t, env, cfg)
+	base := "http://" + stack.Addr()
+	do := func(method, path string) *http.Response {
+		req, err := http.NewRequest(method, base+path, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	for _, c := range []struct {
+		name, method, path string
+		status             int
+	}{
+		{"UnknownRoute", http.MethodGet, "/v1/nothing", http.StatusNotFound},
+		{"WrongMethod", http.MethodDelete, "/v1/sessions/s1/turns", http.StatusMethodNotAllowed},
+		{"EncodedDotDotStream", http.MethodGet, "/v1/sessions/%2E%2E/events", http.StatusBadRequest},
+		{"EncodedDotTurns", http.MethodGet, "/v1/sessions/%2E/turns", http.StatusBadRequest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp := do(c.method, c.path)
+			require.Equal(t, c.status, resp.StatusCode)
+			require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+		})
+	}
+}

@@ -18,7 +18,8 @@ func TestConfig(t *testing.T) {
 			KeepAlive: config.KeepAliveDefault, Retry: config.GatewayRetryDefault,
 			OverloadRetry: config.GatewayOverloadRetryDefault, ReplayBatch: ReplayBatchDefault,
 			MaxConnections: config.GatewayMaxConnectionsDefault, MaxPerSession: config.GatewayMaxPerSessionDefault,
-			DrainBatch: config.GatewayDrainBatchDefault, DrainInterval: config.GatewayDrainIntervalDefault,
+			MaxTenantShare: config.GatewayMaxTenantShareDefault,
+			DrainBatch:     config.GatewayDrainBatchDefault, DrainInterval: config.GatewayDrainIntervalDefault,
 			WriteTimeout: config.GatewayWriteTimeoutDefault,
 		}, c)
 	})

@@ -13,14 +13,16 @@
 // function, parseOpen in params.go. The session ID is checked first; the token next, so a caller
 // without a valid one learns nothing about its other parameters; then turn_id and the cursor.
 //
-// Answers. Anything retryable — draining, a replica or session over its connection cap, a slow
-// client cut loose, Redis briefly unavailable — ends a 200 stream with a jittered "retry:" and a
-// comment, because EventSource gives up for good on any non-200. Non-200 is kept for what must not
-// be retried, each a problem type of pkg/httpx's catalog: 400 for a malformed session ID, turn ID
-// or cursor; 401 for a missing or invalid (unauthenticated) or expired (stream-token-expired)
-// stream token; 404 for a valid token of another session, so that another tenant's session looks
-// exactly like one that does not exist; 204 for a ?turn_id= follower that reconnects after the
-// turn's terminal event (EventSource stops on 204).
+// Answers. Anything retryable — draining, a replica or session over its connection cap, a tenant
+// over its share of the replica's cap (Config.MaxTenantShare, so one tenant cannot leave the others
+// no slot), a slow client cut loose, Redis briefly unavailable — ends a 200 stream with a jittered
+// "retry:" and a comment, because EventSource gives up for good on any non-200. Non-200 is kept for
+// what must not be retried, each a problem type of pkg/httpx's catalog: 400 for a malformed session
+// ID, turn ID or cursor; 401 for a missing or invalid (unauthenticated) or expired
+// (stream-token-expired) stream token, or one whose API key was revoked (package revoke; an open
+// stream of a revoked key ends with stream.revoked); 404 for a valid token of another session, so
+// that another tenant's session looks exactly like one that does not exist; 204 for a ?turn_id=
+// follower that reconnects after the turn's terminal event (EventSource stops on 204).
 //
 // Stream tokens (TURNSTILE_AUTH=on) come from Authorization: Bearer, else the access_token query
 // parameter (EventSource cannot set headers). Query tokens can end up in proxy logs; they are

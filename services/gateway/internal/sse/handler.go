@@ -26,6 +26,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/hub"
+	"github.com/turnstile-run/turnstile/services/gateway/internal/revoke"
 )
 
 // ReplayBatchDefault is how many entries one replay read fetches by default.
@@ -56,6 +57,10 @@ type Config struct {
 	// MaxPerSession caps one session's open streams on this replica. Defaults to
 	// config.GatewayMaxPerSessionDefault.
 	MaxPerSession int
+	// MaxTenantShare is the percentage of MaxConnections one tenant's streams may hold (at least
+	// one stream); it applies to streams whose token names a tenant. Defaults to
+	// config.GatewayMaxTenantShareDefault.
+	MaxTenantShare int
 	// DrainBatch streams are closed at once when draining, DrainInterval (jittered) apart.
 	// Default config.GatewayDrainBatchDefault and config.GatewayDrainIntervalDefault.
 	DrainBatch    int
@@ -66,6 +71,9 @@ type Config struct {
 	CORSOrigins []string
 	// Tokens verifies stream tokens; nil disables the check (development only).
 	Tokens *streamtoken.Signer
+	// Revocations knows the revoked API keys: a token of a revoked key is refused at open, and
+	// its open streams end with stream.revoked. Nil knows none.
+	Revocations *revoke.Watcher
 }
 
 func (c *Config) applyDefaults() {
@@ -89,6 +97,7 @@ func (c *Config) applyDefaults() {
 	}
 	defInt(&c.MaxConnections, config.GatewayMaxConnectionsDefault)
 	defInt(&c.MaxPerSession, config.GatewayMaxPerSessionDefault)
+	defInt(&c.MaxTenantShare, config.GatewayMaxTenantShareDefault)
 	defInt(&c.DrainBatch, config.GatewayDrainBatchDefault)
 }
 
@@ -98,7 +107,8 @@ type OpenInfo struct {
 	// CursorSource is "header", "query" or "" (no cursor).
 	CursorSource string
 	Cursor       string
-	// Result is fresh, live, resumed, reset, or a refusal: draining, over_capacity.
+	// Result is fresh, live, resumed, reset, or a refusal: draining, over_capacity,
+	// over_tenant_share.
 	Result string
 }
 
@@ -122,6 +132,8 @@ type Handler struct {
 	mu         sync.Mutex
 	conns      map[*conn]struct{}
 	perSession map[string]int
+	perTenant  map[string]int
+	maxTenant  int // MaxTenantShare of MaxConnections, in streams
 	draining   bool
 
 	connections prometheus.Gauge
@@ -133,6 +145,8 @@ type Handler struct {
 
 type conn struct {
 	session        string
+	apiKey         string // the token's API key ID, "" for none
+	tenant         string // the token's tenant, "" without tokens
 	closeWithRetry chan struct{}
 	once           sync.Once
 }
@@ -144,7 +158,8 @@ func New(cfg Config, h *hub.Hub, reader *streams.Reader, log *slog.Logger, reg p
 	cfg.applyDefaults()
 	hd := &Handler{
 		cfg: cfg, hub: h, reader: reader, log: log, conns: map[*conn]struct{}{},
-		perSession: map[string]int{}, cors: map[string]bool{},
+		perSession: map[string]int{}, perTenant: map[string]int{}, cors: map[string]bool{},
+		maxTenant: max(1, cfg.MaxConnections*cfg.MaxTenantShare/100),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "turnstile_gateway_connections",
 			Help: "Open SSE connections.",
@@ -286,21 +301,25 @@ func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// authorize checks the stream token when tokens are on. A valid token for another session is
-// answered like an unknown session (404), so one tenant cannot learn that another's session exists.
-func (h *Handler) authorize(w http.ResponseWriter, o openRequest) bool {
+// authorize checks the stream token when tokens are on and returns its claims. A valid token
+// for another session is answered like an unknown session (404), so one tenant cannot learn that
+// another's session exists; a token whose API key was revoked is a 401.
+func (h *Handler) authorize(w http.ResponseWriter, o openRequest) (streamtoken.Claims, bool) {
 	if h.cfg.Tokens == nil {
-		return true
+		return streamtoken.Claims{}, true
 	}
 	if o.Token == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile"`)
 		httpx.WriteProblem(w, httpx.ProblemUnauthenticated.Problem("a stream token is required: Authorization: Bearer <stream_token> or ?access_token="))
-		return false
+		return streamtoken.Claims{}, false
 	}
-	_, err := h.cfg.Tokens.Verify(o.Token, o.SessionID)
+	claims, err := h.cfg.Tokens.Verify(o.Token, o.SessionID)
 	switch {
+	case err == nil && h.cfg.Revocations.Revoked(claims.APIKeyID):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
+		httpx.WriteProblem(w, httpx.ProblemUnauthenticated.Problem("the API key this stream token was issued to is revoked"))
 	case err == nil:
-		return true
+		return claims, true
 	case errors.Is(err, streamtoken.ErrScope):
 		httpx.WriteProblem(w, httpx.ProblemSessionNotFound.Problem("no such session"))
 	case errors.Is(err, streamtoken.ErrExpired):
@@ -310,7 +329,7 @@ func (h *Handler) authorize(w http.ResponseWriter, o openRequest) bool {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
 		httpx.WriteProblem(w, httpx.ProblemUnauthenticated.Problem("the stream token is not valid"))
 	}
-	return false
+	return streamtoken.Claims{}, false
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
@@ -320,7 +339,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteProblem(w, *bad)
 		return
 	}
-	if !h.authorize(w, o) {
+	claims, ok := h.authorize(w, o)
+	if !ok {
 		return
 	}
 	if o.Invalid != nil {
@@ -340,7 +360,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	c := &conn{session: sessionID, closeWithRetry: make(chan struct{})}
+	c := &conn{session: sessionID, apiKey: claims.APIKeyID, tenant: claims.Tenant, closeWithRetry: make(chan struct{})}
 	refusal := ""
 	h.mu.Lock()
 	switch {
@@ -350,9 +370,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		refusal = "over_capacity"
 	case h.perSession[sessionID] >= h.cfg.MaxPerSession:
 		refusal = "over_capacity"
+	case c.tenant != "" && h.perTenant[c.tenant] >= h.maxTenant:
+		refusal = "over_tenant_share"
 	default:
 		h.conns[c] = struct{}{}
 		h.perSession[sessionID]++
+		if c.tenant != "" {
+			h.perTenant[c.tenant]++
+		}
 		h.streams.Add(1)
 	}
 	h.mu.Unlock()
@@ -369,10 +394,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		info.Result = refusal
 		h.fire(info)
 		h.closed.WithLabelValues(refusal).Inc()
-		if refusal == "draining" {
+		switch refusal {
+		case "draining":
 			s.ew.retry(httpx.Jitter(h.cfg.Retry).Milliseconds())
 			s.ew.comment("draining; reconnect")
-		} else {
+		case "over_tenant_share":
+			s.ew.retry(httpx.Jitter(h.cfg.OverloadRetry).Milliseconds())
+			s.ew.comment("tenant over its share of this replica's streams; reconnect later")
+		default:
 			s.ew.retry(httpx.Jitter(h.cfg.OverloadRetry).Milliseconds())
 			s.ew.comment("over capacity; reconnect later")
 		}
@@ -475,6 +504,11 @@ func (h *Handler) run(ctx context.Context, out sink, c *conn, o openRequest, inf
 		if h.perSession[sessionID]--; h.perSession[sessionID] <= 0 {
 			delete(h.perSession, sessionID)
 		}
+		if c.tenant != "" {
+			if h.perTenant[c.tenant]--; h.perTenant[c.tenant] <= 0 {
+				delete(h.perTenant, c.tenant)
+			}
+		}
 		h.mu.Unlock()
 		h.connections.Dec()
 	}()
@@ -541,6 +575,15 @@ func (h *Handler) run(ctx context.Context, out sink, c *conn, o openRequest, inf
 	}
 
 	s.live = true // from here on entries arrive as they are appended: their delivery lag is meaningful
+	var revoked <-chan struct{}
+	if c.apiKey != "" {
+		// Taken before the check, so a revocation between the open and here is not missed.
+		revoked = h.cfg.Revocations.Changed()
+		if h.cfg.Revocations.Revoked(c.apiKey) {
+			s.revoke()
+			return
+		}
+	}
 	keepAlive := time.NewTicker(h.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	var batch []*hub.Delivery
@@ -551,6 +594,12 @@ func (h *Handler) run(ctx context.Context, out sink, c *conn, o openRequest, inf
 		case <-c.closeWithRetry:
 			s.end("server closing this stream; reconnect", "drain")
 			return
+		case <-revoked:
+			if h.cfg.Revocations.Revoked(c.apiKey) {
+				s.revoke()
+				return
+			}
+			revoked = h.cfg.Revocations.Changed()
 		case <-keepAlive.C:
 			s.arm()
 			ew.comment("keep-alive")
@@ -667,6 +716,15 @@ func (s *stream) end(why, reason string) {
 	s.h.closed.WithLabelValues(reason).Inc()
 	s.arm()
 	s.ew.comment(why)
+	_ = s.flush()
+}
+
+// revoke ends the stream of a revoked API key with stream.revoked; the client's reconnect is
+// refused with 401, which makes EventSource give up.
+func (s *stream) revoke() {
+	s.h.closed.WithLabelValues("revoked").Inc()
+	s.arm()
+	s.ew.event("", string(wire.EventStreamRevoked), `{"reason":"api_key_revoked"}`)
 	_ = s.flush()
 }
 

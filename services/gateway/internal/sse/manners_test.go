@@ -128,7 +128,12 @@ func TestCORS(t *testing.T) {
 // readRefusal reads a stream the gateway refuses inside a 200: a retry hint and a comment, then EOF.
 func readRefusal(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	// Bounded: an admitted stream (the refusal failed) would never end on its own.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "retryable refusals stay inside a 200 for EventSource")
@@ -154,6 +159,31 @@ func TestCaps(t *testing.T) {
 	testenv.WaitFor(t, wait, "three streams", func() bool { return gw.handler.Connections() == 3 })
 	require.Contains(t, readRefusal(t, gw.url(c)), "over capacity", "the replica cap")
 	require.Equal(t, 2.0, gw.counter(t, "turnstile_gateway_streams_closed_total", "over_capacity"))
+}
+
+// TestTenantShare reproduces the seen run: one tenant fills what it may of the replica's cap, and
+// another tenant's first stream is still admitted; the first tenant's next one is refused inside a
+// 200 with the overload retry hint.
+func TestTenantShare(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 0)
+	signer := streamtoken.New(streamtoken.Options{Keys: []config.SigningKey{{ID: "k1", Secret: []byte("0123456789abcdef0123456789abcdef")}}, TTL: time.Hour})
+	gw := f.replica(sse.Config{Tokens: signer, MaxConnections: 4, MaxTenantShare: 50, OverloadRetry: 4 * time.Second})
+	open := func(tenant string) string {
+		session := newSession()
+		return gw.url(session) + "?access_token=" + signer.Sign(tenant, session)
+	}
+	testenv.OpenSSE(t, open("greedy"), "")
+	testenv.OpenSSE(t, open("greedy"), "")
+	testenv.WaitFor(t, wait, "two streams", func() bool { return gw.handler.Connections() == 2 })
+	body := readRefusal(t, open("greedy"))
+	require.Contains(t, body, "share")
+	require.Regexp(t, `retry: (2\d{3}|[3-5]\d{3})\n`, body, "the overload hint is the jittered overload retry")
+	require.Equal(t, 1.0, gw.counter(t, "turnstile_gateway_streams_closed_total", "over_tenant_share"))
+
+	other := testenv.OpenSSE(t, open("modest"), "")
+	require.Equal(t, http.StatusOK, other.Resp.StatusCode)
+	testenv.WaitFor(t, wait, "the other tenant's stream", func() bool { return gw.handler.Connections() == 3 })
 }
 
 // TestSlowClient: a client that stops reading cannot stall the others; it is cut loose and can

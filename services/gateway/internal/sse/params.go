@@ -2,7 +2,6 @@ package sse
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -41,13 +40,7 @@ func parseOpen(r *http.Request) (openRequest, *httpx.Problem) {
 	}
 	q := r.URL.Query()
 	o := openRequest{SessionID: sessionID, TurnID: q.Get("turn_id")}
-	if a := r.Header.Get("Authorization"); a != "" {
-		scheme, rest, ok := strings.Cut(a, " ")
-		if ok && strings.EqualFold(scheme, "Bearer") {
-			o.Token = strings.TrimSpace(rest)
-		}
-	}
-	if o.Token == "" {
+	if o.Token = httpx.BearerToken(r); o.Token == "" {
 		o.Token = q.Get("access_token")
 	}
 	if o.Cursor = r.Header.Get("Last-Event-ID"); o.Cursor != "" {

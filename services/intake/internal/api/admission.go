@@ -84,7 +84,7 @@ func (h *Handler) allowRate(ctx context.Context, tenant string) (time.Duration, 
 func (h *Handler) askRate(ctx context.Context, tenant string) (retry time.Duration, ok bool, lease int) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.RedisTimeout)
 	defer cancel()
-	key := h.cfg.KeyPrefix + ":tenant:" + tenant
+	key := rateKey(h.cfg.KeyPrefix, tenant)
 	limit := redis_rate.Limit{Rate: h.cfg.TenantRate, Burst: h.cfg.TenantBurst, Period: time.Second}
 	chunk := min(max(h.cfg.TenantRate/rateChunkShare, 1), rateChunkMax, h.cfg.TenantBurst)
 	res, err := h.limiter.AllowN(ctx, key, limit, chunk)
@@ -100,6 +100,9 @@ func (h *Handler) askRate(ctx context.Context, tenant string) (retry time.Durati
 	}
 	return 0, true, res.Allowed - 1
 }
+
+// rateKey is the Redis key of a tenant's GCRA state.
+func rateKey(prefix, tenant string) string { return prefix + ":rate:tenant:" + tenant }
 
 type rateLeases struct {
 	mu sync.Mutex

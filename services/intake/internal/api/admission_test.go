@@ -242,3 +242,57 @@ func TestAdmissionRateLeaseSingleFlight(t *testing.T) {
 	require.EqualValues(t, 1, hook.max.Load(), "rate-limit calls in flight at once")
 	require.Zero(t, b.failOpen("rate"))
 }
+
+// TestRefusalWritesNothing: a turn refused for its tenant's rate or queued-turn quota, or for
+// capacity, leaves no session row behind.
+func TestRefusalWritesNothing(t *testing.T) {
+	t.Parallel()
+	sessions := func(t *testing.T, b *bundle, id string) int {
+		t.Helper()
+		var n int
+		require.NoError(t, b.env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM sessions WHERE session_id = $1`, id).Scan(&n))
+		return n
+	}
+	t.Run("RateLimited", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{cfg: func(c *Config) { c.TenantRate, c.TenantBurst = 1, 1 }})
+		require.Equal(t, http.StatusAccepted, postTurn(t, b.srv.URL, "first", turnBody, nil).Status)
+		resp := postTurn(t, b.srv.URL, "refused", turnBody, nil)
+		require.Equal(t, http.StatusTooManyRequests, resp.Status, string(resp.Body))
+		require.Zero(t, sessions(t, b, "refused"))
+	})
+	t.Run("QueuedQuota", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{cfg: func(c *Config) { c.MaxQueuedTurns = 1 }})
+		_, err := b.env.Pool.Exec(context.Background(), `INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at)
+			VALUES (gen_random_uuid(), 'q1', 'default', 'queued', now())`)
+		require.NoError(t, err)
+		resp := postTurn(t, b.srv.URL, "refused", turnBody, nil)
+		require.Equal(t, http.StatusTooManyRequests, resp.Status, string(resp.Body))
+		require.Zero(t, sessions(t, b, "refused"))
+	})
+	t.Run("Backlog", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+		b.backlog.Store(int64(2 * time.Minute))
+		resp := postTurn(t, b.srv.URL, "refused", turnBody, nil)
+		require.Equal(t, http.StatusServiceUnavailable, resp.Status, string(resp.Body))
+		require.Zero(t, sessions(t, b, "refused"))
+	})
+}
+
+// TestRateKeyUnderPrefix: the rate limiter's Redis key starts with TURNSTILE_KEY_PREFIX, as every
+// other key does (redis_rate alone puts "rate:" first).
+func TestRateKeyUnderPrefix(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	require.Equal(t, http.StatusAccepted, postTurn(t, b.srv.URL, "rk", turnBody, nil).Status)
+	ctx := context.Background()
+	prefix := b.env.Config.KeyPrefix
+	n, err := b.env.Redis.Exists(ctx, "rate:"+prefix+":tenant:default", "rate:"+rateKey(prefix, "default")).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "a key outside the prefix")
+	n, err = b.env.Redis.Exists(ctx, rateKey(prefix, "default")).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+}

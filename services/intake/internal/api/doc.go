@@ -7,7 +7,10 @@
 //  1. Authentication: `Authorization: Bearer <API key>` → tenant (401 unauthenticated otherwise).
 //     Keys are looked up by SHA-256 in Postgres and cached 30s (misses 5s; Config.KeyTTL and
 //     KeyMissTTL), so a revoked key stops working within 30s; a key seen a moment ago keeps
-//     working while Postgres is down. With TURNSTILE_AUTH=off every request is tenant "default"
+//     working while Postgres is down. Unauthenticated requests cannot each cost a lookup: a key
+//     without the shape of a real one is refused without one, and lookups that miss spend a
+//     per-replica budget (Config.KeyMissRate, 50/s) past which uncached keys get 503.
+//     The scheme is matched case-insensitively (RFC 9110). With TURNSTILE_AUTH=off every request is tenant "default"
 //     (intake logs a loud warning at start).
 //  2. Validation: session ID, content type (JSON; `application/x-www-form-urlencoded` too, because
 //     `curl -d` sends it, with the body still parsed as strict JSON), body size, strict JSON (no
@@ -17,16 +20,17 @@
 //  3. Admission: 503 + jittered Retry-After when the backlog age is over TURNSTILE_MAX_BACKLOG_AGE,
 //     or when the deadline is nearer than backlog age + TURNSTILE_MIN_USEFUL_TIME (the turn would
 //     expire before it starts). The age comes from Config.BacklogAge; nil means unknown: admit.
-//  4. Tenancy: a session belongs to the tenant that first used it (one INSERT … ON CONFLICT on the
-//     first request a replica sees for the session, cached after; when Postgres did not answer, the
-//     turn's queued row records the owner instead); another tenant gets 404, as
-//     for its turns, their cancel and the session's turn list: a tenant cannot even learn that
-//     another's session exists.
-//  5. Quotas: 429 + Retry-After when the tenant is over its rate (GCRA via go-redis/redis_rate, so
+//  4. Quotas: 429 + Retry-After when the tenant is over its rate (GCRA via go-redis/redis_rate, so
 //     every replica shares one budget) or has TURNSTILE_MAX_QUEUED_TURNS queued turns (a count in
 //     Postgres, cached per tenant for a second). Redis or Postgres down: admit and count. A
 //     replica leases a tenant's tokens from Redis in small chunks and spends them locally; one
 //     request at a time fetches the next chunk while the others wait for it.
+//  5. Tenancy: a session belongs to the tenant that first used it (one INSERT … ON CONFLICT on the
+//     first request a replica sees for the session, cached after; when Postgres did not answer, the
+//     turn's queued row records the owner instead); another tenant gets 404, as
+//     for its turns, their cancel and the session's turn list: a tenant cannot even learn that
+//     another's session exists. The claim writes the session's row, so it runs after the
+//     quotas: a refused request (429, 503) writes nothing.
 //  6. Double-texting: multitask=reject answers 409 while the session has a queued or running turn
 //     other than this one (a retry of itself does not count).
 //  7. Idempotency: Idempotency-Key (or a client-minted turn_id) gives the turn ID deterministically
@@ -60,6 +64,7 @@
 // request is refused: a problem type of pkg/httpx's catalog, counted, with the Retry-After its
 // status calls for), auth.go (API keys), validation.go (the body, deadline and turn ID), storable.go
 // (what Postgres can hold), admission.go (rate leases, the queued-turn quota, double-texting
-// checks), tenancy.go (session owners), idempotency.go, turns.go (the four handlers). The SQL lives
-// in pkg/turnstore.
+// checks), tenancy.go (session owners), ratekeys.go (the rate limiter's keys under
+// TURNSTILE_KEY_PREFIX), idempotency.go, turns.go (the four handlers). The SQL lives in
+// pkg/turnstore.
 package api

@@ -41,6 +41,9 @@ const (
 	// KeyMissTTLDefault is how long an unknown key is cached, so a flood of bad keys does not
 	// reach Postgres once per request.
 	KeyMissTTLDefault = 5 * time.Second
+	// KeyMissRateDefault is how many API key lookups that miss one replica makes per second (and
+	// at once); beyond it keys not in the cache are answered 503 without a lookup.
+	KeyMissRateDefault = 50
 	// CacheEntriesDefault bounds each of the key and session-owner caches; a full cache is
 	// cleared.
 	CacheEntriesDefault = 100000
@@ -112,6 +115,8 @@ type Config struct {
 	KeyTTL time.Duration
 	// KeyMissTTL defaults to KeyMissTTLDefault.
 	KeyMissTTL time.Duration
+	// KeyMissRate defaults to KeyMissRateDefault.
+	KeyMissRate int
 	// CacheEntries defaults to CacheEntriesDefault.
 	CacheEntries int
 	// QueuedCountTTL defaults to QueuedCountTTLDefault.
@@ -155,6 +160,7 @@ func (c *Config) applyDefaults() {
 	def(&c.StatusTimeout, StatusTimeoutDefault)
 	def(&c.KeyTTL, KeyTTLDefault)
 	def(&c.KeyMissTTL, KeyMissTTLDefault)
+	defInt(&c.KeyMissRate, KeyMissRateDefault)
 	defInt(&c.CacheEntries, CacheEntriesDefault)
 	def(&c.QueuedCountTTL, QueuedCountTTLDefault)
 	def(&c.RateLeaseTTL, RateLeaseTTLDefault)
@@ -234,7 +240,7 @@ func New(cfg Config, d Deps) *Handler {
 		}
 	}
 	if d.Redis != nil {
-		h.limiter = redis_rate.NewLimiter(d.Redis)
+		h.limiter = redis_rate.NewLimiter(rateRedis{d.Redis})
 	}
 	d.Registry.MustRegister(h.requests, h.failOpen, h.produce)
 	return h

@@ -24,7 +24,7 @@ func TestConfig(t *testing.T) {
 			RetryAfter: config.RetryAfterDefault, KeyPrefix: config.KeyPrefixDefault,
 			RedisTimeout: RedisTimeoutDefault, CheckTimeout: CheckTimeoutDefault,
 			LookupTimeout: LookupTimeoutDefault, StatusTimeout: StatusTimeoutDefault,
-			KeyTTL: KeyTTLDefault, KeyMissTTL: KeyMissTTLDefault, CacheEntries: CacheEntriesDefault,
+			KeyTTL: KeyTTLDefault, KeyMissTTL: KeyMissTTLDefault, KeyMissRate: KeyMissRateDefault, CacheEntries: CacheEntriesDefault,
 			QueuedCountTTL: QueuedCountTTLDefault, RateLeaseTTL: RateLeaseTTLDefault,
 		}, c)
 	})

@@ -49,6 +49,8 @@ type options struct {
 	// pool and redis, when set, replace the environment's (e.g. with unreachable ones).
 	pool  *pgxpool.Pool
 	redis redis.UniversalClient
+	// now, when set, is the handler's clock for its key cache.
+	now func() time.Time
 }
 
 func testConfig(env *testenv.Env) Config {
@@ -87,6 +89,9 @@ func setup(t *testing.T, opts options) *bundle {
 		Producer: producer, Pool: pool, Redis: rdb, Signer: b.signer, Recorder: b.recorder,
 		Log: env.Log, Registry: b.registry,
 	})
+	if opts.now != nil {
+		b.h.keys.now = opts.now
+	}
 	r := chi.NewRouter()
 	b.h.Routes(r)
 	b.srv = httptest.NewServer(r)

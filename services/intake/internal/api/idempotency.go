@@ -19,7 +19,7 @@ var idempotencyNamespace = uuid.MustParse("6f0c6c1e-2a8e-5b8e-9d38-6b7c1d0a7f41"
 // was used before with a different body; for a repeat of the same body it returns the stream token
 // recorded by the first request, so every retry gets identical bytes. Without a key, or when Redis
 // does not answer, it records nothing and admits.
-func (h *Handler) idempotency(ctx context.Context, key, tenant, sessionID string, body []byte) (token string, reused bool) {
+func (h *Handler) idempotency(ctx context.Context, key, keyID, tenant, sessionID string, body []byte) (token string, reused bool) {
 	if key == "" {
 		return "", false
 	}
@@ -32,7 +32,7 @@ func (h *Handler) idempotency(ctx context.Context, key, tenant, sessionID string
 	sum.Write([]byte{0})
 	sum.Write(body)
 	hash := hex.EncodeToString(sum.Sum(nil))
-	token = h.d.Signer.Sign(tenant, sessionID)
+	token = h.d.Signer.SignKey(keyID, tenant, sessionID)
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.RedisTimeout)
 	defer cancel()
 	prev, err := h.idem.SetArgs(ctx, key, hash+" "+token, redis.SetArgs{Mode: "NX", Get: true, TTL: h.cfg.IdempotencyTTL}).Result()

@@ -32,7 +32,7 @@ type Accepted struct {
 
 func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	const route = "post_turn"
-	tenant := tenantOf(r)
+	tenant, keyID := tenantOf(r), apiKeyOf(r)
 	sessionID, bad := httpx.SessionID(r)
 	if bad != nil {
 		h.refuse(w, route, *bad)
@@ -60,7 +60,8 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 
-	// Admission, cheapest first: local signals, then Redis, then Postgres.
+	// Admission, cheapest first: local signals, then Redis, then Postgres. Nothing is written
+	// before the quotas admitted the request.
 	if age, ok := h.backlogAge(); ok {
 		if age > h.cfg.MaxBacklogAge {
 			h.refuse(w, route, httpx.ProblemBacklog.Problem(fmt.Sprintf("the backlog is %s old, over the limit of %s", age.Round(time.Millisecond), h.cfg.MaxBacklogAge)))
@@ -70,14 +71,6 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 			h.refuse(w, route, httpx.ProblemDeadlineUnreach.Problem(fmt.Sprintf("the deadline cannot be met: turns wait about %s before they start", age.Round(time.Millisecond))))
 			return
 		}
-	}
-	ownerKnown := true
-	if owner, err := h.owners.claim(ctx, sessionID, tenant); err != nil {
-		h.failOpen.WithLabelValues("session_owner").Inc()
-		ownerKnown = false
-	} else if owner != tenant {
-		h.refuse(w, route, httpx.ProblemSessionNotFound.Problem("no such session"))
-		return
 	}
 	if retry, ok := h.allowRate(ctx, tenant); !ok {
 		p := httpx.ProblemRateLimited.Problem(fmt.Sprintf("tenant %s is over its rate of %d turns per second", tenant, h.cfg.TenantRate))
@@ -91,6 +84,16 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, p)
 		return
 	}
+	// The owner claim writes the session's row, so it comes after the quotas: a refused 429 leaves
+	// nothing behind.
+	ownerKnown := true
+	if owner, err := h.owners.claim(ctx, sessionID, tenant); err != nil {
+		h.failOpen.WithLabelValues("session_owner").Inc()
+		ownerKnown = false
+	} else if owner != tenant {
+		h.refuse(w, route, httpx.ProblemSessionNotFound.Problem("no such session"))
+		return
+	}
 	if req.Multitask == "reject" {
 		if busy, err := h.sessionBusy(ctx, sessionID, turnID); err != nil {
 			h.failOpen.WithLabelValues("multitask_reject").Inc()
@@ -99,7 +102,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	token, reused := h.idempotency(ctx, idemKey, tenant, sessionID, raw)
+	token, reused := h.idempotency(ctx, idemKey, keyID, tenant, sessionID, raw)
 	if reused {
 		h.refuse(w, route, httpx.ProblemIdempotencyReuse.Problem("this idempotency key (or turn_id) was used with a different request body"))
 		return
@@ -125,7 +128,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	h.postAccepted.Inc()
 	if token == "" {
-		token = h.d.Signer.Sign(tenant, sessionID)
+		token = h.d.Signer.SignKey(keyID, tenant, sessionID)
 	}
 	w.Header().Set("Location", "/v1/turns/"+turnID.String())
 	httpx.WriteJSON(w, http.StatusAccepted, Accepted{

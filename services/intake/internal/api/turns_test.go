@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,7 +171,7 @@ func TestTenants(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{cfg: func(c *Config) { c.AuthEnabled = true }})
 	ctx := context.Background()
-	_, acmeKey, err := apikey.Create(ctx, b.env.Pool, "acme")
+	acmeID, acmeKey, err := apikey.Create(ctx, b.env.Pool, "acme")
 	require.NoError(t, err)
 	globexID, globexKey, err := apikey.Create(ctx, b.env.Pool, "globex")
 	require.NoError(t, err)
@@ -187,6 +188,7 @@ func TestTenants(t *testing.T) {
 	claims, err := b.signer.Verify(a.StreamToken, "shared")
 	require.NoError(t, err)
 	require.Equal(t, "acme", claims.Tenant)
+	require.Equal(t, acmeID, claims.APIKeyID, "the token names its API key, so revoking the key ends it")
 
 	resp = postTurn(t, b.srv.URL, "shared", turnBody, globex)
 	require.Equal(t, http.StatusNotFound, resp.Status, "another tenant's session")
@@ -228,4 +230,44 @@ func postTurnAdmitted(t *testing.T, b *bundle, session string) response {
 	prev := b.backlog.Swap(0)
 	defer b.backlog.Store(prev)
 	return postTurn(t, b.srv.URL, session, turnBody, nil)
+}
+
+// TestAuthSchemeCaseInsensitive: the Authorization scheme is matched case-insensitively (RFC 9110),
+// as the gateway matches it.
+func TestAuthSchemeCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{cfg: func(c *Config) { c.AuthEnabled = true }})
+	_, key, err := apikey.Create(context.Background(), b.env.Pool, "acme")
+	require.NoError(t, err)
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
+		resp := postTurn(t, b.srv.URL, "scheme-"+scheme, turnBody, map[string]string{"Authorization": scheme + " " + key})
+		require.Equal(t, http.StatusAccepted, resp.Status, "scheme %q: %s", scheme, resp.Body)
+	}
+	resp := postTurn(t, b.srv.URL, "scheme-basic", turnBody, map[string]string{"Authorization": "Basic " + key})
+	require.Equal(t, http.StatusUnauthorized, resp.Status)
+}
+
+// TestUnknownKeysBounded: a flood of unknown API keys cannot each cost a Postgres lookup. A key
+// without the shape of a real one is refused without a lookup; once the replica's budget of lookups
+// that missed is spent, unknown keys are answered 503 without one, and a cached key keeps working.
+func TestUnknownKeysBounded(t *testing.T) {
+	t.Parallel()
+	frozen := time.Now() // no refill of the budget during the test
+	b := setup(t, options{cfg: func(c *Config) { c.AuthEnabled, c.KeyMissRate = true, 2 }, now: func() time.Time { return frozen }})
+	_, key, err := apikey.Create(context.Background(), b.env.Pool, "acme")
+	require.NoError(t, err)
+	good := map[string]string{"Authorization": "Bearer " + key}
+	require.Equal(t, http.StatusAccepted, postTurn(t, b.srv.URL, "flood", turnBody, good).Status)
+
+	bad := func(i int) map[string]string {
+		return map[string]string{"Authorization": fmt.Sprintf("Bearer ts_%012x_%s", i, strings.Repeat("A", 43))}
+	}
+	var statuses []int
+	for i := range 4 {
+		statuses = append(statuses, postTurn(t, b.srv.URL, "flood", turnBody, bad(i)).Status)
+	}
+	require.Equal(t, []int{401, 401, 503, 503}, statuses, "two lookups that miss, then none")
+	resp := postTurn(t, b.srv.URL, "flood", turnBody, map[string]string{"Authorization": "Bearer not-a-key"})
+	require.Equal(t, http.StatusUnauthorized, resp.Status, "a malformed key needs no lookup")
+	require.Equal(t, http.StatusAccepted, postTurn(t, b.srv.URL, "flood", turnBody, good).Status, "a cached key keeps working")
 }

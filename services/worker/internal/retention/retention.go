@@ -30,9 +30,13 @@ type Config struct {
 	// OnBatch, if set, is called after every delete statement with the rows it removed (metrics,
 	// tests). It must be fast.
 	OnBatch func(deleted int, err error)
+	// OnSessions, if set, is called after every round with the session rows it removed (metrics,
+	// tests). It must be fast.
+	OnSessions func(deleted int, err error)
 }
 
-// Cleaner deletes old finished turn rows in the background.
+// Cleaner deletes old finished turn rows in the background, then the session rows left without
+// turns.
 type Cleaner struct {
 	cfg Config
 	db  *turnstore.Store
@@ -75,8 +79,10 @@ func (c *Cleaner) run(ctx context.Context) {
 	}
 }
 
-// RunOnce deletes batches until one comes back short and returns the rows deleted.
+// RunOnce deletes batches until one comes back short, then the sessions left without turns, and
+// returns the turn rows deleted.
 func (c *Cleaner) RunOnce(ctx context.Context) int {
+	defer c.deleteSessions(ctx)
 	total := 0
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithTimeout(ctx, StatementTimeout)
@@ -100,4 +106,33 @@ func (c *Cleaner) RunOnce(ctx context.Context) int {
 		c.log.Info("deleted expired turn rows", "rows", total, "retention", c.cfg.Retention)
 	}
 	return total
+}
+
+// deleteSessions deletes, in batches, the session rows no turn refers to any more and that are
+// older than the retention: without it every session ever used kept its row.
+func (c *Cleaner) deleteSessions(ctx context.Context) {
+	total := 0
+	var err error
+	for ctx.Err() == nil {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		var n int
+		n, err = c.db.DeleteIdleSessions(sctx, c.cfg.Retention, c.cfg.Batch)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("deleting idle session rows failed; retrying next round", "err", err)
+			}
+			break
+		}
+		total += n
+		if n < c.cfg.Batch {
+			break
+		}
+	}
+	if c.cfg.OnSessions != nil {
+		c.cfg.OnSessions(total, err)
+	}
+	if total > 0 {
+		c.log.Info("deleted idle session rows", "rows", total, "retention", c.cfg.Retention)
+	}
 }

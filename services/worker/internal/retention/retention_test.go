@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -98,6 +99,41 @@ func TestCleaner(t *testing.T) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		require.Equal(t, []int{100, 100, 80}, b.batches, "280 expired rows go in batches of at most 100")
+	})
+
+	t.Run("DeletesSessionsWithoutTurns", func(t *testing.T) {
+		t.Parallel()
+		sessions := make(chan int, 10)
+		c, b := setup(t, Config{Retention: time.Hour, Interval: time.Hour, Batch: 100,
+			OnSessions: func(n int, err error) {
+				if err != nil {
+					t.Errorf("retention sessions: %v", err)
+				}
+				sessions <- n
+			}})
+		ctx := context.Background()
+		_, err := b.env.Pool.Exec(ctx, `INSERT INTO sessions (session_id, tenant, created_at, updated_at) VALUES
+			('expired', 'default', now() - interval '3 hours', now() - interval '3 hours'),
+			('s', 'default', now() - interval '3 hours', now() - interval '3 hours'),
+			('recent', 'default', now(), now())`)
+		require.NoError(t, err)
+		b.insert(t, 5, "succeeded", 2*time.Hour) // session "s": its finished turns expire, its queued one stays
+		b.insert(t, 1, "queued", 5*time.Hour)
+
+		require.NoError(t, c.Start(ctx))
+		select {
+		case n := <-sessions:
+			require.Equal(t, 1, n, "only the session without turns and past retention")
+		case <-time.After(30 * time.Second):
+			t.Fatal("no round of session deletes")
+		}
+		require.NoError(t, c.Stop(ctx))
+		var left []string
+		rows, err := b.env.Pool.Query(ctx, `SELECT session_id FROM sessions ORDER BY session_id`)
+		require.NoError(t, err)
+		left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.Equal(t, []string{"recent", "s"}, left, "a session with a live turn and a recent one stay")
 	})
 
 	t.Run("StartStopStress", func(t *testing.T) {

@@ -7,7 +7,8 @@
 (function (global) {
   "use strict";
   var EVENTS = ["turn.started", "turn.delta", "turn.tool_call", "turn.tool_result", "turn.completed",
-    "turn.failed", "turn.cancelled", "turn.expired", "turn.retrying", "turn.waiting", "stream.reset"];
+    "turn.failed", "turn.cancelled", "turn.expired", "turn.retrying", "turn.waiting", "stream.reset",
+    "stream.revoked"];
 
   function SessionStream(sessionId, opts) {
     opts = opts || {};
@@ -62,6 +63,13 @@
         var data = null;
         try { data = JSON.parse(e.data); } catch (err) { data = e.data; }
         self.onEvent(name, data, e.lastEventId);
+        if (name === "stream.revoked" && self.es === es) {
+          // The token's API key was revoked: reconnecting with it is refused, so stop until
+          // setToken brings another.
+          es.close();
+          self.es = null;
+          self.onState("revoked");
+        }
       });
     });
   };
