@@ -26,8 +26,9 @@ type Output struct {
 	Text string `json:"text"`
 }
 
-// Envelope is the Kafka record value of topic "turns". The record key is the session ID, so every
-// turn of a session lands on one partition in the order intake accepted it.
+// Envelope is the Kafka record value of topic "turns". The record key is the session's key
+// (SessionKey), so every turn of a session lands on one partition in the order intake accepted it.
+// SessionID is the client's session ID; with Tenant it makes the key.
 type Envelope struct {
 	Version    int               `json:"v"`
 	TurnID     uuid.UUID         `json:"turn_id"`

@@ -286,21 +286,23 @@ func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// authorize checks the stream token when tokens are on. A valid token for another session is
-// answered like an unknown session (404), so one tenant cannot learn that another's session exists.
-func (h *Handler) authorize(w http.ResponseWriter, o openRequest) bool {
+// authorize checks the stream token when tokens are on and returns the tenant whose session the
+// request opens: the token's, or wire.DefaultTenant without tokens. A valid token for another
+// session is answered like an unknown session (404), so one tenant cannot learn that another's
+// session exists.
+func (h *Handler) authorize(w http.ResponseWriter, o openRequest) (tenant string, ok bool) {
 	if h.cfg.Tokens == nil {
-		return true
+		return wire.DefaultTenant, true
 	}
 	if o.Token == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile"`)
 		httpx.WriteProblem(w, httpx.ProblemUnauthenticated.Problem("a stream token is required: Authorization: Bearer <stream_token> or ?access_token="))
-		return false
+		return "", false
 	}
-	_, err := h.cfg.Tokens.Verify(o.Token, o.SessionID)
+	claims, err := h.cfg.Tokens.Verify(o.Token, o.SessionID)
 	switch {
 	case err == nil:
-		return true
+		return claims.Tenant, true
 	case errors.Is(err, streamtoken.ErrScope):
 		httpx.WriteProblem(w, httpx.ProblemSessionNotFound.Problem("no such session"))
 	case errors.Is(err, streamtoken.ErrExpired):
@@ -310,7 +312,7 @@ func (h *Handler) authorize(w http.ResponseWriter, o openRequest) bool {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
 		httpx.WriteProblem(w, httpx.ProblemUnauthenticated.Problem("the stream token is not valid"))
 	}
-	return false
+	return "", false
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
@@ -320,15 +322,19 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteProblem(w, *bad)
 		return
 	}
-	if !h.authorize(w, o) {
+	tenant, ok := h.authorize(w, o)
+	if !ok {
 		return
 	}
 	if o.Invalid != nil {
 		httpx.WriteProblem(w, *o.Invalid)
 		return
 	}
+	info := OpenInfo{SessionID: o.SessionID, CursorSource: o.CursorSource, Cursor: o.Cursor}
+	// The stream read is the tenant's session: its key (wire.SessionKey), which only the tenant's
+	// token opens.
+	o.SessionID = wire.SessionKey(tenant, o.SessionID)
 	sessionID, turnFilter, cursor := o.SessionID, o.TurnID, o.After
-	info := OpenInfo{SessionID: sessionID, CursorSource: o.CursorSource, Cursor: o.Cursor}
 	ctx := r.Context()
 	// A follower of one turn that reconnects after the turn's terminal event has everything: 204
 	// tells EventSource to stop reconnecting.

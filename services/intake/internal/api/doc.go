@@ -16,11 +16,12 @@
 //  3. Admission: 503 + jittered Retry-After when the backlog age is over TURNSTILE_MAX_BACKLOG_AGE,
 //     or when the deadline is nearer than backlog age + TURNSTILE_MIN_USEFUL_TIME (the turn would
 //     expire before it starts). The age comes from Config.BacklogAge; nil means unknown: admit.
-//  4. Tenancy: a session belongs to the tenant that first used it (one INSERT … ON CONFLICT on the
-//     first request a replica sees for the session, cached after; when Postgres did not answer, the
-//     turn's queued row records the owner instead); another tenant gets 404, as
-//     for its turns, their cancel and the session's turn list: a tenant cannot even learn that
-//     another's session exists.
+//  4. Tenancy, by construction: the session is stored and routed under its key,
+//     wire.SessionKey(tenant, session ID) — the Kafka record key, the Redis keys and the Postgres
+//     rows — so a session ID another tenant uses names that tenant's own session, and nothing
+//     is looked up to keep tenants apart (Postgres being down cannot weaken it). Listing a
+//     session lists the asking tenant's own session of that ID; another tenant's turn is
+//     answered 404, as an unknown one is.
 //  5. Quotas: 429 + Retry-After when the tenant is over its rate (GCRA via go-redis/redis_rate, so
 //     every replica shares one budget) or has TURNSTILE_MAX_QUEUED_TURNS queued turns (a count in
 //     Postgres, cached per tenant for a second). Redis or Postgres down: admit and count. A
@@ -58,6 +59,5 @@
 // Files by concern: handler.go (Config and its defaults, New, routes), refuse.go (the one way a
 // request is refused: a problem type of pkg/httpx's catalog, counted, with the Retry-After its
 // status calls for), auth.go (API keys), validation.go (the body, deadline and turn ID),
-// admission.go (rate leases, the queued-turn quota, double-texting checks), tenancy.go (session
-// owners), idempotency.go, turns.go (the four handlers). The SQL lives in pkg/turnstore.
+// admission.go (rate leases, the queued-turn quota, double-texting checks), idempotency.go, turns.go (the four handlers). The SQL lives in pkg/turnstore.
 package api

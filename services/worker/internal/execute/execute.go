@@ -131,6 +131,10 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 		x.deadLetter(ctx, rec, "undecodable", err.Error(), 0)
 		return Finished
 	}
+	// From here on the session is its key (wire.SessionKey) in every store; the agent and the
+	// events see the client's session ID. The key comes from the envelope, never the record's key,
+	// so records written before sessions were keyed by tenant land in the same session.
+	env.SessionID = env.SessionKey()
 	// The turn ID's text, made once for the turn: the log context, the span and every attempt's
 	// events share it.
 	turnID := env.TurnID.String()
@@ -245,7 +249,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	// turn.started goes out with the agent's first events, or with its turn.completed if the agent
 	// finishes within heldLinger (see hold); a refusal of it ends the attempt as it always did, only
 	// later: where the agent's event was refused, or before the completion.
-	sink.hold(ctx, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: env.SessionID}))
+	sink.hold(ctx, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: wire.ClientSessionID(env.SessionID)}))
 	// LogAttrs on the two lines every turn logs: an int or a duration passed as a key-value pair is
 	// put in an interface, an allocation even with the level off (the "turn succeeded" line was
 	// about 4% of the process's CPU samples in a profile of the peer drain, 1% with LogAttrs).
@@ -264,7 +268,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	agentCtx, cancelDeadline := context.WithDeadline(attemptCtx, env.Deadline)
 	agentCtx, aspan := telemetry.StartChild(agentCtx, "worker.agent")
 	res, err := x.runAgent(agentCtx, agent.Turn{
-		TurnID: turnID, SessionID: env.SessionID, Tenant: env.Tenant, Attempt: claim.Attempt,
+		TurnID: turnID, SessionID: wire.ClientSessionID(env.SessionID), Tenant: env.Tenant, Attempt: claim.Attempt,
 		Text: env.Input.Text, Metadata: env.Metadata, Deadline: env.Deadline, Prior: prior,
 	}, history, sink)
 	telemetry.End(aspan, err)
