@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/turnstile-run/turnstile/pkg/pgarray"
 )
 
@@ -19,6 +21,9 @@ type QueuedParams struct {
 	// NeedSession marks the turns whose session's owner is recorded too (intake could not record it
 	// before accepting the turn).
 	NeedSession pgarray.Bools
+	// ClientTurnIDs are the IDs the clients minted (wire.ClientTurnKey), nil where the
+	// turn ID is the client's already.
+	ClientTurnIDs []*uuid.UUID
 }
 
 // The insert takes the rows as arrays. DISTINCT ON keeps one row per turn (the earliest) when
@@ -50,7 +55,7 @@ func (s *Store) InsertQueued(ctx context.Context, p *QueuedParams) (int64, error
 			break
 		}
 	}
-	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionIDs, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession)
+	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionIDs, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession, p.ClientTurnIDs)
 	if err != nil {
 		return 0, fmt.Errorf("record queued turns: %w", err)
 	}

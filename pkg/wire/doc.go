@@ -8,7 +8,9 @@
 // key, while the API and the events show the client's session ID (ClientSessionID). The envelope
 // keeps carrying the client's session ID and the tenant; a worker derives the key from those two
 // (Envelope.SessionKey), which is what makes records written before sessions were keyed run in
-// the right session.
+// the right session. A turn ID the client minted is scoped the same way: the stores know the turn
+// by ClientTurnKey(tenant, client's ID), and the envelope carries the client's ID as ClientTurnID,
+// which the events show (Envelope.ShownTurnID).
 //
 // Everything here is a compatibility contract. Fields are only ever added; a reader ignores fields it
 // does not know, and the envelope carries a version so a breaking change can be introduced beside the

@@ -40,6 +40,9 @@ type Envelope struct {
 	Deadline   time.Time         `json:"deadline"`
 	AcceptedAt time.Time         `json:"accepted_at"`
 	Extra      map[string]string `json:"extra,omitempty"`
+	// ClientTurnID is the turn ID the client minted, when it did: TurnID is then derived from it
+	// and the tenant (see ClientTurnKey), and the events show the client's ID (ShownTurnID).
+	ClientTurnID uuid.UUID `json:"client_turn_id,omitzero"`
 }
 
 // envelopeRecord is Envelope as DecodeEnvelope reads it: its Metadata, shallower than the

@@ -1,6 +1,10 @@
 package wire
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/google/uuid"
+)
 
 // DefaultTenant is the tenant of every request when authentication is off, and of an envelope
 // that names none.
@@ -31,4 +35,25 @@ func ClientSessionID(key string) string {
 		return key[i+len(SessionKeySeparator):]
 	}
 	return key
+}
+
+// clientTurnNamespace derives stored turn IDs from client-minted ones (UUIDv5).
+var clientTurnNamespace = uuid.MustParse("2d7c0b8e-5f1a-5c3e-9a64-0e8f4b7d1c25")
+
+// ClientTurnKey is the ID a turn whose ID the client minted is stored under: a UUIDv5 of the tenant
+// and the client's ID, so the same ID minted by another tenant names another turn. Every store and
+// every statement uses this ID; the API and the events show the client's.
+func ClientTurnKey(tenant string, clientTurnID uuid.UUID) uuid.UUID {
+	if tenant == "" {
+		tenant = DefaultTenant
+	}
+	return uuid.NewSHA1(clientTurnNamespace, append([]byte(tenant+SessionKeySeparator), clientTurnID[:]...))
+}
+
+// ShownTurnID is the turn's ID as its client knows it: the ID it minted, or TurnID.
+func (e *Envelope) ShownTurnID() string {
+	if e.ClientTurnID != uuid.Nil {
+		return e.ClientTurnID.String()
+	}
+	return e.TurnID.String()
 }

@@ -142,3 +142,52 @@ func TestTenantSessionDuringPostgresOutage(t *testing.T) {
 	_, seen := s.turn(t, s.keyB, a.TurnID)
 	require.False(t, seen, "A's turn is not B's to read")
 }
+
+// TestTenantClientMintedTurnID reproduces issue #28's second run: tenant B posts with a
+// client-minted turn_id equal to tenant A's queued turn. Both turns run, each with its own input
+// in its own session, and each tenant reads its own turn under the ID it minted.
+func TestTenantClientMintedTurnID(t *testing.T) {
+	t.Parallel()
+	s := startTenantStack(t, "intake,worker,gateway")
+	id := "0190c5d3-0000-7000-8000-00000000a11d"
+	// A's turn waits behind a slow one of its session, so it is queued when B's arrives.
+	slow := s.post(t, s.keyA, "acme-s", `{"input":{"text":"first"},"metadata":{"demo":{"duration_ms":1500,"tokens":3}}}`)
+	a := s.post(t, s.keyA, "acme-s", `{"input":{"text":"acme input"},"turn_id":"`+id+`"}`)
+	b := s.post(t, s.keyB, "globex-s", `{"input":{"text":"globex input"},"turn_id":"`+id+`"}`)
+	require.Equal(t, id, a.TurnID)
+	require.Equal(t, id, b.TurnID)
+
+	s.waitSucceeded(t, s.keyA, slow.TurnID)
+	ta := s.waitSucceeded(t, s.keyA, id)
+	tb := s.waitSucceeded(t, s.keyB, id)
+	require.Equal(t, id, ta.TurnID)
+	require.Equal(t, id, tb.TurnID)
+	require.Equal(t, "acme input", ta.Input.Text)
+	require.Equal(t, "acme-s", ta.SessionID)
+	require.Equal(t, "globex input", tb.Input.Text)
+	require.Equal(t, "globex-s", tb.SessionID)
+	require.Len(t, history(t, s.env, wire.SessionKey("acme", "acme-s")), 4, "A's session holds both of A's turns")
+	require.Len(t, history(t, s.env, wire.SessionKey("globex", "globex-s")), 2, "B's session holds B's turn")
+
+	// The session's list shows the turn under the ID A minted.
+	req, err := http.NewRequest(http.MethodGet, s.base+"/v1/sessions/acme-s/turns", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+s.keyA)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var page struct {
+		Turns []tenantTurn `json:"turns"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&page))
+	require.Len(t, page.Turns, 2)
+	require.Equal(t, id, page.Turns[0].TurnID, "newest first, under the client's ID")
+
+	// Each tenant's stream shows the turn under the ID it minted, with its own input's answer.
+	for _, c := range []struct{ key, session, token string }{{s.keyA, "acme-s", a.StreamToken}, {s.keyB, "globex-s", b.StreamToken}} {
+		st := testenv.OpenSSE(t, s.base+"/v1/sessions/"+c.session+"/events?turn_id="+id+"&access_token="+url.QueryEscape(c.token), "")
+		evs := st.Until(t, 30*time.Second, func(e testenv.Event) bool { return e.Type == "turn.completed" })
+		require.Contains(t, evs[len(evs)-1].Data, `"turn_id":"`+id+`"`)
+	}
+}

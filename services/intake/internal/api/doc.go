@@ -30,7 +30,9 @@
 //  6. Double-texting: multitask=reject answers 409 while the session has a queued or running turn
 //     other than this one (a retry of itself does not count).
 //  7. Idempotency: Idempotency-Key (or a client-minted turn_id) gives the turn ID deterministically
-//     (UUIDv5 of tenant, session and key), with no round trip. To refuse the same key with another
+//     (UUIDv5 of tenant, session and key; for a turn_id, wire.ClientTurnKey of tenant and it, so
+//     another tenant's equal turn_id is another turn, while the API shows the client's ID), with
+//     no round trip. To refuse the same key with another
 //     body (422), intake keeps SHA-256(session, body) with the first request's stream token in Redis
 //     under the turn ID (one SET NX GET, TTL TURNSTILE_IDEMPOTENCY_TTL); a repeat with the same body
 //     gets the recorded token, so every retry gets byte-identical 202 bodies (until that token

@@ -104,6 +104,10 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		TurnID: turnID, SessionID: sessionID, Tenant: tenant, Input: *req.Input,
 		Metadata: req.Metadata, Multitask: req.Multitask, Deadline: deadline, AcceptedAt: now,
 	}
+	if req.TurnID != "" {
+		env.ClientTurnID = uuid.MustParse(req.TurnID) // turnID parsed it
+	}
+	shownID := env.ShownTurnID()
 	value, err := env.Encode()
 	if err != nil {
 		h.refuse(w, route, httpx.ProblemValidation.Problem("metadata cannot be encoded: "+err.Error()))
@@ -122,12 +126,12 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	if token == "" {
 		token = h.d.Signer.Sign(tenant, sessionID)
 	}
-	w.Header().Set("Location", "/v1/turns/"+turnID.String())
+	w.Header().Set("Location", "/v1/turns/"+shownID)
 	httpx.WriteJSON(w, http.StatusAccepted, Accepted{
-		TurnID:      turnID.String(),
+		TurnID:      shownID,
 		SessionID:   sessionID,
 		Status:      string(wire.StatusQueued),
-		StreamURL:   "/v1/sessions/" + url.PathEscape(sessionID) + "/events?turn_id=" + turnID.String(),
+		StreamURL:   "/v1/sessions/" + url.PathEscape(sessionID) + "/events?turn_id=" + shownID,
 		StreamToken: token,
 	})
 }
@@ -160,7 +164,7 @@ func (h *Handler) recordQueued(env wire.Envelope) {
 		return
 	}
 	h.d.Recorder.Add(record.Row{
-		TurnID: env.TurnID, SessionID: env.SessionKey(), Tenant: env.Tenant,
+		TurnID: env.TurnID, ClientTurnID: env.ClientTurnID, SessionID: env.SessionKey(), Tenant: env.Tenant,
 		AcceptedAt: env.AcceptedAt, Deadline: env.Deadline,
 	})
 }
@@ -200,10 +204,13 @@ func (h *Handler) getTurn(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, shown(t))
 }
 
-// shown is a turn as its client sees it: stored under the session's key, shown with the client's
-// own session ID.
+// shown is a turn as its client sees it: stored under the session's key and, when the client
+// minted its ID, under an ID derived from it; shown with the client's own session ID and turn ID.
 func shown(t turnView) turnView {
 	t.SessionID = wire.ClientSessionID(t.SessionID)
+	if t.ClientTurnID != nil {
+		t.TurnID = *t.ClientTurnID
+	}
 	return t
 }
 
@@ -222,10 +229,10 @@ func (h *Handler) loadTurn(w http.ResponseWriter, r *http.Request, route string)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
 	defer cancel()
-	t, err := h.store.Get(ctx, id)
+	t, err := h.getOwn(ctx, id, tenantOf(r))
 	if errors.Is(err, turnstore.ErrNotFound) && h.d.Recorder != nil {
 		h.d.Recorder.Flush(ctx)
-		t, err = h.store.Get(ctx, id)
+		t, err = h.getOwn(ctx, id, tenantOf(r))
 	}
 	switch {
 	case errors.Is(err, turnstore.ErrNotFound) || (err == nil && t.Tenant != tenantOf(r)):
@@ -237,6 +244,16 @@ func (h *Handler) loadTurn(w http.ResponseWriter, r *http.Request, route string)
 		return turnView{}, false
 	}
 	return t, true
+}
+
+// getOwn reads the tenant's turn that the client calls id: the one stored under the ID derived
+// from id when the client minted it (wire.ClientTurnKey), else the one stored under id itself.
+func (h *Handler) getOwn(ctx context.Context, id uuid.UUID, tenant string) (turnView, error) {
+	t, err := h.store.Get(ctx, wire.ClientTurnKey(tenant, id))
+	if errors.Is(err, turnstore.ErrNotFound) {
+		t, err = h.store.Get(ctx, id)
+	}
+	return t, err
 }
 
 // CancelAccepted is the 202 body of a cancel.
@@ -269,7 +286,7 @@ func (h *Handler) cancelTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	h.requests.WithLabelValues(route, "accepted").Inc()
 	httpx.WriteJSON(w, http.StatusAccepted, CancelAccepted{
-		TurnID: t.TurnID.String(), Status: string(t.Status),
+		TurnID: shown(t).TurnID.String(), Status: string(t.Status),
 		CancelRequested: live || t.CancelReq,
 	})
 }

@@ -135,9 +135,10 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 	// events see the client's session ID. The key comes from the envelope, never the record's key,
 	// so records written before sessions were keyed by tenant land in the same session.
 	env.SessionID = env.SessionKey()
-	// The turn ID's text, made once for the turn: the log context, the span and every attempt's
-	// events share it.
-	turnID := env.TurnID.String()
+	// The turn ID's text as the client knows it (wire.Envelope.ShownTurnID), made once for the
+	// turn: the log context, the span and every attempt's events share it. The stores and the
+	// agent get env.TurnID, which is unique across tenants.
+	turnID := env.ShownTurnID()
 	ctx = logging.With(ctx, slog.String("turn_id", turnID), slog.String("session_id", env.SessionID))
 	ctx, span := telemetry.Start(telemetry.ExtractRecord(ctx, rec), "worker.turn", trace.WithSpanKind(trace.SpanKindConsumer), telemetry.TurnAttributes(turnID, env.SessionID, 0))
 	defer span.End()
@@ -268,7 +269,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 	agentCtx, cancelDeadline := context.WithDeadline(attemptCtx, env.Deadline)
 	agentCtx, aspan := telemetry.StartChild(agentCtx, "worker.agent")
 	res, err := x.runAgent(agentCtx, agent.Turn{
-		TurnID: turnID, SessionID: wire.ClientSessionID(env.SessionID), Tenant: env.Tenant, Attempt: claim.Attempt,
+		TurnID: env.TurnID.String(), SessionID: wire.ClientSessionID(env.SessionID), Tenant: env.Tenant, Attempt: claim.Attempt,
 		Text: env.Input.Text, Metadata: env.Metadata, Deadline: env.Deadline, Prior: prior,
 	}, history, sink)
 	telemetry.End(aspan, err)
@@ -296,7 +297,7 @@ func (x *Executor) attempt(ctx context.Context, rec *kgo.Record, env wire.Envelo
 		return x.failedAttempt(ctx, attemptCtx, env, claim, sink, err, ended)
 	}
 	if seq > 0 && x.cfg.HistoryAppended != nil {
-		msgs := agent.TurnMessages(seq, turnID, env.Input.Text, output.Text)
+		msgs := agent.TurnMessages(seq, env.TurnID.String(), env.Input.Text, output.Text)
 		x.cfg.HistoryAppended(env.SessionID, seq, msgs[:]...)
 	}
 	// The row is terminal now; the completed event follows, behind the events still held. Should
@@ -333,7 +334,7 @@ func (x *Executor) history(ctx context.Context, sessionID string, lastSeq int64)
 // interrupted handles an attempt whose context ended or whose publish was refused.
 func (x *Executor) interrupted(ctx, attemptCtx context.Context, env wire.Envelope, claim lease.Claim, sink *attemptSink, err error, ended func(string)) attemptResult {
 	cause := context.Cause(attemptCtx)
-	base := wire.EventBase{TurnID: env.TurnID.String(), Attempt: claim.Attempt}
+	base := wire.EventBase{TurnID: env.ShownTurnID(), Attempt: claim.Attempt}
 	switch {
 	case errors.Is(err, streams.ErrStaleToken), errors.Is(cause, ErrLeaseLost):
 		x.log.WarnContext(ctx, "attempt lost its lease", "attempt", claim.Attempt)
@@ -368,7 +369,7 @@ func (x *Executor) failedAttempt(ctx, attemptCtx context.Context, env wire.Envel
 			return r
 		}
 	}
-	base := wire.EventBase{TurnID: env.TurnID.String(), Attempt: claim.Attempt}
+	base := wire.EventBase{TurnID: env.ShownTurnID(), Attempt: claim.Attempt}
 	msg := err.Error()
 	if errors.Is(err, context.DeadlineExceeded) && time.Now().After(env.Deadline) {
 		msg = "deadline exceeded"
@@ -430,8 +431,8 @@ func (x *Executor) finishUnleased(ctx context.Context, rec *kgo.Record, env wire
 	if status == wire.StatusCancelled {
 		et = wire.EventCancelled
 	}
-	sink := &attemptSink{pub: x.cfg.Publish, retried: x.hooks.PublishRetried, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token}
-	if err := sink.publishTerminal(ctx, wire.NewEvent(et, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})); err != nil {
+	sink := &attemptSink{pub: x.cfg.Publish, retried: x.hooks.PublishRetried, sessionID: env.SessionID, turnID: env.ShownTurnID(), attempt: attempt, token: token}
+	if err := sink.publishTerminal(ctx, wire.NewEvent(et, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.ShownTurnID(), Attempt: attempt}, Error: msg})); err != nil {
 		x.log.ErrorContext(ctx, "publish terminal event failed", "event", et, "err", err)
 	}
 	x.log.InfoContext(ctx, "turn ended", "status", status)
@@ -454,10 +455,10 @@ func (x *Executor) expire(ctx context.Context, rec *kgo.Record, env wire.Envelop
 		return false
 	}
 	sink := &attemptSink{
-		pub: x.cfg.Publish, retried: x.hooks.PublishRetried, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: attempt, token: token,
+		pub: x.cfg.Publish, retried: x.hooks.PublishRetried, sessionID: env.SessionID, turnID: env.ShownTurnID(), attempt: attempt, token: token,
 		traceparent: header(rec, "traceparent"),
 	}
-	ev := wire.NewEvent(wire.EventExpired, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.TurnID.String(), Attempt: attempt}, Error: msg})
+	ev := wire.NewEvent(wire.EventExpired, wire.ErrorData{EventBase: wire.EventBase{TurnID: env.ShownTurnID(), Attempt: attempt}, Error: msg})
 	if err := sink.publishTerminal(ctx, ev); err != nil {
 		x.log.ErrorContext(ctx, "publish terminal event failed", "event", ev.Type, "err", err)
 	}
@@ -478,7 +479,7 @@ func (x *Executor) republishTerminal(ctx context.Context, rec *kgo.Record, env w
 		return
 	}
 
-	base := wire.EventBase{TurnID: env.TurnID.String(), Attempt: f.Attempt}
+	base := wire.EventBase{TurnID: env.ShownTurnID(), Attempt: f.Attempt}
 	var ev wire.Event
 	switch f.Status {
 	case wire.StatusSucceeded:
@@ -490,7 +491,7 @@ func (x *Executor) republishTerminal(ctx context.Context, rec *kgo.Record, env w
 	default:
 		ev = wire.NewEvent(wire.EventFailed, wire.ErrorData{EventBase: base, Error: f.Error})
 	}
-	sink := &attemptSink{pub: x.cfg.Publish, retried: x.hooks.PublishRetried, sessionID: env.SessionID, turnID: env.TurnID.String(), attempt: f.Attempt, token: f.Token}
+	sink := &attemptSink{pub: x.cfg.Publish, retried: x.hooks.PublishRetried, sessionID: env.SessionID, turnID: env.ShownTurnID(), attempt: f.Attempt, token: f.Token}
 	if err := sink.publishTerminal(ctx, ev); err != nil && !errors.Is(err, streams.ErrStaleToken) {
 		x.log.WarnContext(ctx, "republish terminal event failed", "err", err)
 	}
