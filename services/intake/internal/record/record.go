@@ -24,8 +24,9 @@ type Row struct {
 	Tenant       string
 	AcceptedAt   time.Time
 	Deadline     time.Time
-	// NeedSession asks for the session's owner to be recorded with the row: intake could not record
-	// it before accepting the turn (Postgres did not answer then).
+	// NeedSession asks for the session's row (its tenant) to be written with the turn's, unless it
+	// exists. Intake leaves it unset: a session is its tenant's by its key (wire.SessionKey), and
+	// its row is written with its first completion.
 	NeedSession bool
 }
 
