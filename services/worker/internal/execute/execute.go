@@ -139,7 +139,7 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) Result {
 	// turn: the log context, the span and every attempt's events share it. The stores and the
 	// agent get env.TurnID, which is unique across tenants.
 	turnID := env.ShownTurnID()
-	ctx = logging.With(ctx, slog.String("turn_id", turnID), slog.String("session_id", env.SessionID))
+	ctx = logging.With(ctx, slog.String("turn_id", turnID), slog.String("session_id", wire.ClientSessionID(env.SessionID)), slog.String("tenant", env.Tenant))
 	ctx, span := telemetry.Start(telemetry.ExtractRecord(ctx, rec), "worker.turn", trace.WithSpanKind(trace.SpanKindConsumer), telemetry.TurnAttributes(turnID, env.SessionID, 0))
 	defer span.End()
 	for {
