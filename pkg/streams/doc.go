@@ -2,7 +2,8 @@
 // publishes) and the gateway (which reads).
 //
 // Each session has one Redis Stream and one metadata hash, both hash-tagged by session so they live
-// on one Redis Cluster slot:
+// on one Redis Cluster slot. <session> is the session's key, wire.SessionKey (tenant "/" session
+// ID), so the hash tag covers the tenant too:
 //
 //	<prefix>:s:{<session>}:events   the events, entry IDs assigned by Redis
 //	<prefix>:s:{<session>}:meta     epoch, per-turn fencing tokens f:<turn>, per-turn terminal

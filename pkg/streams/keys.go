@@ -9,8 +9,9 @@ type Keys struct {
 	Notify string
 }
 
-// KeysFor returns the keys of a session under prefix. The session ID is the hash tag, so all three
-// map to one cluster slot and the publish script can touch them together.
+// KeysFor returns the keys of a session under prefix; sessionID is the session's key
+// (wire.SessionKey), which is the hash tag, so all three map to one cluster slot and the publish
+// script can touch them together.
 //
 // The three names are substrings of one string built once, because the publisher names a
 // session's keys for every script call.

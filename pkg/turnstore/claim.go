@@ -48,13 +48,16 @@ type ClaimParams struct {
 	Owner       string
 	TTL         time.Duration
 	MaxAttempts int
+	// ClientTurnIDs are the IDs the clients minted (wire.ClientTurnKey), nil where the turn ID is
+	// the client's already.
+	ClientTurnIDs []*uuid.UUID
 }
 
 // args are claimSQL's arguments.
 func (p *ClaimParams) args() []any {
 	return []any{
 		p.TurnIDs, p.SessionIDs, p.Tenants, p.Inputs, p.Metadata, p.AcceptedAt, p.Deadlines, p.Partitions,
-		p.Offsets, p.Owner, p.TTL.Milliseconds(), p.MaxAttempts,
+		p.Offsets, p.Owner, p.TTL.Milliseconds(), p.MaxAttempts, p.ClientTurnIDs,
 	}
 }
 

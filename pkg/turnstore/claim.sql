@@ -1,13 +1,14 @@
 WITH req AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[],
-        $7::timestamptz[], $8::integer[], $9::bigint[])
-        AS r(turn_id, session_id, tenant, input_text, metadata, accepted_at, deadline, kpart, koff)
+        $7::timestamptz[], $8::integer[], $9::bigint[], $13::uuid[])
+        AS r(turn_id, session_id, tenant, input_text, metadata, accepted_at, deadline, kpart, koff, client_turn_id)
 ), claimed AS (
     INSERT INTO turns AS t (turn_id, session_id, tenant, status, attempt, fencing_token, lease_owner,
-        lease_expires_at, input, metadata, accepted_at, deadline, started_at, kafka_partition, kafka_offset)
+        lease_expires_at, input, metadata, accepted_at, deadline, started_at, kafka_partition, kafka_offset,
+        client_turn_id)
     SELECT r.turn_id, r.session_id, r.tenant, 'running', 1, nextval('fencing_token_seq'), $10,
         now() + $11 * interval '1 millisecond', jsonb_build_object('text', r.input_text), r.metadata, r.accepted_at,
-        r.deadline, now(), r.kpart, r.koff
+        r.deadline, now(), r.kpart, r.koff, r.client_turn_id
     FROM req r ORDER BY r.turn_id
     ON CONFLICT (turn_id) DO UPDATE SET
         status = 'running',
@@ -21,6 +22,7 @@ WITH req AS (
         started_at = coalesce(t.started_at, now()),
         kafka_partition = EXCLUDED.kafka_partition,
         kafka_offset = EXCLUDED.kafka_offset,
+        client_turn_id = coalesce(t.client_turn_id, EXCLUDED.client_turn_id),
         updated_at = now()
     WHERE NOT t.cancel_requested
       AND t.attempt - t.handoffs < $12

@@ -3,9 +3,13 @@
 // (the tables themselves are package migrations'). No other package of a service writes SQL over
 // them; each calls a method of Store.
 //
+// Every session_id a statement takes or stores is the session's key (wire.SessionKey: tenant and
+// session ID together), and a turn whose ID the client minted is stored under
+// wire.ClientTurnKey, with the client's ID in turns.client_turn_id for the API to show.
+//
 // Its users:
 //   - intake's API: a turn's status and a session's turns (Get, ListSession), cancel requests
-//     (RequestCancel), and its session, acceptance and backlog statements;
+//     (RequestCancel), and its acceptance and backlog statements;
 //   - intake's queued-row recorder (package record): InsertQueued;
 //   - the worker's lease store (package lease): ClaimTurns, RenewLeases, ReleaseLease,
 //     RecordAttemptError, CompleteTurns, FinishTurn, FinishUnleased, ExpireTurn, ReadFinal,

@@ -151,7 +151,7 @@ func claimParams(n int) ClaimParams {
 		TurnIDs: make(pgarray.UUIDs, n), SessionIDs: make(pgarray.Texts, n), Tenants: make(pgarray.Texts, n),
 		Inputs: make(pgarray.Texts, n), Metadata: make([][]byte, n), AcceptedAt: make(pgarray.Times, n),
 		Deadlines: make(pgarray.Times, n), Partitions: make(pgarray.Ints, n), Offsets: make(pgarray.Ints, n),
-		Owner: "plan", TTL: time.Minute, MaxAttempts: 3,
+		Owner: "plan", TTL: time.Minute, MaxAttempts: 3, ClientTurnIDs: make([]*uuid.UUID, n),
 	}
 	for i := range n {
 		p.TurnIDs[i] = pgarray.UUID(uuid.Must(uuid.NewV7()))

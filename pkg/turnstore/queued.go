@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/turnstile-run/turnstile/pkg/pgarray"
 )
 
@@ -16,9 +18,13 @@ type QueuedParams struct {
 	Tenants    pgarray.Texts
 	AcceptedAt pgarray.Times
 	Deadlines  pgarray.Times
-	// NeedSession marks the turns whose session's owner is recorded too (intake could not record it
-	// before accepting the turn).
+	// NeedSession marks the turns whose session's row is written too, unless it exists (a session
+	// is its tenant's by its key, wire.SessionKey; the row is otherwise written with its first
+	// completion).
 	NeedSession pgarray.Bools
+	// ClientTurnIDs are the IDs the clients minted (wire.ClientTurnKey), nil where the
+	// turn ID is the client's already.
+	ClientTurnIDs []*uuid.UUID
 }
 
 // The insert takes the rows as arrays. DISTINCT ON keeps one row per turn (the earliest) when
@@ -31,17 +37,15 @@ var (
 	//go:embed queued_sessions.sql
 	queuedSessionsCTE string
 
-	// insertQueuedSQL is the usual statement: intake recorded every session's owner before
-	// accepting.
+	// insertQueuedSQL is the usual statement: the turns' rows alone.
 	insertQueuedSQL = include(queuedTemplate, "queued_sessions.sql", "")
-	// insertQueuedWithSessionsSQL also records the owners of sessions whose first turn was accepted
-	// while Postgres did not answer intake's ownership check.
+	// insertQueuedWithSessionsSQL also writes the rows of the sessions of turns marked NeedSession.
 	insertQueuedWithSessionsSQL = include(queuedTemplate, "queued_sessions.sql", queuedSessionsCTE)
 )
 
 // InsertQueued records the turns of p as queued, in one statement, and returns how many rows it
 // inserted: a turn that has a row already (an earlier request's, a worker's claim, a cancel) keeps
-// it. The sessions of turns marked NeedSession get their owner recorded unless they have one.
+// it. The sessions of turns marked NeedSession get their row unless they have one.
 func (s *Store) InsertQueued(ctx context.Context, p *QueuedParams) (int64, error) {
 	sql := insertQueuedSQL
 	for _, need := range p.NeedSession {
@@ -50,7 +54,7 @@ func (s *Store) InsertQueued(ctx context.Context, p *QueuedParams) (int64, error
 			break
 		}
 	}
-	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionIDs, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession)
+	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionIDs, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession, p.ClientTurnIDs)
 	if err != nil {
 		return 0, fmt.Errorf("record queued turns: %w", err)
 	}

@@ -32,6 +32,9 @@ type Turn struct {
 	StartedAt  *time.Time      `json:"started_at,omitempty"`
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 	CancelReq  bool            `json:"cancel_requested"`
+	// ClientTurnID is the ID the client minted for the turn, or nil: TurnID is then derived from
+	// it (wire.ClientTurnKey) and the API shows this one.
+	ClientTurnID *uuid.UUID `json:"-"`
 }
 
 // Store wraps a pool.
@@ -41,13 +44,13 @@ type Store struct{ pool *pgxpool.Pool }
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 const turnColumns = `turn_id, session_id, tenant, status, attempt, input, output, coalesce(error, ''),
-	accepted_at, deadline, started_at, finished_at, cancel_requested`
+	accepted_at, deadline, started_at, finished_at, cancel_requested, client_turn_id`
 
 func scanTurn(row pgx.Row) (Turn, error) {
 	var t Turn
 	var status string
 	err := row.Scan(&t.TurnID, &t.SessionID, &t.Tenant, &status, &t.Attempt, &t.Input, &t.Output, &t.Error,
-		&t.AcceptedAt, &t.Deadline, &t.StartedAt, &t.FinishedAt, &t.CancelReq)
+		&t.AcceptedAt, &t.Deadline, &t.StartedAt, &t.FinishedAt, &t.CancelReq, &t.ClientTurnID)
 	t.Status = wire.Status(status)
 	return t, err
 }

@@ -26,8 +26,9 @@ type Output struct {
 	Text string `json:"text"`
 }
 
-// Envelope is the Kafka record value of topic "turns". The record key is the session ID, so every
-// turn of a session lands on one partition in the order intake accepted it.
+// Envelope is the Kafka record value of topic "turns". The record key is the session's key
+// (SessionKey), so every turn of a session lands on one partition in the order intake accepted it.
+// SessionID is the client's session ID; with Tenant it makes the key.
 type Envelope struct {
 	Version    int               `json:"v"`
 	TurnID     uuid.UUID         `json:"turn_id"`
@@ -39,6 +40,9 @@ type Envelope struct {
 	Deadline   time.Time         `json:"deadline"`
 	AcceptedAt time.Time         `json:"accepted_at"`
 	Extra      map[string]string `json:"extra,omitempty"`
+	// ClientTurnID is the turn ID the client minted, when it did: TurnID is then derived from it
+	// and the tenant (see ClientTurnKey), and the events show the client's ID (ShownTurnID).
+	ClientTurnID uuid.UUID `json:"client_turn_id,omitzero"`
 }
 
 // envelopeRecord is Envelope as DecodeEnvelope reads it: its Metadata, shallower than the

@@ -102,7 +102,7 @@ func TestTakeoverReusesPriorToolResult(t *testing.T) {
 		err := env.Pool.QueryRow(context.Background(), `SELECT status FROM turns WHERE turn_id = $1`, a.TurnID).Scan(&status)
 		return err == nil && status == "succeeded"
 	})
-	entries, err := streams.NewReader(env.Redis, env.Config.KeyPrefix).After(context.Background(), session, streams.EntryID{}, 1000)
+	entries, err := streams.NewReader(env.Redis, env.Config.KeyPrefix).After(context.Background(), storeKey(session), streams.EntryID{}, 1000)
 	require.NoError(t, err)
 	var keys []string
 	var results []map[string]any

@@ -232,7 +232,7 @@ func BenchmarkGatewayFanout(b *testing.B) {
 			<-tick.C
 			session := ids[rand.IntN(sessions)]
 			data := fmt.Sprintf(`{"t":%d,"turn_id":%q,"attempt":1,"index":%d}`, time.Now().UnixNano(), turn, i)
-			_, err := pub.Publish(ctx, session, turn, 1, wire.Event{Type: "turn.delta", Data: []byte(data)}, "")
+			_, err := pub.Publish(ctx, storeKey(session), turn, 1, wire.Event{Type: "turn.delta", Data: []byte(data)}, "")
 			require.NoError(b, err)
 			require.NoError(b, env.Redis.XAdd(ctx, &redis.XAddArgs{Stream: rawKey, Values: []string{"t", strconv.FormatInt(time.Now().UnixNano(), 10)}}).Err())
 		}

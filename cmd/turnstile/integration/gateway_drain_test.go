@@ -107,7 +107,7 @@ func TestGatewayDrainOnSIGTERM(t *testing.T) {
 					typ = "turn.completed"
 				}
 				data, _ := json.Marshal(map[string]any{"turn_id": "t", "attempt": 1, "index": i})
-				_, err := pub.Publish(context.Background(), fmt.Sprintf("drain-%d", s), "t", 1, wire.Event{Type: typ, Data: data}, "")
+				_, err := pub.Publish(context.Background(), storeKey(fmt.Sprintf("drain-%d", s)), "t", 1, wire.Event{Type: typ, Data: data}, "")
 				if err != nil {
 					t.Errorf("publish: %v", err)
 					return

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // cluster is a split stack for worker tests: one front process (broker, intake, gateway) and any
@@ -208,10 +210,19 @@ type historyMsg struct {
 	Role   string
 }
 
+// storeKey is the key the stores hold a session under (wire.SessionKey): the default tenant's,
+// as a stack without authentication names it, unless session is a key already.
+func storeKey(session string) string {
+	if strings.Contains(session, wire.SessionKeySeparator) {
+		return session
+	}
+	return wire.SessionKey(wire.DefaultTenant, session)
+}
+
 func history(t *testing.T, env *testenv.Env, session string) []historyMsg {
 	t.Helper()
 	rows, err := env.Pool.Query(context.Background(), `SELECT seq, turn_id::text, role FROM session_messages
-		WHERE session_id = $1 ORDER BY seq`, session)
+		WHERE session_id = $1 ORDER BY seq`, storeKey(session))
 	require.NoError(t, err)
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (historyMsg, error) {
 		var m historyMsg
@@ -246,7 +257,7 @@ func waitFirstDeltas(t *testing.T, env *testenv.Env, session string) {
 
 func readStream(t *testing.T, env *testenv.Env, session string) []streamEvent {
 	t.Helper()
-	msgs, err := env.Redis.XRange(context.Background(), streams.KeysFor(env.Config.KeyPrefix, session).Events, "-", "+").Result()
+	msgs, err := env.Redis.XRange(context.Background(), streams.KeysFor(env.Config.KeyPrefix, storeKey(session)).Events, "-", "+").Result()
 	if errors.Is(err, redis.Nil) {
 		return nil
 	}

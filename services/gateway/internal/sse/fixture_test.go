@@ -147,7 +147,7 @@ func (f *fixture) publish(session, turn string, from, n int, final bool, pad str
 			typ = wire.EventType("turn.completed")
 		}
 		data, _ := json.Marshal(payload{TurnID: turn, Attempt: 1, Index: i, Pad: pad})
-		p, err := f.pub.Publish(context.Background(), session, turn, 1, wire.Event{Type: typ, Data: data}, "")
+		p, err := f.pub.Publish(context.Background(), key(session), turn, 1, wire.Event{Type: typ, Data: data}, "")
 		require.NoError(f.t, err)
 		out = append(out, p.Cursor)
 	}
@@ -155,7 +155,11 @@ func (f *fixture) publish(session, turn string, from, n int, final bool, pad str
 }
 
 func newSession() string { return "s-" + testenv.RandomHex(6) }
-func newTurn() string    { return uuid.NewString() }
+
+// key is a session's key in the stores as a gateway without stream tokens reads it: the default
+// tenant's session.
+func key(session string) string { return wire.SessionKey(wire.DefaultTenant, session) }
+func newTurn() string           { return uuid.NewString() }
 
 // indexes returns the index of every turn event (stream.reset is skipped).
 func indexes(t *testing.T, evs []testenv.Event) []int {

@@ -301,9 +301,10 @@ func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// authorize checks the stream token when tokens are on and returns its claims. A valid token
-// for another session is answered like an unknown session (404), so one tenant cannot learn that
-// another's session exists; a token whose API key was revoked is a 401.
+// authorize checks the stream token when tokens are on and returns its claims (none without
+// tokens: the default tenant's session is opened). A valid token for another session is answered
+// like an unknown session (404), so one tenant cannot learn that another's session exists; a
+// token whose API key was revoked is a 401.
 func (h *Handler) authorize(w http.ResponseWriter, o openRequest) (streamtoken.Claims, bool) {
 	if h.cfg.Tokens == nil {
 		return streamtoken.Claims{}, true
@@ -347,8 +348,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteProblem(w, *o.Invalid)
 		return
 	}
+	info := OpenInfo{SessionID: o.SessionID, CursorSource: o.CursorSource, Cursor: o.Cursor}
+	// The stream read is the tenant's session: its key (wire.SessionKey, the default tenant's
+	// without tokens), which only the tenant's token opens.
+	o.SessionID = wire.SessionKey(claims.Tenant, o.SessionID)
 	sessionID, turnFilter, cursor := o.SessionID, o.TurnID, o.After
-	info := OpenInfo{SessionID: sessionID, CursorSource: o.CursorSource, Cursor: o.Cursor}
 	ctx := r.Context()
 	// A follower of one turn that reconnects after the turn's terminal event has everything: 204
 	// tells EventSource to stop reconnecting.

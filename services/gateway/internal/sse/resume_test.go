@@ -184,11 +184,11 @@ func TestReset(t *testing.T) {
 		gw := f.replica(sse.Config{})
 		session, turn := newSession(), newTurn()
 		cursors := f.publish(session, turn, 0, 400, true, "")
-		st, err := f.reader.State(context.Background(), session)
+		st, err := f.reader.State(context.Background(), key(session))
 		require.NoError(t, err)
 		require.True(t, st.HasFirst)
 		require.NotEqual(t, cursors[0].ID, st.FirstID, "the publisher trimmed")
-		oldest, err := f.rdb.XRangeN(context.Background(), streams.KeysFor(f.prefix, session).Events, "-", "+", 1).Result()
+		oldest, err := f.rdb.XRangeN(context.Background(), streams.KeysFor(f.prefix, key(session)).Events, "-", "+", 1).Result()
 		require.NoError(t, err)
 		firstKept := indexOf(t, cursors, oldest[0].ID)
 
@@ -215,7 +215,7 @@ func TestReset(t *testing.T) {
 		live := testenv.OpenSSE(t, gw.url(session), old[2].String())
 		testenv.WaitFor(t, wait, "subscriber", func() bool { return gw.hub.Subscribers() == 1 })
 
-		require.NoError(t, f.rdb.Del(context.Background(), streams.KeysFor(f.prefix, session).Events).Err())
+		require.NoError(t, f.rdb.Del(context.Background(), streams.KeysFor(f.prefix, key(session)).Events).Err())
 		fresh := f.publish(session, turn, 10, 2, true, "")
 		require.NotEqual(t, old[0].Epoch, fresh[0].Epoch, "a lost stream starts a new epoch")
 		// The live client must not receive new-generation entries under its old epoch: its stream ends.
@@ -235,10 +235,10 @@ func TestReset(t *testing.T) {
 		session, turn := newSession(), newTurn()
 		ctx := context.Background()
 		data := []byte(`{"turn_id":"x","attempt":2,"index":0}`)
-		_, err := f.pub.Publish(ctx, session, turn, 5, wireDelta(data), "")
+		_, err := f.pub.Publish(ctx, key(session), turn, 5, wireDelta(data), "")
 		require.NoError(t, err)
-		require.NoError(t, f.rdb.Del(ctx, streams.KeysFor(f.prefix, session).Events).Err())
-		_, err = f.pub.Publish(ctx, session, turn, 4, wireDelta(data), "")
+		require.NoError(t, f.rdb.Del(ctx, streams.KeysFor(f.prefix, key(session)).Events).Err())
+		_, err = f.pub.Publish(ctx, key(session), turn, 4, wireDelta(data), "")
 		require.ErrorIs(t, err, streams.ErrStaleToken, "losing the stream must not let a zombie attempt write")
 	})
 }

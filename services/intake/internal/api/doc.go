@@ -20,21 +20,23 @@
 //  3. Admission: 503 + jittered Retry-After when the backlog age is over TURNSTILE_MAX_BACKLOG_AGE,
 //     or when the deadline is nearer than backlog age + TURNSTILE_MIN_USEFUL_TIME (the turn would
 //     expire before it starts). The age comes from Config.BacklogAge; nil means unknown: admit.
-//  4. Quotas: 429 + Retry-After when the tenant is over its rate (GCRA via go-redis/redis_rate, so
+//  4. Tenancy, by construction: the session is stored and routed under its key,
+//     wire.SessionKey(tenant, session ID) — the Kafka record key, the Redis keys and the Postgres
+//     rows — so a session ID another tenant uses names that tenant's own session, and nothing
+//     is looked up to keep tenants apart (Postgres being down cannot weaken it). Listing a
+//     session lists the asking tenant's own session of that ID; another tenant's turn is
+//     answered 404, as an unknown one is.
+//  5. Quotas: 429 + Retry-After when the tenant is over its rate (GCRA via go-redis/redis_rate, so
 //     every replica shares one budget) or has TURNSTILE_MAX_QUEUED_TURNS queued turns (a count in
 //     Postgres, cached per tenant for a second). Redis or Postgres down: admit and count. A
 //     replica leases a tenant's tokens from Redis in small chunks and spends them locally; one
 //     request at a time fetches the next chunk while the others wait for it.
-//  5. Tenancy: a session belongs to the tenant that first used it (one INSERT … ON CONFLICT on the
-//     first request a replica sees for the session, cached after; when Postgres did not answer, the
-//     turn's queued row records the owner instead); another tenant gets 404, as
-//     for its turns, their cancel and the session's turn list: a tenant cannot even learn that
-//     another's session exists. The claim writes the session's row, so it runs after the
-//     quotas: a refused request (429, 503) writes nothing.
 //  6. Double-texting: multitask=reject answers 409 while the session has a queued or running turn
 //     other than this one (a retry of itself does not count).
 //  7. Idempotency: Idempotency-Key (or a client-minted turn_id) gives the turn ID deterministically
-//     (UUIDv5 of tenant, session and key), with no round trip. To refuse the same key with another
+//     (UUIDv5 of tenant, session and key; for a turn_id, wire.ClientTurnKey of tenant and it, so
+//     another tenant's equal turn_id is another turn, while the API shows the client's ID), with
+//     no round trip. To refuse the same key with another
 //     body (422), intake keeps SHA-256(session, body) with the first request's stream token in Redis
 //     under the turn ID (one SET NX GET, TTL TURNSTILE_IDEMPOTENCY_TTL); a repeat with the same body
 //     gets the recorded token, so every retry gets byte-identical 202 bodies (until that token
@@ -64,7 +66,6 @@
 // request is refused: a problem type of pkg/httpx's catalog, counted, with the Retry-After its
 // status calls for), auth.go (API keys), validation.go (the body, deadline and turn ID), storable.go
 // (what Postgres can hold), admission.go (rate leases, the queued-turn quota, double-texting
-// checks), tenancy.go (session owners), ratekeys.go (the rate limiter's keys under
-// TURNSTILE_KEY_PREFIX), idempotency.go, turns.go (the four handlers). The SQL lives in
-// pkg/turnstore.
+// checks), ratekeys.go (the rate limiter's keys under TURNSTILE_KEY_PREFIX), idempotency.go,
+// turns.go (the four handlers). The SQL lives in pkg/turnstore.
 package api

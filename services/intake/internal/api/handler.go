@@ -27,8 +27,7 @@ const (
 	// RedisTimeoutDefault bounds every Redis call on the accept path, so a hung Redis costs a
 	// request at most this much before intake fails open.
 	RedisTimeoutDefault = 250 * time.Millisecond
-	// CheckTimeoutDefault bounds one Postgres check on the accept path (session owner, queued-turn
-	// count) before intake fails open.
+	// CheckTimeoutDefault bounds one Postgres check on the accept path (the queued-turn count) before intake fails open.
 	CheckTimeoutDefault = 500 * time.Millisecond
 	// LookupTimeoutDefault bounds an API key lookup and multitask=reject's check (with the flush of
 	// queued rows before it).
@@ -44,7 +43,7 @@ const (
 	// KeyMissRateDefault is how many API key lookups that miss one replica makes per second (and
 	// at once); beyond it keys not in the cache are answered 503 without a lookup.
 	KeyMissRateDefault = 50
-	// CacheEntriesDefault bounds each of the key and session-owner caches; a full cache is
+	// CacheEntriesDefault bounds the API key cache; a full cache is
 	// cleared.
 	CacheEntriesDefault = 100000
 	// QueuedCountTTLDefault is how long a tenant's queued-turn count is reused.
@@ -172,7 +171,7 @@ type Producer interface {
 }
 
 // Deps are the handler's collaborators. Pool and Redis may be nil (or down): intake then fails open
-// where it can (quotas, ownership, double-texting) and answers 503 where it cannot (status reads).
+// where it can (quotas, double-texting) and answers 503 where it cannot (status reads).
 type Deps struct {
 	Producer Producer
 	Pool     *pgxpool.Pool
@@ -193,7 +192,6 @@ type Handler struct {
 	idem     redis.Cmdable
 	autopipe io.Closer
 	keys     *keyCache
-	owners   *owners
 	queued   queuedCounts
 	leases   rateLeases
 	requests *prometheus.CounterVec
@@ -230,7 +228,6 @@ func New(cfg Config, d Deps) *Handler {
 		h.store = turnstore.New(d.Pool)
 	}
 	h.keys = &keyCache{pool: d.Pool, cfg: &h.cfg, m: map[[32]byte]keyEntry{}, now: time.Now}
-	h.owners = &owners{store: h.store, cfg: &h.cfg, m: map[string]string{}}
 	h.idem = d.Redis
 	if c, ok := d.Redis.(*redis.Client); ok {
 		// Autopipelining coalesces the SET NX of concurrent requests into one round trip, so the

@@ -72,6 +72,9 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The session is the tenant's by its key (wire.SessionKey): a session ID another tenant uses
+	// names that tenant's own session, so no lookup stands between a turn and its acceptance.
+	key := wire.SessionKey(tenant, sessionID)
 	if retry, ok := h.allowRate(ctx, tenant); !ok {
 		p := httpx.ProblemRateLimited.Problem(fmt.Sprintf("tenant %s is over its rate of %d turns per second", tenant, h.cfg.TenantRate))
 		p.RetryAfter = retry
@@ -84,18 +87,8 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, p)
 		return
 	}
-	// The owner claim writes the session's row, so it comes after the quotas: a refused 429 leaves
-	// nothing behind.
-	ownerKnown := true
-	if owner, err := h.owners.claim(ctx, sessionID, tenant); err != nil {
-		h.failOpen.WithLabelValues("session_owner").Inc()
-		ownerKnown = false
-	} else if owner != tenant {
-		h.refuse(w, route, httpx.ProblemSessionNotFound.Problem("no such session"))
-		return
-	}
 	if req.Multitask == "reject" {
-		if busy, err := h.sessionBusy(ctx, sessionID, turnID); err != nil {
+		if busy, err := h.sessionBusy(ctx, key, turnID); err != nil {
 			h.failOpen.WithLabelValues("multitask_reject").Inc()
 		} else if busy {
 			h.refuse(w, route, httpx.ProblemSessionBusy.Problem("the session has a queued or running turn and multitask is reject"))
@@ -112,30 +105,34 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		TurnID: turnID, SessionID: sessionID, Tenant: tenant, Input: *req.Input,
 		Metadata: req.Metadata, Multitask: req.Multitask, Deadline: deadline, AcceptedAt: now,
 	}
+	if req.TurnID != "" {
+		env.ClientTurnID = uuid.MustParse(req.TurnID) // turnID parsed it
+	}
+	shownID := env.ShownTurnID()
 	value, err := env.Encode()
 	if err != nil {
 		h.refuse(w, route, httpx.ProblemValidation.Problem("metadata cannot be encoded: "+err.Error()))
 		return
 	}
-	if err := h.produceRecord(ctx, &kgo.Record{Topic: h.cfg.Topic, Key: []byte(sessionID), Value: value}); err != nil {
+	if err := h.produceRecord(ctx, &kgo.Record{Topic: h.cfg.Topic, Key: []byte(key), Value: value}); err != nil {
 		h.d.Log.WarnContext(ctx, "produce failed", "session_id", sessionID, "turn_id", turnID, "err", err)
 		h.refuse(w, route, httpx.ProblemKafkaUnavail.Problem("the turn could not be durably queued in time; retry with the same Idempotency-Key"))
 		return
 	}
-	h.recordQueued(env, !ownerKnown)
+	h.recordQueued(env)
 	if req.Multitask == "interrupt" {
-		h.interrupt(ctx, sessionID, turnID, now)
+		h.interrupt(ctx, key, turnID, now)
 	}
 	h.postAccepted.Inc()
 	if token == "" {
 		token = h.d.Signer.SignKey(keyID, tenant, sessionID)
 	}
-	w.Header().Set("Location", "/v1/turns/"+turnID.String())
+	w.Header().Set("Location", "/v1/turns/"+shownID)
 	httpx.WriteJSON(w, http.StatusAccepted, Accepted{
-		TurnID:      turnID.String(),
+		TurnID:      shownID,
 		SessionID:   sessionID,
 		Status:      string(wire.StatusQueued),
-		StreamURL:   "/v1/sessions/" + url.PathEscape(sessionID) + "/events?turn_id=" + turnID.String(),
+		StreamURL:   "/v1/sessions/" + url.PathEscape(sessionID) + "/events?turn_id=" + shownID,
 		StreamToken: token,
 	})
 }
@@ -162,19 +159,18 @@ func (h *Handler) produceRecord(ctx context.Context, rec *kgo.Record) error {
 	}
 }
 
-// recordQueued hands the turn's queued row to the recorder; needSession when the session's owner
-// could not be recorded before (Postgres did not answer the owner check).
-func (h *Handler) recordQueued(env wire.Envelope, needSession bool) {
+// recordQueued hands the turn's queued row to the recorder, under the session's key.
+func (h *Handler) recordQueued(env wire.Envelope) {
 	if h.d.Recorder == nil {
 		return
 	}
 	h.d.Recorder.Add(record.Row{
-		TurnID: env.TurnID, SessionID: env.SessionID, Tenant: env.Tenant,
-		AcceptedAt: env.AcceptedAt, Deadline: env.Deadline, NeedSession: needSession,
+		TurnID: env.TurnID, ClientTurnID: env.ClientTurnID, SessionID: env.SessionKey(), Tenant: env.Tenant,
+		AcceptedAt: env.AcceptedAt, Deadline: env.Deadline,
 	})
 }
 
-// interrupt requests cancellation of every live turn the session accepted before this one, so this
+// interrupt requests cancellation of every live turn the session (named by its key) accepted before this one, so this
 // turn runs next: the running turn's worker sees the request at its next lease renewal, and queued
 // ones end as cancelled at their claim.
 func (h *Handler) interrupt(ctx context.Context, sessionID string, turnID uuid.UUID, acceptedAt time.Time) {
@@ -206,7 +202,17 @@ func (h *Handler) getTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.requests.WithLabelValues(route, "ok").Inc()
-	httpx.WriteJSON(w, http.StatusOK, t)
+	httpx.WriteJSON(w, http.StatusOK, shown(t))
+}
+
+// shown is a turn as its client sees it: stored under the session's key and, when the client
+// minted its ID, under an ID derived from it; shown with the client's own session ID and turn ID.
+func shown(t turnView) turnView {
+	t.SessionID = wire.ClientSessionID(t.SessionID)
+	if t.ClientTurnID != nil {
+		t.TurnID = *t.ClientTurnID
+	}
+	return t
 }
 
 // loadTurn loads the path's turn for the request's tenant, answering the refusal itself when it
@@ -224,10 +230,10 @@ func (h *Handler) loadTurn(w http.ResponseWriter, r *http.Request, route string)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
 	defer cancel()
-	t, err := h.store.Get(ctx, id)
+	t, err := h.getOwn(ctx, id, tenantOf(r))
 	if errors.Is(err, turnstore.ErrNotFound) && h.d.Recorder != nil {
 		h.d.Recorder.Flush(ctx)
-		t, err = h.store.Get(ctx, id)
+		t, err = h.getOwn(ctx, id, tenantOf(r))
 	}
 	switch {
 	case errors.Is(err, turnstore.ErrNotFound) || (err == nil && t.Tenant != tenantOf(r)):
@@ -239,6 +245,16 @@ func (h *Handler) loadTurn(w http.ResponseWriter, r *http.Request, route string)
 		return turnView{}, false
 	}
 	return t, true
+}
+
+// getOwn reads the tenant's turn that the client calls id: the one stored under the ID derived
+// from id when the client minted it (wire.ClientTurnKey), else the one stored under id itself.
+func (h *Handler) getOwn(ctx context.Context, id uuid.UUID, tenant string) (turnView, error) {
+	t, err := h.store.Get(ctx, wire.ClientTurnKey(tenant, id))
+	if errors.Is(err, turnstore.ErrNotFound) {
+		t, err = h.store.Get(ctx, id)
+	}
+	return t, err
 }
 
 // CancelAccepted is the 202 body of a cancel.
@@ -271,7 +287,7 @@ func (h *Handler) cancelTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	h.requests.WithLabelValues(route, "accepted").Inc()
 	httpx.WriteJSON(w, http.StatusAccepted, CancelAccepted{
-		TurnID: t.TurnID.String(), Status: string(t.Status),
+		TurnID: shown(t).TurnID.String(), Status: string(t.Status),
 		CancelRequested: live || t.CancelReq,
 	})
 }
@@ -316,23 +332,20 @@ func (h *Handler) listTurns(w http.ResponseWriter, r *http.Request) {
 	if h.d.Recorder != nil {
 		h.d.Recorder.Flush(ctx)
 	}
-	owner, err := h.owners.lookup(ctx, sessionID)
-	if err == nil && owner != tenantOf(r) {
-		h.refuse(w, route, httpx.ProblemSessionNotFound.Problem("no such session"))
-		return
-	}
-	var turns []turnView
-	if err == nil {
-		turns, err = h.store.ListSession(ctx, sessionID, before, limit)
-	}
+	turns, err := h.store.ListSession(ctx, wire.SessionKey(tenantOf(r), sessionID), before, limit)
 	if err != nil {
 		h.d.Log.WarnContext(r.Context(), "list turns failed", "session_id", sessionID, "err", err)
 		h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("turn status is temporarily unavailable"))
 		return
 	}
-	page := TurnPage{Turns: turns}
-	if page.Turns == nil {
-		page.Turns = []turnView{}
+	if len(turns) == 0 && before.IsZero() {
+		// A session is known by its turns: the tenant never used this session ID.
+		h.refuse(w, route, httpx.ProblemSessionNotFound.Problem("no such session"))
+		return
+	}
+	page := TurnPage{Turns: make([]turnView, len(turns))}
+	for i, t := range turns {
+		page.Turns[i] = shown(t)
 	}
 	if len(turns) == limit {
 		page.NextCursor = strconv.FormatInt(turns[len(turns)-1].AcceptedAt.UnixMicro(), 36)

@@ -39,7 +39,7 @@ func (b *bundle) markRunning(t testing.TB, id string) {
 }
 
 // TestQueuedRowAndStatus: an accepted turn is readable as queued at once (its row is recorded after
-// Kafka acknowledged it), and the session records its tenant.
+// Kafka acknowledged it), under the session's key (its tenant and ID).
 func TestQueuedRowAndStatus(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
@@ -49,8 +49,9 @@ func TestQueuedRowAndStatus(t *testing.T) {
 	require.Equal(t, wire.StatusQueued, tv.Status)
 	require.Equal(t, "st", tv.SessionID)
 	require.Zero(t, tv.Attempt)
-	var tenant string
-	require.NoError(t, b.env.Pool.QueryRow(context.Background(), `SELECT tenant FROM sessions WHERE session_id = 'st'`).Scan(&tenant))
+	var key, tenant string
+	require.NoError(t, b.env.Pool.QueryRow(context.Background(), `SELECT session_id, tenant FROM turns WHERE turn_id = $1`, a.TurnID).Scan(&key, &tenant))
+	require.Equal(t, wire.SessionKey(DefaultTenant, "st"), key, "stored under the session's key")
 	require.Equal(t, DefaultTenant, tenant)
 
 	_, resp = getTurn(t, b.srv.URL, uuid.NewString(), nil)
@@ -165,8 +166,9 @@ func TestListSessionTurns(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, resp.Status)
 }
 
-// TestTenants: API keys map to tenants; a session belongs to the tenant that first used it; another
-// tenant's session, turn and cancel answer 404; a missing or revoked key is a 401.
+// TestTenants: API keys map to tenants; a session ID names the tenant's own session, so two tenants
+// using one ID have a session each; another tenant's turn and cancel answer 404; a missing or
+// revoked key is a 401.
 func TestTenants(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{cfg: func(c *Config) { c.AuthEnabled = true }})
@@ -190,19 +192,38 @@ func TestTenants(t *testing.T) {
 	require.Equal(t, "acme", claims.Tenant)
 	require.Equal(t, acmeID, claims.APIKeyID, "the token names its API key, so revoking the key ends it")
 
-	resp = postTurn(t, b.srv.URL, "shared", turnBody, globex)
-	require.Equal(t, http.StatusNotFound, resp.Status, "another tenant's session")
-	require.Equal(t, httpx.ProblemSessionNotFound.Name, resp.ProblemType(t))
+	resp = do(t, b.srv.URL, request{Method: http.MethodGet, Path: "/v1/sessions/shared/turns", Header: globex})
+	require.Equal(t, http.StatusNotFound, resp.Status, "globex has no session of that ID yet")
+	// The same session ID is globex's own session: accepted, in Kafka under its own key, with a
+	// token for globex's session only.
+	gs := accepted(t, postTurn(t, b.srv.URL, "shared", turnBody, globex))
+	claims, err = b.signer.Verify(gs.StreamToken, "shared")
+	require.NoError(t, err)
+	require.Equal(t, "globex", claims.Tenant)
+	var keys []string
+	for _, rec := range b.turnRecords(t, 2) {
+		keys = append(keys, string(rec.Key))
+	}
+	require.ElementsMatch(t, []string{wire.SessionKey("acme", "shared"), wire.SessionKey("globex", "shared")}, keys)
 	_, resp = getTurn(t, b.srv.URL, a.TurnID, globex)
 	require.Equal(t, http.StatusNotFound, resp.Status, "another tenant's turn")
 	resp = do(t, b.srv.URL, request{Method: http.MethodPost, Path: "/v1/turns/" + a.TurnID + "/cancel", Header: globex})
 	require.Equal(t, http.StatusNotFound, resp.Status, "another tenant's cancel")
-	resp = do(t, b.srv.URL, request{Method: http.MethodGet, Path: "/v1/sessions/shared/turns", Header: globex})
-	require.Equal(t, http.StatusNotFound, resp.Status, "another tenant's session turns")
+	for _, c := range []struct {
+		hdr  map[string]string
+		want string
+	}{{acme, a.TurnID}, {globex, gs.TurnID}} {
+		resp = do(t, b.srv.URL, request{Method: http.MethodGet, Path: "/v1/sessions/shared/turns", Header: c.hdr})
+		require.Equal(t, http.StatusOK, resp.Status)
+		var p TurnPage
+		resp.JSON(t, &p)
+		require.Len(t, p.Turns, 1, "each tenant lists its own session of the ID")
+		require.Equal(t, c.want, p.Turns[0].TurnID.String())
+		require.Equal(t, "shared", p.Turns[0].SessionID)
+	}
 	tv, resp := getTurn(t, b.srv.URL, a.TurnID, acme)
 	require.Equal(t, http.StatusOK, resp.Status)
 	require.False(t, tv.CancelReq, "globex's cancel changed nothing")
-	require.EqualValues(t, 1, b.recordsInKafka(t))
 
 	// The key namespace of idempotency is per tenant: the same key in globex's own session is its own turn.
 	g := accepted(t, postTurn(t, b.srv.URL, "globex-own", turnBody, globex))

@@ -126,9 +126,10 @@ func (h *Handler) deadline(r *http.Request, req postTurnRequest, now time.Time) 
 	return d, nil
 }
 
-// turnID is the client-minted turn_id, else one derived from Idempotency-Key (UUIDv5 of tenant,
-// session and key), else a fresh UUIDv7. The second result is the Redis key of the idempotency
-// record, empty when the request has neither.
+// turnID is the ID the turn is stored under: for a client-minted turn_id, wire.ClientTurnKey of the
+// tenant and it (the API shows the client's ID, the stores this one); else one derived from
+// Idempotency-Key (UUIDv5 of tenant, session and key), else a fresh UUIDv7. The second result is
+// the Redis key of the idempotency record, empty when the request has neither.
 func (h *Handler) turnID(r *http.Request, req postTurnRequest, tenant, sessionID string) (uuid.UUID, string, error) {
 	var id uuid.UUID
 	switch key := r.Header.Get("Idempotency-Key"); {
@@ -137,7 +138,7 @@ func (h *Handler) turnID(r *http.Request, req postTurnRequest, tenant, sessionID
 		if err != nil || parsed == uuid.Nil {
 			return uuid.Nil, "", errors.New("turn_id must be a UUID")
 		}
-		id = parsed
+		id = wire.ClientTurnKey(tenant, parsed)
 	case key != "":
 		if len(key) > IdempotencyKeyMaxLen {
 			return uuid.Nil, "", fmt.Errorf("Idempotency-Key must be at most %d characters", IdempotencyKeyMaxLen)

@@ -21,9 +21,8 @@
 //   - The row carries identity, tenant, timestamps and deadline, not the input: nothing reads the
 //     input before the claim, which writes it from the Kafka record. That keeps each row small.
 //   - INSERT … ON CONFLICT DO NOTHING: a worker that claimed the turn first (or a cancel that
-//     created the row) wins; the queued row never overwrites progress. A row records its session's
-//     owner only when intake could not record it before accepting the turn (Postgres did not answer
-//     the owner check then): otherwise the session row exists already and the upsert would be
-//     wasted work.
+//     created the row) wins; the queued row never overwrites progress. A row writes its session's
+//     row only when asked (Row.NeedSession; intake does not ask: a session is its tenant's by its
+//     key).
 //   - Flush lets a caller that must read its own writes (cancel, interrupt) push pending rows out.
 package record

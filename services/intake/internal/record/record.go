@@ -18,13 +18,16 @@ import (
 
 // Row is one accepted turn.
 type Row struct {
-	TurnID     uuid.UUID
-	SessionID  string
-	Tenant     string
-	AcceptedAt time.Time
-	Deadline   time.Time
-	// NeedSession asks for the session's owner to be recorded with the row: intake could not record
-	// it before accepting the turn (Postgres did not answer then).
+	TurnID uuid.UUID
+	// ClientTurnID is the ID the client minted (TurnID is derived from it), or the zero UUID.
+	ClientTurnID uuid.UUID
+	SessionID    string
+	Tenant       string
+	AcceptedAt   time.Time
+	Deadline     time.Time
+	// NeedSession asks for the session's row (its tenant) to be written with the turn's, unless it
+	// exists. Intake leaves it unset: a session is its tenant's by its key (wire.SessionKey), and
+	// its row is written with its first completion.
 	NeedSession bool
 }
 
@@ -208,12 +211,16 @@ func (r *Recorder) write(ctx context.Context, db *turnstore.Store, batch []Row) 
 	p := turnstore.QueuedParams{
 		TurnIDs: make(pgarray.UUIDs, n), SessionIDs: make(pgarray.Texts, n), Tenants: make(pgarray.Texts, n),
 		AcceptedAt: make(pgarray.Times, n), Deadlines: make(pgarray.Times, n), NeedSession: make(pgarray.Bools, n),
+		ClientTurnIDs: make([]*uuid.UUID, n),
 	}
 	for i, row := range batch {
 		p.TurnIDs[i] = pgarray.UUID(row.TurnID)
 		p.SessionIDs[i], p.Tenants[i] = pgarray.Text(row.SessionID), pgarray.Text(row.Tenant)
 		p.AcceptedAt[i], p.Deadlines[i] = pgarray.Time(row.AcceptedAt), pgarray.Time(row.Deadline)
 		p.NeedSession[i] = pgarray.Bool(row.NeedSession)
+		if row.ClientTurnID != uuid.Nil {
+			p.ClientTurnIDs[i] = &batch[i].ClientTurnID
+		}
 	}
 	// Detached from the loop's cancellation: the last flush on shutdown runs after it. One
 	// statement, one round trip, one implicit transaction.

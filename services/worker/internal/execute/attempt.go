@@ -130,7 +130,7 @@ func (a *attempt) begin() {
 		}
 		a.sink.hold(a.ctx, wire.NewEvent(wire.EventRetrying, wire.RetryingData{EventBase: base, PreviousAttempt: a.number - 1}))
 	}
-	a.sink.hold(a.ctx, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: a.env.SessionID}))
+	a.sink.hold(a.ctx, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: wire.ClientSessionID(a.env.SessionID)}))
 	// LogAttrs on the two lines every turn logs: an int or a duration passed as a key-value pair
 	// is put in an interface, an allocation even with the level off.
 	a.log.LogAttrs(a.ctx, slog.LevelInfo, "turn started", slog.Int("attempt", a.number))
@@ -166,7 +166,7 @@ func (a *attempt) work(sessionSeq int64) (step, wire.Output, error) {
 		return stepComplete, output, err
 	}
 	if seq > 0 && a.x.appended != nil {
-		msgs := agent.TurnMessages(seq, a.id, a.env.Input.Text, output.Text)
+		msgs := agent.TurnMessages(seq, a.env.TurnID.String(), a.env.Input.Text, output.Text)
 		a.x.appended.Appended(a.env.SessionID, seq, msgs[:]...)
 	}
 	return stepDone, output, nil
@@ -184,7 +184,7 @@ func (a *attempt) runAgent(history []agent.Message, prior []agent.PriorEvent) (r
 		}
 	}()
 	return a.x.agent.Run(ctx, agent.Turn{
-		TurnID: a.id, SessionID: a.env.SessionID, Tenant: a.env.Tenant, Attempt: a.number,
+		TurnID: a.env.TurnID.String(), SessionID: wire.ClientSessionID(a.env.SessionID), Tenant: a.env.Tenant, Attempt: a.number,
 		Text: a.env.Input.Text, Metadata: a.env.Metadata, Deadline: a.env.Deadline, Prior: prior,
 	}, history, &a.sink)
 }

@@ -180,10 +180,15 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) consume.Result {
 		x.deadLetter(ctx, rec, "undecodable", err.Error(), 0)
 		return consume.Commit
 	}
-	// The turn ID's text, made once for the turn: the log context, the span and every attempt's
-	// events share it.
-	turnID := env.TurnID.String()
-	ctx = logging.With(ctx, slog.String("turn_id", turnID), slog.String("session_id", env.SessionID))
+	// From here on the session is its key (wire.SessionKey) in every store; the agent and the
+	// events see the client's session ID. The key comes from the envelope, never the record's key,
+	// so records written before sessions were keyed by tenant land in the same session.
+	env.SessionID = env.SessionKey()
+	// The turn ID's text as the client knows it (wire.Envelope.ShownTurnID), made once for the
+	// turn: the log context, the span and every attempt's events share it. The stores and the
+	// agent get env.TurnID, which is unique across tenants.
+	turnID := env.ShownTurnID()
+	ctx = logging.With(ctx, slog.String("turn_id", turnID), slog.String("session_id", wire.ClientSessionID(env.SessionID)), slog.String("tenant", env.Tenant))
 	ctx, span := telemetry.Start(telemetry.ExtractRecord(ctx, rec), "worker.turn", trace.WithSpanKind(trace.SpanKindConsumer), telemetry.TurnAttributes(turnID, env.SessionID, 0))
 	defer span.End()
 	t := turn{x: x, ctx: ctx, log: x.log, rec: rec, env: env, id: turnID}
@@ -265,7 +270,8 @@ type turn struct {
 	log *slog.Logger
 	rec *kgo.Record
 	env wire.Envelope
-	// id is env.TurnID's text.
+	// id is the turn's ID as the client knows it (wire.Envelope.ShownTurnID): its events and log
+	// lines carry it; the stores and the agent get env.TurnID, which is unique across tenants.
 	id string
 }
 

@@ -109,10 +109,10 @@ func (f *upstreamFixture) record(t *testing.T, d time.Duration) (*kgo.Record, wi
 	return &kgo.Record{Topic: "turns", Key: []byte(env.SessionID), Value: b}, env
 }
 
-// events returns the session stream's entries.
+// events returns the session stream's entries (the stream of the default tenant's session).
 func (f *upstreamFixture) events(t *testing.T, sessionID string) []streams.Entry {
 	t.Helper()
-	entries, err := f.reader.After(context.Background(), sessionID, streams.EntryID{}, 1000)
+	entries, err := f.reader.After(context.Background(), wire.SessionKey(wire.DefaultTenant, sessionID), streams.EntryID{}, 1000)
 	require.NoError(t, err)
 	return entries
 }
@@ -224,7 +224,7 @@ func TestUpstreamErrors(t *testing.T) {
 			}
 			if n == 2 {
 				// The retry has come: the browser's stream must already say that the turn waits.
-				entries, err := f.reader.After(context.Background(), session, streams.EntryID{}, 1000)
+				entries, err := f.reader.After(context.Background(), wire.SessionKey(wire.DefaultTenant, session), streams.EntryID{}, 1000)
 				waitedBefore <- err == nil && len(entries) > 0 && entries[len(entries)-1].Type == wire.EventWaiting
 			}
 			return agenttest.ChatAnswer{Error: rateLimit("300ms")}

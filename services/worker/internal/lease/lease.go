@@ -227,6 +227,8 @@ type claimRow struct {
 	accepted, deadline time.Time
 	partition          int32
 	offset             int64
+	// client is the ID the client minted (id is derived from it), or nil.
+	client *uuid.UUID
 }
 
 // encodeClaim lays out req as the claim statement takes it. The input goes as its text, and the
@@ -255,6 +257,7 @@ func encodeClaim(req ClaimRequest) (claimRow, error) {
 	return claimRow{
 		id: e.TurnID, session: e.SessionID, tenant: tenant, input: e.Input.Text, metadata: md, asIs: asIs,
 		accepted: e.AcceptedAt, deadline: e.Deadline, partition: req.Partition, offset: req.Offset,
+		client: clientTurnID(e.ClientTurnID),
 	}, nil
 }
 
@@ -269,6 +272,14 @@ func storableAsIs(raw json.RawMessage) bool {
 	return len(raw) > 0 && utf8.Valid(raw) && !bytes.Contains(raw, []byte(`\u`))
 }
 
+// clientTurnID is a client-minted turn ID as the claim stores it: nil when there is none.
+func clientTurnID(id uuid.UUID) *uuid.UUID {
+	if id == uuid.Nil {
+		return nil
+	}
+	return &id
+}
+
 // turnIDArg is a turn ID as a statement's array element: sent in binary, where a uuid.UUID goes
 // through its driver.Valuer, its text form.
 func turnIDArg(id uuid.UUID) pgarray.UUID { return pgarray.UUID(id) }
@@ -281,10 +292,11 @@ func (s *Store) claimParams(rows []claimRow, pos []int) turnstore.ClaimParams {
 		TurnIDs: make(pgarray.UUIDs, n), SessionIDs: make(pgarray.Texts, n), Tenants: make(pgarray.Texts, n),
 		Inputs: make(pgarray.Texts, n), Metadata: make([][]byte, n), AcceptedAt: make(pgarray.Times, n),
 		Deadlines: make(pgarray.Times, n), Partitions: make(pgarray.Ints, n), Offsets: make(pgarray.Ints, n),
-		Owner: s.owner, TTL: s.ttl, MaxAttempts: s.maxAttempts,
+		Owner: s.owner, TTL: s.ttl, MaxAttempts: s.maxAttempts, ClientTurnIDs: make([]*uuid.UUID, n),
 	}
 	for i, k := range pos {
 		r := rows[k]
+		p.ClientTurnIDs[i] = r.client
 		p.TurnIDs[i], p.SessionIDs[i], p.Tenants[i] = turnIDArg(r.id), pgarray.Text(r.session), pgarray.Text(r.tenant)
 		p.Inputs[i], p.Metadata[i] = pgarray.Text(r.input), r.metadata
 		p.AcceptedAt[i], p.Deadlines[i] = pgarray.Time(r.accepted), pgarray.Time(r.deadline)
