@@ -42,8 +42,8 @@ func TestRevokedKeyEndsStreams(t *testing.T) {
 	session := newSession()
 	turn := newTurn()
 	f.publish(session, turn, 0, 1, false, "")
-	tokenA := signer.SignKey("key-a", "acme", session)
-	tokenB := signer.SignKey("key-b", "acme", session)
+	tokenA := signer.SignKey("key-a", wire.DefaultTenant, session) // the fixture publishes to the default tenant's session
+	tokenB := signer.SignKey("key-b", wire.DefaultTenant, session)
 
 	a := testenv.OpenSSE(t, gw.url(session)+"?access_token="+tokenA, "")
 	b := testenv.OpenSSE(t, gw.url(session)+"?access_token="+tokenB, "")
