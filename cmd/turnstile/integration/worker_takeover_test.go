@@ -141,7 +141,7 @@ func retriedFirsts(t *testing.T, env *testenv.Env, names, turns []string, firsts
 	pipe := env.Redis.Pipeline()
 	newest := make([]*redis.XMessageSliceCmd, len(pending))
 	for j, i := range pending {
-		newest[j] = pipe.XRevRangeN(ctx, streams.KeysFor(env.Config.KeyPrefix, names[i]).Events, "+", "-", 1)
+		newest[j] = pipe.XRevRangeN(ctx, streams.KeysFor(env.Config.KeyPrefix, storeKey(names[i])).Events, "+", "-", 1)
 	}
 	_, err := pipe.Exec(ctx)
 	require.NoError(t, err)
