@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/turnstile-run/turnstile/pkg/demo"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 type issues struct {
@@ -113,21 +114,28 @@ type pgTurn struct {
 
 // checkPostgres compares the run with the database; it runs after the streams are closed.
 func (g *Generator) checkPostgres(ctx context.Context, pool *pgxpool.Pool, c *Correctness) error {
-	prefix := g.SessionPrefix()
-	rows, err := pool.Query(ctx, `SELECT turn_id::text, status, coalesce(kafka_partition, -1), coalesce(kafka_offset, -1),
-		coalesce(output->>'text', '') FROM turns WHERE session_id LIKE $1 || '%'`, prefix)
+	// The generator posts without an API key, so its sessions are the default tenant's, stored
+	// under their keys (wire.SessionKey).
+	prefix := wire.SessionKey(wire.DefaultTenant, g.SessionPrefix())
+	// The generator mints its turn IDs, which the stores hold under a key of the tenant's
+	// (wire.ClientTurnKey) with the minted ID beside it: shown maps the stored ID to the minted one.
+	rows, err := pool.Query(ctx, `SELECT turn_id::text, coalesce(client_turn_id, turn_id)::text, status,
+		coalesce(kafka_partition, -1), coalesce(kafka_offset, -1), coalesce(output->>'text', '')
+		FROM turns WHERE session_id LIKE $1 || '%'`, prefix)
 	if err != nil {
 		return fmt.Errorf("read turns: %w", err)
 	}
 	byID := map[string]*pgTurn{}
+	shown := map[string]string{}
 	for rows.Next() {
-		var id string
+		var stored, id string
 		p := &pgTurn{firstSeq: -1}
-		if err := rows.Scan(&id, &p.status, &p.partition, &p.offset, &p.output); err != nil {
+		if err := rows.Scan(&stored, &id, &p.status, &p.partition, &p.offset, &p.output); err != nil {
 			rows.Close()
 			return fmt.Errorf("scan turn: %w", err)
 		}
 		byID[id] = p
+		shown[stored] = id
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -146,6 +154,9 @@ func (g *Generator) checkPostgres(ctx context.Context, pool *pgxpool.Pool, c *Co
 		if err := msgs.Scan(&sid, &seq, &tid, &role, &content); err != nil {
 			msgs.Close()
 			return fmt.Errorf("scan message: %w", err)
+		}
+		if id, ok := shown[tid]; ok {
+			tid = id
 		}
 		p := byID[tid]
 		t := g.turns[tid]
