@@ -66,7 +66,9 @@ var MigrateCommand = Command{
 				return err
 			}
 			for _, m := range st {
-				fmt.Fprintf(env.Stdout, "%-8s %s\n", m.State, m.Source.Path)
+				if _, err := fmt.Fprintf(env.Stdout, "%-8s %s\n", m.State, m.Source.Path); err != nil {
+					return err
+				}
 			}
 			return nil
 		}

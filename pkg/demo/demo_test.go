@@ -84,8 +84,10 @@ func TestKnobsBounded(t *testing.T) {
 	if err := json.Unmarshal([]byte(doc), &md); err != nil {
 		t.Fatal(err)
 	}
-	want := Knobs{Tokens: MaxTokens, DurationMs: MaxDurationMs, FailAttempts: MaxFaultAttempts,
-		PanicAttempts: MaxFaultAttempts, FailAfterToolAttempts: MaxFaultAttempts}
+	want := Knobs{
+		Tokens: MaxTokens, DurationMs: MaxDurationMs, FailAttempts: MaxFaultAttempts,
+		PanicAttempts: MaxFaultAttempts, FailAfterToolAttempts: MaxFaultAttempts,
+	}
 	if got := KnobsFrom(md); got != want {
 		t.Errorf("KnobsFrom = %+v, want %+v", got, want)
 	}

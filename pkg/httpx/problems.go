@@ -36,7 +36,7 @@ var (
 	// service answers; an expired stream token has its own, because its remedy differs (read the
 	// turn's status for a fresh one).
 	ProblemUnauthenticated = ProblemType{"unauthenticated", http.StatusUnauthorized}
-	ProblemTokenExpired    = ProblemType{"stream-token-expired", http.StatusUnauthorized} //nolint:gosec // a problem type name, not a credential
+	ProblemTokenExpired    = ProblemType{"stream-token-expired", http.StatusUnauthorized}
 
 	// Missing or foreign resources (404): another tenant's session or turn is answered the same
 	// way, so a tenant cannot learn that it exists.

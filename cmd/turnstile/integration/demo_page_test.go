@@ -63,7 +63,7 @@ type consoleErrors struct {
 	errs []string
 }
 
-func listenForErrors(t *testing.T, ctx context.Context) *consoleErrors {
+func listenForErrors(ctx context.Context, t *testing.T) *consoleErrors {
 	t.Helper()
 	c := &consoleErrors{}
 	require.NoError(t, chromedp.Listen(ctx, func(ev any) {
@@ -124,7 +124,7 @@ func TestBrowserDemoPageReload(t *testing.T) {
 	want := strings.Join(demo.Reply(text, demo.Knobs{Tokens: tokens}), "")
 
 	ctx := chromium(t)
-	errs := listenForErrors(t, ctx)
+	errs := listenForErrors(ctx, t)
 	runCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	messages := func() []pageMessage {

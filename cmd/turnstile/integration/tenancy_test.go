@@ -139,13 +139,13 @@ func TestTenancyRoutesAnswerProblems(t *testing.T) {
 	cfg.Roles = "intake,gateway"
 	stack := startStackCfg(t, env, cfg)
 	base := "http://" + stack.Addr()
-	do := func(method, path string) *http.Response {
+	do := func(method, path string) (int, http.Header) {
 		req, err := http.NewRequest(method, base+path, nil)
 		require.NoError(t, err)
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
-		resp.Body.Close()
-		return resp
+		require.NoError(t, resp.Body.Close())
+		return resp.StatusCode, resp.Header
 	}
 	for _, c := range []struct {
 		name, method, path string
@@ -157,9 +157,9 @@ func TestTenancyRoutesAnswerProblems(t *testing.T) {
 		{"EncodedDotTurns", http.MethodGet, "/v1/sessions/%2E/turns", http.StatusBadRequest},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			resp := do(c.method, c.path)
-			require.Equal(t, c.status, resp.StatusCode)
-			require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+			status, header := do(c.method, c.path)
+			require.Equal(t, c.status, status)
+			require.Equal(t, "application/problem+json", header.Get("Content-Type"))
 		})
 	}
 }

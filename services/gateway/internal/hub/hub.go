@@ -96,7 +96,7 @@ func (h *Hub) Start(ctx context.Context) error {
 	// The hub outlives Start's context (it serves every stream until Stop), so its connection is
 	// bound to a context of its own that Stop cancels.
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ps := h.rdb.Subscribe(hctx) //nolint:contextcheck // deliberately detached: ends with Stop, not with Start's caller
+	ps := h.rdb.Subscribe(hctx)
 	// With subscriptions: after the connection dropped, go-redis subscribes every channel again on
 	// a new one, and each confirmation is the signal that its feed may have missed notifications.
 	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))

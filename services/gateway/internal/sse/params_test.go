@@ -32,33 +32,59 @@ func TestParseOpen(t *testing.T) {
 	}{
 		{name: "Bare", session: "s1", want: openRequest{SessionID: "s1"}},
 		{name: "BadSession", session: "a b", bad: httpx.ProblemInvalidSession.Name},
-		{name: "HeaderCursor", session: "s1", header: map[string]string{"Last-Event-ID": "k3f9:1732881234567-0"},
-			want: openRequest{SessionID: "s1", Cursor: "k3f9:1732881234567-0", CursorSource: "header", After: &cursor}},
-		{name: "QueryCursor", session: "s1", query: "last_event_id=k3f9:1732881234567-0",
-			want: openRequest{SessionID: "s1", Cursor: "k3f9:1732881234567-0", CursorSource: "query", After: &cursor}},
-		{name: "HeaderWinsOverStaleQuery", session: "s1", query: "last_event_id=k3f9:1732881234567-0",
+		{
+			name: "HeaderCursor", session: "s1", header: map[string]string{"Last-Event-ID": "k3f9:1732881234567-0"},
+			want: openRequest{SessionID: "s1", Cursor: "k3f9:1732881234567-0", CursorSource: "header", After: &cursor},
+		},
+		{
+			name: "QueryCursor", session: "s1", query: "last_event_id=k3f9:1732881234567-0",
+			want: openRequest{SessionID: "s1", Cursor: "k3f9:1732881234567-0", CursorSource: "query", After: &cursor},
+		},
+		{
+			name: "HeaderWinsOverStaleQuery", session: "s1", query: "last_event_id=k3f9:1732881234567-0",
 			header: map[string]string{"Last-Event-ID": "k3f9:1732881234999-2"},
-			want:   openRequest{SessionID: "s1", Cursor: "k3f9:1732881234999-2", CursorSource: "header", After: &later}},
-		{name: "LiveOnly", session: "s1", query: "last_event_id=$",
-			want: openRequest{SessionID: "s1", Cursor: "$", CursorSource: "query", Live: true}},
-		{name: "BadCursor", session: "s1", header: map[string]string{"Last-Event-ID": "nope"},
-			want: openRequest{SessionID: "s1", Cursor: "nope", CursorSource: "header"}, invalid: httpx.ProblemInvalidCursor.Name},
-		{name: "TurnFilter", session: "s1", query: "turn_id=" + turn,
-			want: openRequest{SessionID: "s1", TurnID: turn}},
-		{name: "BadTurnID", session: "s1", query: "turn_id=x",
-			want: openRequest{SessionID: "s1", TurnID: "x"}, invalid: httpx.ProblemInvalidTurnID.Name},
-		{name: "BadTurnIDBeforeBadCursor", session: "s1", query: "turn_id=x&last_event_id=nope",
-			want: openRequest{SessionID: "s1", TurnID: "x", Cursor: "nope", CursorSource: "query"}, invalid: httpx.ProblemInvalidTurnID.Name},
-		{name: "BearerToken", session: "s1", header: map[string]string{"Authorization": "Bearer  tok "},
-			want: openRequest{SessionID: "s1", Token: "tok"}},
-		{name: "BearerCaseInsensitive", session: "s1", header: map[string]string{"Authorization": "bearer tok"},
-			want: openRequest{SessionID: "s1", Token: "tok"}},
-		{name: "QueryToken", session: "s1", query: "access_token=qtok",
-			want: openRequest{SessionID: "s1", Token: "qtok"}},
-		{name: "HeaderTokenWinsOverQuery", session: "s1", query: "access_token=qtok",
-			header: map[string]string{"Authorization": "Bearer htok"}, want: openRequest{SessionID: "s1", Token: "htok"}},
-		{name: "OtherSchemeFallsBackToQuery", session: "s1", query: "access_token=qtok",
-			header: map[string]string{"Authorization": "Basic dTpw"}, want: openRequest{SessionID: "s1", Token: "qtok"}},
+			want:   openRequest{SessionID: "s1", Cursor: "k3f9:1732881234999-2", CursorSource: "header", After: &later},
+		},
+		{
+			name: "LiveOnly", session: "s1", query: "last_event_id=$",
+			want: openRequest{SessionID: "s1", Cursor: "$", CursorSource: "query", Live: true},
+		},
+		{
+			name: "BadCursor", session: "s1", header: map[string]string{"Last-Event-ID": "nope"},
+			want: openRequest{SessionID: "s1", Cursor: "nope", CursorSource: "header"}, invalid: httpx.ProblemInvalidCursor.Name,
+		},
+		{
+			name: "TurnFilter", session: "s1", query: "turn_id=" + turn,
+			want: openRequest{SessionID: "s1", TurnID: turn},
+		},
+		{
+			name: "BadTurnID", session: "s1", query: "turn_id=x",
+			want: openRequest{SessionID: "s1", TurnID: "x"}, invalid: httpx.ProblemInvalidTurnID.Name,
+		},
+		{
+			name: "BadTurnIDBeforeBadCursor", session: "s1", query: "turn_id=x&last_event_id=nope",
+			want: openRequest{SessionID: "s1", TurnID: "x", Cursor: "nope", CursorSource: "query"}, invalid: httpx.ProblemInvalidTurnID.Name,
+		},
+		{
+			name: "BearerToken", session: "s1", header: map[string]string{"Authorization": "Bearer  tok "},
+			want: openRequest{SessionID: "s1", Token: "tok"},
+		},
+		{
+			name: "BearerCaseInsensitive", session: "s1", header: map[string]string{"Authorization": "bearer tok"},
+			want: openRequest{SessionID: "s1", Token: "tok"},
+		},
+		{
+			name: "QueryToken", session: "s1", query: "access_token=qtok",
+			want: openRequest{SessionID: "s1", Token: "qtok"},
+		},
+		{
+			name: "HeaderTokenWinsOverQuery", session: "s1", query: "access_token=qtok",
+			header: map[string]string{"Authorization": "Bearer htok"}, want: openRequest{SessionID: "s1", Token: "htok"},
+		},
+		{
+			name: "OtherSchemeFallsBackToQuery", session: "s1", query: "access_token=qtok",
+			header: map[string]string{"Authorization": "Basic dTpw"}, want: openRequest{SessionID: "s1", Token: "qtok"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -140,7 +140,7 @@ func (c *keyCache) resolve(ctx context.Context, key string) (apikey.Key, error) 
 	if c.pool == nil {
 		return apikey.Key{}, errStore
 	}
-	if !(hit && e.ok) && !c.missBudgetLeft(now) { // a known key's refresh never waits on the budget
+	if (!hit || !e.ok) && !c.missBudgetLeft(now) { // a known key's refresh never waits on the budget
 		return apikey.Key{}, errMissBudget
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.LookupTimeout)

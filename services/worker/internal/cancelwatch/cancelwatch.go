@@ -12,11 +12,11 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 )
 
-// Reconnect backoff: after a lost connection the watcher waits ReconnectDelayMin, doubling each
-// failure in a row up to ReconnectDelayMax. Renewals report cancels meanwhile.
+// Reconnect backoff: after a lost connection the watcher waits ReconnectDelayFirst, doubling each
+// failure in a row up to ReconnectDelayCeiling. Renewals report cancels meanwhile.
 const (
-	ReconnectDelayMin = 100 * time.Millisecond
-	ReconnectDelayMax = 5 * time.Second
+	ReconnectDelayFirst   = 100 * time.Millisecond
+	ReconnectDelayCeiling = 5 * time.Second
 )
 
 // Watcher listens for cancel notifications.
@@ -46,7 +46,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 func (w *Watcher) Stop(ctx context.Context) error { return w.loop.Stop(ctx, "cancel watcher") }
 
 func (w *Watcher) run(ctx context.Context) {
-	delay := ReconnectDelayMin
+	delay := ReconnectDelayFirst
 	for ctx.Err() == nil {
 		err := w.listen(ctx)
 		if ctx.Err() != nil {
@@ -60,7 +60,7 @@ func (w *Watcher) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		delay = min(2*delay, ReconnectDelayMax)
+		delay = min(2*delay, ReconnectDelayCeiling)
 	}
 }
 

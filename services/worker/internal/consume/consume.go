@@ -704,7 +704,7 @@ func (c *Consumer) Stop(ctx context.Context) error {
 	done, cancelTurns := c.done, c.cancelTurns
 	if done != nil && !c.stopping {
 		c.stopping = true
-		go c.drain(done, c.pollCancel, cancelTurns)
+		go c.drain(done, c.pollCancel, cancelTurns) //nolint:gosec,contextcheck // the drain outlives Stop's context by design: it ends in the background and a later Stop waits for it
 	}
 	c.life.Unlock()
 	if done == nil {

@@ -199,12 +199,13 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) consume.Result {
 		}
 		acquiredAt := time.Now()
 		req := t.claimRequest(rawMetadata)
-		claim, err := t.claim(req)
-		var unstorable error // the claim's refusal of the record's data (unstorable.go)
+		claim, err := t.claim(req) //nolint:contextcheck // the turn carries its context (turn.ctx)
+		// unstorable is the claim's refusal of the record's data (unstorable.go).
+		var unstorable error
 		if err != nil && lease.IsUnstorable(err) {
 			unstorable = err
 			var ok bool
-			if claim, ok, err = t.claimStorable(req, unstorable); !ok {
+			if claim, ok, err = t.claimStorable(req, unstorable); !ok { //nolint:contextcheck // the turn carries its context (turn.ctx)
 				return consume.Commit
 			}
 		}
@@ -220,7 +221,7 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) consume.Result {
 		}
 		switch claim.Outcome {
 		case lease.Done:
-			t.republishTerminal()
+			t.republishTerminal() //nolint:contextcheck // the turn carries its context (turn.ctx)
 			return consume.Commit
 		case lease.Leased:
 			// Another live worker runs this turn (a rebalance moved the partition, or our own earlier
@@ -232,19 +233,19 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) consume.Result {
 			}
 			continue
 		case lease.Cancelled:
-			t.finishUnleased(wire.StatusCancelled, "cancelled before it started", "")
+			t.finishUnleased(wire.StatusCancelled, "cancelled before it started", "") //nolint:contextcheck // the turn carries its context (turn.ctx)
 			return consume.Commit
 		case lease.Exhausted:
 			msg := fmt.Sprintf("attempt %d ended without finishing and no attempts remain", claim.Attempt)
-			t.finishUnleased(wire.StatusFailed, msg, "attempts_exhausted")
+			t.finishUnleased(wire.StatusFailed, msg, "attempts_exhausted") //nolint:contextcheck // the turn carries its context (turn.ctx)
 			return consume.Commit
 		case lease.Acquired:
 			a := t.attempt(claim.Attempt, claim.Token)
 			var r attemptResult
 			if unstorable != nil {
-				r = a.refused(unstorable)
+				r = a.refused(unstorable) //nolint:contextcheck // the turn carries its context (turn.ctx)
 			} else {
-				r = a.run(claim.SessionSeq, acquiredAt)
+				r = a.run(claim.SessionSeq, acquiredAt) //nolint:contextcheck // the turn carries its context (turn.ctx)
 			}
 			switch r {
 			case attemptFinished:

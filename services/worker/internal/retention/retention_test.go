@@ -104,13 +104,15 @@ func TestCleaner(t *testing.T) {
 	t.Run("DeletesSessionsWithoutTurns", func(t *testing.T) {
 		t.Parallel()
 		sessions := make(chan int, 10)
-		c, b := setup(t, Config{Retention: time.Hour, Interval: time.Hour, Batch: 100,
+		c, b := setup(t, Config{
+			Retention: time.Hour, Interval: time.Hour, Batch: 100,
 			OnSessions: func(n int, err error) {
 				if err != nil {
 					t.Errorf("retention sessions: %v", err)
 				}
 				sessions <- n
-			}})
+			},
+		})
 		ctx := context.Background()
 		_, err := b.env.Pool.Exec(ctx, `INSERT INTO sessions (session_id, tenant, created_at, updated_at) VALUES
 			('expired', 'default', now() - interval '3 hours', now() - interval '3 hours'),

@@ -107,7 +107,7 @@ func RetryHint(msg string) time.Duration {
 	}
 	rest := msg[i+len(phrase):]
 	end := strings.IndexFunc(rest, func(r rune) bool {
-		return !(r >= '0' && r <= '9' || r == '.' || r == 'h' || r == 'm' || r == 's' || r == 'u' || r == 'µ' || r == 'n')
+		return (r < '0' || r > '9') && r != '.' && r != 'h' && r != 'm' && r != 's' && r != 'u' && r != 'µ' && r != 'n'
 	})
 	if end >= 0 {
 		rest = rest[:end]
