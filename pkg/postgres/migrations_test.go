@@ -44,12 +44,9 @@ func TestSessionHistoryRowsMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t, testenv.Options{Partitions: 1})
-	db := stdlib.OpenDBFromPool(env.Pool)
-	defer func() { require.NoError(t, db.Close()) }()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
-	require.NoError(t, err)
+	p := migrationProvider(t, env)
 
-	_, err = p.DownTo(ctx, 70)
+	_, err := p.DownTo(ctx, 70)
 	require.NoError(t, err)
 	_, err = env.Pool.Exec(ctx, `
 		INSERT INTO session_messages (session_id, seq, turn_id, role, content) VALUES
@@ -108,4 +105,15 @@ line two')`)
 	_, err = p.Up(ctx)
 	require.NoError(t, err)
 	require.Equal(t, after, messages(t, env))
+}
+
+// migrationProvider is a goose provider of the embedded migrations over env's schema, for tests
+// that step the schema down and up; its connection closes with the test.
+func migrationProvider(t *testing.T, env *testenv.Env) *goose.Provider {
+	t.Helper()
+	db := stdlib.OpenDBFromPool(env.Pool)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	require.NoError(t, err)
+	return p
 }

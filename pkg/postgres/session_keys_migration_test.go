@@ -5,11 +5,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
-	"github.com/turnstile-run/turnstile/migrations"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
@@ -20,12 +17,9 @@ func TestSessionKeysMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t, testenv.Options{Partitions: 1})
-	db := stdlib.OpenDBFromPool(env.Pool)
-	defer func() { require.NoError(t, db.Close()) }()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
-	require.NoError(t, err)
+	p := migrationProvider(t, env)
 
-	_, err = p.DownTo(ctx, 80)
+	_, err := p.DownTo(ctx, 80)
 	require.NoError(t, err)
 	_, err = env.Pool.Exec(ctx, `
 		INSERT INTO sessions (session_id, tenant, last_seq) VALUES ('s1', 'acme', 2);

@@ -255,6 +255,15 @@ func TestIntakeAPIKeyCommand(t *testing.T) {
 }
 
 // startStackCfg composes cfg's roles in this process and stops them at cleanup (Stop is safe twice).
+// authConfig is env's configuration with TURNSTILE_AUTH=on, one stream token key and roles.
+func authConfig(env *testenv.Env, roles string) config.Config {
+	cfg := env.Config
+	cfg.Roles = roles
+	cfg.Auth.Mode = "on"
+	cfg.Auth.StreamTokenKeys = "k1:c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"
+	return cfg
+}
+
 func startStackCfg(t *testing.T, env *testenv.Env, cfg config.Config) *app.Stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -28,10 +28,7 @@ func TestCrossTenantStream(t *testing.T) {
 	_, keyB, err := apikey.Create(ctx, env.Pool, "globex")
 	require.NoError(t, err)
 
-	cfg := env.Config
-	cfg.Roles = "intake,worker,gateway"
-	cfg.Auth.Mode = "on"
-	cfg.Auth.StreamTokenKeys = "k1:c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"
+	cfg := authConfig(env, "intake,worker,gateway")
 	stack := startStackCfg(t, env, cfg)
 	base := "http://" + stack.Addr()
 
@@ -99,10 +96,7 @@ func TestTenancyRevokedKeyEndsStreams(t *testing.T) {
 	defer cancel()
 	id, key, err := apikey.Create(ctx, env.Pool, "acme")
 	require.NoError(t, err)
-	cfg := env.Config
-	cfg.Roles = "intake,worker,gateway"
-	cfg.Auth.Mode = "on"
-	cfg.Auth.StreamTokenKeys = "k1:c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"
+	cfg := authConfig(env, "intake,worker,gateway")
 	stack := startStackCfg(t, env, cfg)
 	base := "http://" + stack.Addr()
 

@@ -39,11 +39,8 @@ func startTenantStack(t *testing.T, roles string) *tenantStack {
 	require.NoError(t, err)
 	proxy := testenv.NewProxy(t, dsn.Host)
 	dsn.Host = proxy.Addr()
-	cfg := env.Config
+	cfg := authConfig(env, roles)
 	cfg.DatabaseURL = dsn.String()
-	cfg.Roles = roles
-	cfg.Auth.Mode = "on"
-	cfg.Auth.StreamTokenKeys = "k1:c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"
 	stack := startStackCfg(t, env, cfg)
 	return &tenantStack{env: env, base: "http://" + stack.Addr(), proxy: proxy, keyA: keyA, keyB: keyB, cfg: cfg}
 }

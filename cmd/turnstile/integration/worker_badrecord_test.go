@@ -112,10 +112,7 @@ func TestBadRecordFaultKnobs(t *testing.T) {
 			defer cancel()
 			_, key, err := apikey.Create(ctx, env.Pool, "acme")
 			require.NoError(t, err)
-			cfg := env.Config
-			cfg.Roles = "intake,worker,gateway"
-			cfg.Auth.Mode = "on"
-			cfg.Auth.StreamTokenKeys = "k1:c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"
+			cfg := authConfig(env, "intake,worker,gateway")
 			cfg.DemoFaults = tc.faults
 			base := "http://" + startStackCfg(t, env, cfg).Addr()
 
