@@ -48,6 +48,9 @@ const (
 	ShutdownTimeoutDefault = 45 * time.Second
 )
 
+// KnownRoles is every role a process may run, in start order.
+var KnownRoles = []string{"broker", "intake", "worker", "gateway", "a2a", "langgraph", "aisdk"}
+
 // Config is every setting of every role. Roles read only the fields they need.
 type Config struct {
 	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway, a2a.
@@ -116,7 +119,9 @@ type Config struct {
 	Gateway GatewaySettings
 	Agents  AgentSettings
 	Ops     OpsSettings
-	A2A     A2ASettings
+	// FrontDoor is where the protocol front doors find the native API.
+	FrontDoor FrontDoorSettings
+	A2A       A2ASettings
 }
 
 // Load reads the environment and fills defaults. It does not validate; call Validate.
@@ -281,11 +286,14 @@ func splitList(s string) []string {
 
 // Validate checks every bound and returns all violations joined.
 func (c Config) Validate() error {
-	known := map[string]bool{"broker": true, "intake": true, "worker": true, "gateway": true, "a2a": true}
+	known := map[string]bool{}
+	for _, r := range KnownRoles {
+		known[r] = true
+	}
 	var errs []error
 	for _, r := range c.RoleList() {
 		if !known[r] {
-			errs = append(errs, fmt.Errorf("TURNSTILE_ROLES: unknown role %q (want broker, intake, worker, gateway, a2a)", r))
+			errs = append(errs, fmt.Errorf("TURNSTILE_ROLES: unknown role %q (want one of %s)", r, strings.Join(KnownRoles, ", ")))
 		}
 	}
 	checks := []struct {
@@ -321,6 +329,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Gateway.validate()...)
 	errs = append(errs, c.Agents.validate()...)
 	errs = append(errs, c.Ops.validate()...)
+	errs = append(errs, c.FrontDoor.validate()...)
 	errs = append(errs, c.A2A.validate()...)
 	return errors.Join(errs...)
 }

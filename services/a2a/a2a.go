@@ -21,6 +21,7 @@ var Role = app.Role{Name: "a2a", New: func(_ context.Context, d *app.Deps) (app.
 
 // Server is the running A2A role.
 type Server struct {
+	fd      *frontdoor.Client
 	handler *tasks.Handler
 	rpc     *rpc.Server
 	card    *rpc.CardHandler
@@ -34,8 +35,10 @@ type Server struct {
 func New(d *app.Deps) *Server {
 	cfg := d.Config
 	log := d.Log.With("role", "a2a")
-	h := tasks.New(frontdoor.New(frontdoor.FromConfig(cfg)), tasks.Config{MaxBlock: cfg.A2A.MaxBlock}, log)
+	fd := frontdoor.New(frontdoor.FromConfig(cfg, d.LocalURL()))
+	h := tasks.New(fd, tasks.Config{MaxBlock: cfg.A2A.MaxBlock}, log)
 	return &Server{
+		fd:      fd,
 		handler: h,
 		rpc:     rpc.New(rpc.Config{MaxBody: cfg.MaxBody, KeepAlive: cfg.KeepAlive}, h, d.Registry),
 		card:    rpc.NewCardHandler(card.New(cfg.A2A, cfg.Auth.Enabled(), rpc.Path), rpc.Path),
@@ -83,5 +86,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.stopped = true
 	s.ready.Store(false)
 	s.handler.Drain()
-	return s.handler.Wait(ctx)
+	err := s.handler.Wait(ctx)
+	s.fd.CloseIdleConnections()
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -287,7 +288,7 @@ func (h *Handler) follow(ctx context.Context, call *Call, sessionID, token strin
 	}
 	s, err := h.fd.OpenStream(ctx, req)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || over(err) {
 			return nil
 		}
 		return call.native(err, a2a.ErrTaskNotFound)
@@ -303,7 +304,7 @@ func (h *Handler) follow(ctx context.Context, call *Call, sessionID, token strin
 			}
 			return nil
 		case err != nil:
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || over(err) {
 				// The client left or the replica drains: the client resumes from its last id.
 				return nil
 			}
@@ -330,6 +331,13 @@ func (h *Handler) follow(ctx context.Context, call *Call, sessionID, token strin
 			return nil
 		}
 	}
+}
+
+// over reports whether the gateway answered that the followed turn has nothing after the cursor
+// (204: the cursor is at or after its terminal event).
+func over(err error) bool {
+	var p *frontdoor.Problem
+	return errors.As(err, &p) && p.Status == http.StatusNoContent
 }
 
 // submit validates a message and accepts it as a turn: its task's first, or the next turn of the
