@@ -3,6 +3,7 @@ module github.com/turnstile-run/turnstile/cmd/turnstile
 go 1.26.0
 
 require (
+	github.com/a2aproject/a2a-go v0.3.3
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/getkin/kin-openapi v0.153.0
@@ -23,7 +24,6 @@ require (
 )
 
 require (
-	github.com/a2aproject/a2a-go v0.3.3 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/caarlos0/env/v11 v11.4.2 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

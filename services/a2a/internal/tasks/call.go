@@ -110,3 +110,9 @@ func (c *Call) Outcome() string {
 	}
 	return c.outcome
 }
+
+// Tag queues the SSE id of the next event (tests of the HTTP layer).
+func (c *Call) Tag(id string) { c.tag(id) }
+
+// Refuse asks for an HTTP refusal (tests of the HTTP layer).
+func (c *Call) Refuse(status int, retry time.Duration) { c.refuse(status, retry) }
