@@ -29,9 +29,9 @@ type A2ASettings struct {
 	// TURNSTILE_A2A_SKILLS, default "chat:Chat:Answers a message".
 	Skills string `env:"TURNSTILE_A2A_SKILLS"`
 	// URL is the public base URL clients reach the A2A role at (the card names <URL>/a2a as the
-	// JSON-RPC endpoint). TURNSTILE_A2A_URL, default empty: the base URL the card's request came
+	// JSON-RPC endpoint). TURNSTILE_A2A_PUBLIC_URL, default empty: the base URL the card's request came
 	// to (its Host, or X-Forwarded-Host and X-Forwarded-Proto behind a proxy).
-	URL string `env:"TURNSTILE_A2A_URL"`
+	URL string `env:"TURNSTILE_A2A_PUBLIC_URL"`
 	// MaxBlock bounds how long a blocking message/send waits for its task to end or wait for the
 	// user; after it the task is answered as it stands. TURNSTILE_A2A_MAX_BLOCK, default 60s.
 	MaxBlock time.Duration `env:"TURNSTILE_A2A_MAX_BLOCK"`
@@ -77,7 +77,7 @@ func (s A2ASettings) validate() []error {
 		msg string
 	}{
 		{len(s.SkillList()) != len(splitList(s.Skills)) || len(s.SkillList()) == 0, "TURNSTILE_A2A_SKILLS: must be a comma list of <id>:<name>:<description>"},
-		{s.URL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == ""), "TURNSTILE_A2A_URL: must be an http or https URL"},
+		{s.URL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == ""), "TURNSTILE_A2A_PUBLIC_URL: must be an http or https URL"},
 		{s.MaxBlock < 100*time.Millisecond || s.MaxBlock > 10*time.Minute, "TURNSTILE_A2A_MAX_BLOCK: must be between 100ms and 10m"},
 	}
 	var errs []error
