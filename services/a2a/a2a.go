@@ -40,7 +40,7 @@ func New(d *app.Deps) *Server {
 	return &Server{
 		fd:      fd,
 		handler: h,
-		rpc:     rpc.New(rpc.Config{MaxBody: cfg.MaxBody, KeepAlive: cfg.KeepAlive}, h, d.Registry),
+		rpc:     rpc.New(rpc.Config{MaxBody: cfg.MaxBody, KeepAlive: cfg.KeepAlive, WriteTimeout: cfg.Gateway.WriteTimeout}, h, d.Registry),
 		card:    rpc.NewCardHandler(card.New(cfg.A2A, cfg.Auth.Enabled(), rpc.Path), rpc.Path),
 	}
 }

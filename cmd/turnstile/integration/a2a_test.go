@@ -18,15 +18,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/turnstile-run/turnstile/pkg/apikey"
+	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/demo"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/pkg/wire"
+	a2asrv "github.com/turnstile-run/turnstile/services/a2a"
 )
 
 // a2aStack is the whole platform in this process with TURNSTILE_AUTH=on and the a2a role, and an
 // API key for each of two tenants.
 type a2aStack struct {
 	env        *testenv.Env
+	stack      *app.Stack
 	base       string
 	keyA, keyB string
 }
@@ -44,7 +47,7 @@ func startA2AStack(t *testing.T) *a2aStack {
 	cfg.A2A.Name, cfg.A2A.Version = "turnstile-test", "9.9.9"
 	cfg.A2A.Skills = "chat:Chat:Answers a message,echo:Echo:Says it again"
 	stack := startStackCfg(t, env, cfg)
-	return &a2aStack{env: env, base: "http://" + stack.Addr(), keyA: keyA, keyB: keyB}
+	return &a2aStack{env: env, stack: stack, base: "http://" + stack.Addr(), keyA: keyA, keyB: keyB}
 }
 
 // lastEventKey carries a Last-Event-ID for the interceptor to send.
@@ -543,6 +546,34 @@ func TestA2A(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, -32009, out.Error.Code, "VersionNotSupportedError")
 		require.Equal(t, before, topicEnd(t, s.env), "nothing bad was produced to Kafka")
+	})
+
+	// Last: a drained replica ends its streams (the client resubscribes elsewhere) and takes no new
+	// ones, while the task runs on.
+	t.Run("DrainEndsStreams", func(t *testing.T) {
+		srv := s.stack.Component("a2a").(*a2asrv.Server)
+		long := map[string]any{"demo": map[string]any{"tokens": 20, "duration_ms": 1000}}
+		var evs []a2a.Event
+		drained := false
+		for ev, err := range c.SendStreamingMessage(ctx, &a2a.MessageSendParams{Message: a2aMessage("drain me", long)}) {
+			require.NoError(t, err)
+			evs = append(evs, ev)
+			if _, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok && !drained {
+				require.Equal(t, 1, srv.Streams())
+				srv.Drain(ctx)
+				drained = true
+			}
+		}
+		require.True(t, drained)
+		require.Empty(t, finalStates(evs), "the stream ended before the task did")
+		require.Equal(t, 0, srv.Streams())
+		require.Error(t, srv.Ready(), "a draining replica is not ready")
+		task := evs[0].(*a2a.Task)
+		testenv.WaitFor(t, 30*time.Second, "the task to complete", func() bool {
+			got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
+			require.NoError(t, err)
+			return got.Status.State == a2a.TaskStateCompleted
+		})
 	})
 
 	t.Run("Unauthenticated", func(t *testing.T) {

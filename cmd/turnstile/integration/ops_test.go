@@ -34,7 +34,7 @@ func TestMetricsDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../../../docs/METRICS.md")
 	require.NoError(t, err)
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(turnstile_[a-z_]+)` \\|").FindAllStringSubmatch(string(doc), -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `(turnstile_[a-z0-9_]+)` \\|").FindAllStringSubmatch(string(doc), -1) {
 		documented[m[1]] = true
 	}
 	resp, err := http.Get(base + "/metrics")

@@ -14,7 +14,8 @@
 //     SendStreamingMessage, GetTask, CancelTask, SubscribeToTask).
 //   - Each SSE event carries the id package tasks gave it (the native event id, see tasks' doc)
 //     instead of the SDK's random one, and streams get keep-alive comments every
-//     TURNSTILE_KEEPALIVE; the stream's headers go out as soon as the stream is open.
+//     TURNSTILE_KEEPALIVE; the stream's headers go out as soon as the stream is open, and a client
+//     that does not read for TURNSTILE_GATEWAY_WRITE_TIMEOUT is dropped (it resubscribes).
 //   - A refusal the native API answered with 429 or 503 (or 401) is answered as that HTTP status
 //     with Retry-After and the JSON-RPC error as a plain JSON body, as long as nothing was written
 //     yet, so overload stays an honest, retryable answer on streams too.

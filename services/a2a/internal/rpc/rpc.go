@@ -23,8 +23,9 @@ const Path = "/a2a"
 
 // Defaults of Config.
 const (
-	MaxBodyDefault   = 256 << 10
-	KeepAliveDefault = 15 * time.Second
+	MaxBodyDefault      = 256 << 10
+	KeepAliveDefault    = 15 * time.Second
+	WriteTimeoutDefault = 10 * time.Second
 )
 
 // Versions are the A2A-Version header values this endpoint speaks (an absent header means 0.3).
@@ -50,6 +51,8 @@ type Config struct {
 	MaxBody int64
 	// KeepAlive is the interval of keep-alive comments on streams. Defaults to KeepAliveDefault.
 	KeepAlive time.Duration
+	// WriteTimeout bounds one write to a stream's client. Defaults to WriteTimeoutDefault.
+	WriteTimeout time.Duration
 }
 
 // Server is the JSON-RPC endpoint.
@@ -66,6 +69,9 @@ func New(cfg Config, h *tasks.Handler, reg prometheus.Registerer) *Server {
 	}
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = KeepAliveDefault
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = WriteTimeoutDefault
 	}
 	s := &Server{
 		cfg: cfg, sdk: a2asrv.NewJSONRPCHandler(h),
@@ -147,7 +153,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r2.Body = io.NopCloser(bytes.NewReader(out))
 	r2.ContentLength = int64(len(out))
 	streaming := req.Method == "message/stream" || req.Method == "tasks/resubscribe"
-	rw := newWriter(w, call, streaming, s.cfg.KeepAlive)
+	rw := newWriter(w, call, streaming, s.cfg.KeepAlive, s.cfg.WriteTimeout)
 	s.sdk.ServeHTTP(rw, r2)
 	rw.finish()
 }

@@ -19,8 +19,12 @@ import (
 type writer struct {
 	w         http.ResponseWriter
 	flusher   http.Flusher
+	rc        *http.ResponseController
 	call      *tasks.Call
 	streaming bool
+	// writeTimeout bounds each write of a stream, so a client that stopped reading is dropped
+	// (it resubscribes from its last id) instead of holding the stream for good.
+	writeTimeout time.Duration
 
 	mu        sync.Mutex
 	status    int
@@ -32,9 +36,12 @@ type writer struct {
 	done chan struct{}
 }
 
-func newWriter(w http.ResponseWriter, call *tasks.Call, streaming bool, keepAlive time.Duration) *writer {
+func newWriter(w http.ResponseWriter, call *tasks.Call, streaming bool, keepAlive, writeTimeout time.Duration) *writer {
 	fl, _ := w.(http.Flusher)
-	wr := &writer{w: w, flusher: fl, call: call, streaming: streaming, status: http.StatusOK, stop: make(chan struct{}), done: make(chan struct{})}
+	wr := &writer{
+		w: w, flusher: fl, rc: http.NewResponseController(w), call: call, streaming: streaming, writeTimeout: writeTimeout,
+		status: http.StatusOK, stop: make(chan struct{}), done: make(chan struct{}),
+	}
 	if !streaming || fl == nil {
 		close(wr.done)
 		return wr
@@ -67,6 +74,7 @@ func (wr *writer) keepAlive(every time.Duration) {
 				if !wr.committed {
 					wr.commit()
 				}
+				wr.deadline()
 				_, _ = wr.w.Write([]byte(": keep-alive\n\n"))
 				wr.flusher.Flush()
 			}
@@ -86,10 +94,20 @@ func (wr *writer) WriteHeader(code int) {
 
 func (wr *writer) sse() bool { return wr.w.Header().Get("Content-Type") == "text/event-stream" }
 
-// commit sends the status line (wr.mu held).
+// commit sends the status line (wr.mu held). The SDK names no content type for plain answers.
 func (wr *writer) commit() {
 	wr.committed = true
+	if wr.w.Header().Get("Content-Type") == "" {
+		wr.w.Header().Set("Content-Type", "application/json")
+	}
 	wr.w.WriteHeader(wr.status)
+}
+
+// deadline bounds the next write of a stream (wr.mu held).
+func (wr *writer) deadline() {
+	if wr.streaming && wr.writeTimeout > 0 {
+		_ = wr.rc.SetWriteDeadline(time.Now().Add(wr.writeTimeout))
+	}
 }
 
 func (wr *writer) Write(p []byte) (int, error) {
@@ -109,6 +127,7 @@ func (wr *writer) Write(p []byte) (int, error) {
 		}
 		wr.commit()
 	}
+	wr.deadline()
 	if sse && bytes.HasPrefix(p, []byte("data: ")) {
 		if id := wr.call.NextID(); id != "" {
 			if _, err := wr.w.Write([]byte("id: " + id + "\n")); err != nil {

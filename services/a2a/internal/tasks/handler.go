@@ -278,7 +278,7 @@ func (h *Handler) follow(ctx context.Context, call *Call, sessionID, token strin
 	defer func() { h.open.Add(-1); h.streams.Done() }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(h.drained, cancel)
+	stop := context.AfterFunc(h.drained, cancel) //nolint:contextcheck // the replica's drain also ends the stream; ctx still bounds it
 	defer stop()
 
 	req := frontdoor.StreamRequest{SessionID: sessionID, Token: token, TurnID: r.turnID}

@@ -48,14 +48,6 @@ func linkOf(t frontdoor.Turn) turnLink {
 	return md.A2A
 }
 
-// taskOf is the task a turn belongs to.
-func taskOf(t frontdoor.Turn) string {
-	if l := linkOf(t); l.TaskID != "" {
-		return l.TaskID
-	}
-	return t.TurnID.String()
-}
-
 // output reads a turn's output.
 func output(t frontdoor.Turn) wire.Output {
 	var o wire.Output
