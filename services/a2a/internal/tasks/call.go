@@ -101,6 +101,13 @@ func (c *Call) SetOutcome(o string) {
 	c.mu.Unlock()
 }
 
+// clearOutcome forgets an outcome recorded for an error the request answered anyway.
+func (c *Call) clearOutcome() {
+	c.mu.Lock()
+	c.outcome = ""
+	c.mu.Unlock()
+}
+
 // Outcome is the recorded outcome, "ok" when none was.
 func (c *Call) Outcome() string {
 	c.mu.Lock()

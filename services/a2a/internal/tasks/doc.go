@@ -24,7 +24,8 @@
 // history is its turns' inputs and outputs, oldest first (historyLength keeps the newest); each
 // turn's output is an artifact "response-<turn id>". Until the worker claims a follow-up turn its
 // row does not yet name its task, so tasks/get may show the task's previous state for that moment;
-// the send's own answer and its stream never do.
+// the send's own answer and its stream never do. Follow-ups are looked for among the session's
+// newest Config.TurnsPage (100) turns.
 //
 // # Streams
 //
@@ -55,7 +56,8 @@
 // message/send answers once the turn is durable in Kafka (intake's 202), with the task submitted.
 // With configuration.blocking (the SDK's default when the field is absent) it follows the turn's
 // stream until it ends or waits for the user, at most Config.MaxBlock, and answers the task as the
-// stream left it, without reading Postgres. tasks/cancel cancels the task's running turn and
+// stream left it, without reading Postgres (a stream that fails early answers the task as far as it
+// got: it is durable either way). tasks/cancel cancels the task's running turn and
 // follows its stream until it ends (at most Config.CancelWait); a task that ended or waits for the
 // user is not cancelable.
 //

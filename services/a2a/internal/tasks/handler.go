@@ -200,9 +200,11 @@ func (h *Handler) OnSendMessage(ctx context.Context, p *a2a.MessageSendParams) (
 	}
 	bctx, cancel := context.WithTimeout(ctx, h.cfg.MaxBlock)
 	defer cancel()
-	err = h.follow(bctx, call, sub.contextID, sub.token, r, cursor{k: -1}, func(a2a.Event, error) bool { return true })
-	if err != nil && bctx.Err() == nil {
-		return nil, err
+	if err := h.follow(bctx, call, sub.contextID, sub.token, r, cursor{k: -1}, func(a2a.Event, error) bool { return true }); err != nil {
+		// The task is durable whatever the stream did: answer it as far as the stream got.
+		h.log.LogAttrs(ctx, slog.LevelWarn, "a2a blocking send answered early", slog.String("task_id", string(sub.task)),
+			slog.String("session_id", sub.contextID), slog.String("err", err.Error()))
+		call.clearOutcome()
 	}
 	return sub.snapshot(r), nil
 }
