@@ -3,8 +3,9 @@
 // survives worker crashes and resumes streams, with no task store of its own.
 //
 // It is a stateless translator in front of turnstile's native API (pkg/frontdoor): sends go to
-// intake (which needs only Kafka), streams come from the gateway (which needs only Redis), reads
-// and cancels from intake (Postgres), each with the caller's Authorization header, so auth,
+// intake (which needs only Kafka), streams come from the gateway (which needs only Redis); reads,
+// cancels, resubscribes and a follow-up message to a task waiting for input first look the task up
+// through intake (Postgres). Every call carries the caller's Authorization header, so auth,
 // tenancy (another tenant's task is "task not found"), quotas, idempotency, stream cursors and
 // drain hold here by construction. Every replica serves every task, and the Agent Card from
 // configuration alone.
