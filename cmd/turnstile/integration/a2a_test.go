@@ -16,6 +16,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/app"
@@ -46,6 +47,8 @@ func startA2AStack(t *testing.T) *a2aStack {
 	cfg := authConfig(env, "intake,worker,gateway,a2a")
 	cfg.A2A.Name, cfg.A2A.Version = "turnstile-test", "9.9.9"
 	cfg.A2A.Skills = "chat:Chat:Answers a message,echo:Echo:Says it again"
+	// KafkaSlowIsRetryable holds Kafka's acknowledgement back; intake gives up after this.
+	cfg.ProduceTimeout = time.Second
 	stack := startStackCfg(t, env, cfg)
 	return &a2aStack{env: env, stack: stack, base: "http://" + stack.Addr(), keyA: keyA, keyB: keyB}
 }
@@ -581,6 +584,38 @@ func TestA2A(t *testing.T) {
 		_, err := anon.SendMessage(ctx, &a2a.MessageSendParams{Message: a2aMessage("who am I", nil)})
 		require.Error(t, err)
 		require.Contains(t, err.Error(), "401")
+	})
+
+	// Last, as the held-back records land once released: when Kafka does not acknowledge in time,
+	// sends and streams are answered 503 with Retry-After before anything is streamed.
+	t.Run("KafkaSlowIsRetryable", func(t *testing.T) {
+		cluster := s.env.KfakeCluster()
+		require.NotNil(t, cluster, "needs the embedded broker")
+		release := make(chan struct{})
+		defer close(release)
+		cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+			cluster.SleepControl(func() { <-release })
+			return nil, nil, false
+		})
+		for _, method := range []string{"message/send", "message/stream"} {
+			body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"message":{"messageId":"slow-` + method +
+				`","role":"user","parts":[{"kind":"text","text":"is Kafka there?"}]}}}`
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/a2a", bytes.NewBufferString(body))
+			req.Header.Set("Authorization", "Bearer "+s.keyA)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			var out struct {
+				Error struct {
+					Code int `json:"code"`
+				} `json:"error"`
+			}
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&out), method)
+			resp.Body.Close()
+			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, method)
+			require.NotEmpty(t, resp.Header.Get("Retry-After"), method)
+			require.Equal(t, "application/json", resp.Header.Get("Content-Type"), method)
+			require.Equal(t, -32000, out.Error.Code, method)
+		}
 	})
 }
 

@@ -50,7 +50,8 @@ func newWriter(w http.ResponseWriter, call *tasks.Call, streaming bool, keepAliv
 	return wr
 }
 
-// keepAlive sends the stream's headers once the stream is open and a comment every interval.
+// keepAlive sends the stream's headers once the stream is open and, from then on, a comment every
+// interval.
 func (wr *writer) keepAlive(every time.Duration) {
 	defer close(wr.done)
 	t := time.NewTicker(every)
@@ -70,10 +71,8 @@ func (wr *writer) keepAlive(every time.Duration) {
 			wr.mu.Unlock()
 		case <-t.C:
 			wr.mu.Lock()
-			if !wr.refused {
-				if !wr.committed {
-					wr.commit()
-				}
+			// Before the stream is open nothing is sent: a refusal may still become its status.
+			if wr.committed && !wr.refused {
 				wr.deadline()
 				_, _ = wr.w.Write([]byte(": keep-alive\n\n"))
 				wr.flusher.Flush()
