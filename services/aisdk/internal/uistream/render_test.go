@@ -64,16 +64,13 @@ type rendered struct {
 	part Part
 }
 
-// render runs the events through one Renderer, dropping the parts of events the cursor covers.
+// render runs the events through one Resumer at cur.
 func render(t require.TestingT, evs []nativeEvent, cur Cursor) []rendered {
-	r := NewRenderer(turnID)
+	r := NewResumer(turnID, cur)
 	var out []rendered
 	for _, e := range evs {
-		parts, err := r.Render(e.typ, e.data)
+		parts, err := r.Render(e.id, e.typ, e.data)
 		require.NoError(t, err)
-		if cur.Covers(e.id) {
-			continue
-		}
 		for _, p := range parts {
 			out = append(out, rendered{e.id, p})
 		}
@@ -218,7 +215,21 @@ func TestResumeExactlyOnce(t *testing.T) {
 				want = append(want, r)
 			}
 		}
-		require.Equal(rt, want, render(rt, l.events, cur))
+		got := render(rt, l.events, cur)
+		// A cursor inside a text part gets the part re-opened first, under its own id.
+		if len(got) > 0 && got[0].part.Type() == "text-start" && (len(want) == 0 || want[0].part.Type() != "text-start") {
+			require.NotEmpty(rt, want)
+			require.Equal(rt, want[0].id, got[0].id)
+			got = got[1:]
+		}
+		require.Equal(rt, want, got)
+		var before []rendered
+		for _, r := range full {
+			if cur.Covers(r.id) {
+				before = append(before, r)
+			}
+		}
+		require.Equal(rt, text(full), text(before)+text(got), "the parts before the cursor and after it make the answer once")
 
 		stale, err := ParseCursor("e0:1700000000000-" + fmt.Sprint(at))
 		require.NoError(rt, err)
