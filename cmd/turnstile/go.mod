@@ -11,6 +11,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	github.com/turnstile-run/turnstile/pkg v0.0.0
+	github.com/turnstile-run/turnstile/services/aisdk v0.0.0
 	github.com/turnstile-run/turnstile/services/gateway v0.0.0
 	github.com/turnstile-run/turnstile/services/intake v0.0.0
 	github.com/turnstile-run/turnstile/services/worker v0.0.0
@@ -77,6 +78,7 @@ require (
 replace (
 	github.com/turnstile-run/turnstile/migrations => ../../migrations
 	github.com/turnstile-run/turnstile/pkg => ../../pkg
+	github.com/turnstile-run/turnstile/services/aisdk => ../../services/aisdk
 	github.com/turnstile-run/turnstile/services/gateway => ../../services/gateway
 	github.com/turnstile-run/turnstile/services/intake => ../../services/intake
 	github.com/turnstile-run/turnstile/services/worker => ../../services/worker

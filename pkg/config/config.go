@@ -15,7 +15,7 @@ import (
 
 // Defaults, exported so tests and docs can name them.
 const (
-	RolesDefault           = "broker,intake,worker,gateway"
+	RolesDefault           = "broker,intake,worker,gateway,aisdk"
 	HTTPAddrDefault        = "127.0.0.1:8080"
 	LogFormatDefault       = "text"
 	LogLevelDefault        = "info"
@@ -50,7 +50,7 @@ const (
 
 // Config is every setting of every role. Roles read only the fields they need.
 type Config struct {
-	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway.
+	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway, aisdk.
 	Roles string `env:"TURNSTILE_ROLES"`
 	// HTTPAddr is where the process serves its API, /healthz, /readyz and /metrics.
 	HTTPAddr string `env:"TURNSTILE_HTTP_ADDR"`
@@ -279,11 +279,11 @@ func splitList(s string) []string {
 
 // Validate checks every bound and returns all violations joined.
 func (c Config) Validate() error {
-	known := map[string]bool{"broker": true, "intake": true, "worker": true, "gateway": true}
+	known := map[string]bool{"broker": true, "intake": true, "worker": true, "gateway": true, "aisdk": true}
 	var errs []error
 	for _, r := range c.RoleList() {
 		if !known[r] {
-			errs = append(errs, fmt.Errorf("TURNSTILE_ROLES: unknown role %q (want broker, intake, worker, gateway)", r))
+			errs = append(errs, fmt.Errorf("TURNSTILE_ROLES: unknown role %q (want broker, intake, worker, gateway, aisdk)", r))
 		}
 	}
 	checks := []struct {

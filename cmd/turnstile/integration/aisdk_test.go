@@ -1,0 +1,263 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/demo"
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+)
+
+// aisdkClient is the Node project of the AI SDK front end (package.json and lockfile; `make node`
+// installs it).
+var aisdkClient = filepath.Join("..", "..", "..", "clients", "aisdk")
+
+// startAISDKStack runs every role but the broker in this process on a fixed port, which the aisdk
+// role's native-API client dials (its default: this process's own listener).
+func startAISDKStack(t *testing.T, env *testenv.Env) (*app.Stack, string) {
+	t.Helper()
+	cfg := env.Config
+	cfg.Roles = "intake,worker,gateway,aisdk"
+	cfg.HTTPAddr = testenv.FreeAddr(t)
+	stack := startStackCfg(t, env, cfg)
+	return stack, "http://" + stack.Addr()
+}
+
+// TestAISDKNode runs clients/aisdk's Node tests (node:test) against a running stack: the ai
+// package's own DefaultChatTransport and readUIMessageStream drive the chat routes, and the
+// committed useChat bundle is checked against a fresh build.
+func TestAISDKNode(t *testing.T) {
+	t.Parallel()
+	_, err := os.Stat(filepath.Join(aisdkClient, "node_modules", "ai"))
+	require.NoError(t, err, "clients/aisdk has no node_modules: run make node")
+	env := testenv.New(t, testenv.Options{})
+	_, base := startAISDKStack(t, env)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "--test", "--test-reporter=spec")
+	cmd.Dir = aisdkClient
+	cmd.Env = append(os.Environ(), "TURNSTILE_URL="+base, "NO_COLOR=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test in clients/aisdk:\n%s", out)
+	require.NoError(t, err, "the Node tests failed")
+	require.Contains(t, string(out), "# fail 0")
+}
+
+// chatPage reads the useChat page's messages and status.
+type chatPage struct {
+	Status   string `json:"status"`
+	Messages []struct {
+		Role string `json:"role"`
+		ID   string `json:"id"`
+		Text string `json:"text"`
+	} `json:"messages"`
+}
+
+func readChatPage(t *testing.T, ctx context.Context) chatPage {
+	t.Helper()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({
+		status: (document.getElementById("status") || {}).textContent || "",
+		messages: Array.from(document.querySelectorAll("#messages .msg")).map(function (m) {
+			return {role: m.dataset.role, id: m.dataset.id, text: Array.from(m.querySelectorAll(".text")).map(function (t) { return t.textContent; }).join("")};
+		})
+	})`))
+	require.NoError(t, err)
+	var p chatPage
+	require.NoError(t, json.Unmarshal([]byte(raw), &p))
+	return p
+}
+
+// answeredOnce: the page shows the user's message and then the whole answer, once, and is idle.
+func answeredOnce(p chatPage, text, want string) bool {
+	return p.Status == "ready" && len(p.Messages) == 2 &&
+		p.Messages[0].Role == "user" && p.Messages[0].Text == text &&
+		p.Messages[1].Role == "assistant" && p.Messages[1].Text == want
+}
+
+// streaming: the answer has begun on the page and is not over.
+func streaming(p chatPage, want string) bool {
+	return p.Status == "streaming" && len(p.Messages) == 2 && len(p.Messages[1].Text) > 0 && p.Messages[1].Text != want
+}
+
+// sendOnChatPage opens /chat/ with the demo knobs as the turn's metadata and sends text.
+func sendOnChatPage(t *testing.T, ctx context.Context, base string, knobs demo.Knobs, text string) {
+	t.Helper()
+	md, err := json.Marshal(map[string]any{"demo": knobs})
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/chat/?metadata="+url.QueryEscape(string(md))),
+		chromedp.WaitVisible(chromedp.CSS(`#prompt`)),
+		chromedp.SendKeys(chromedp.CSS(`#prompt`), text),
+		chromedp.Click(chromedp.CSS(`#send`)),
+	))
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	path := filepath.Join(artifactDir(t, "browser"), name)
+	require.NoError(t, os.WriteFile(path, shot, 0o644))
+	t.Logf("screenshot: %s", path)
+}
+
+// reloadAndFinish reloads the page while the answer streams and waits for the page to show the
+// whole answer once, then checks it against the turn's stored output.
+func reloadAndFinish(t *testing.T, ctx context.Context, base, text, want string, timeout time.Duration) {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#prompt`))))
+	var last chatPage
+	testenv.WaitFor(t, timeout, "the whole answer once after the reload", func() bool {
+		last = readChatPage(t, ctx)
+		return answeredOnce(last, text, want)
+	})
+	var turn struct {
+		Status string `json:"status"`
+		Output struct {
+			Text string `json:"text"`
+		} `json:"output"`
+	}
+	require.Equal(t, http.StatusOK, getJSON(t, base+"/v1/turns/"+last.Messages[1].ID, &turn))
+	require.Equal(t, "succeeded", turn.Status)
+	require.Equal(t, want, turn.Output.Text, "the page shows the turn's output")
+}
+
+// TestBrowserAISDKReload: the useChat page in headless Chromium sends a message, is reloaded
+// while the answer streams (useChat with resume: true), and ends with the whole answer once.
+func TestBrowserAISDKReload(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	_, base := startAISDKStack(t, env)
+	knobs := demo.Knobs{Tokens: 40, DurationMs: 4000}
+	const text = "reload me"
+	want := demo.Output(text, knobs)
+
+	ctx := chromium(t)
+	errs := listenForErrors(ctx, t)
+	runCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	sendOnChatPage(t, runCtx, base, knobs, text)
+	testenv.WaitFor(t, 30*time.Second, "the answer to begin streaming", func() bool { return streaming(readChatPage(t, runCtx), want) })
+	screenshot(t, runCtx, "aisdk-before-reload.png")
+	reloadAndFinish(t, runCtx, base, text, want, 60*time.Second)
+	screenshot(t, runCtx, "aisdk-after-reload.png")
+	require.Empty(t, errs.list(), "the page reported errors")
+}
+
+// TestBrowserAISDKWorkerKill: the same with the worker SIGKILLed mid-answer: a replacement takes
+// the turn over as a new attempt, the reloaded page resumes it, and the answer shows once.
+func TestBrowserAISDKWorkerKill(t *testing.T) {
+	c := newCluster(t, clusterOptions{
+		Partitions: 1, LeaseTTL: 1500 * time.Millisecond, Heartbeat: 300 * time.Millisecond,
+		FrontRoles: "broker,intake,gateway,aisdk",
+	})
+	c.startWorker("w1")
+	knobs := demo.Knobs{Tokens: 40, DurationMs: 6000}
+	const text = "survive a dead worker"
+	want := demo.Output(text, knobs)
+
+	ctx := chromium(t)
+	errs := listenForErrors(ctx, t)
+	runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	sendOnChatPage(t, runCtx, c.base, knobs, text)
+	testenv.WaitFor(t, 60*time.Second, "the answer to begin streaming", func() bool { return streaming(readChatPage(t, runCtx), want) })
+	c.kill("w1")
+	shown := readChatPage(t, runCtx).Messages[1].Text
+	require.NotEqual(t, want, shown, "the worker died mid-answer")
+	c.startWorker("w2")
+	screenshot(t, runCtx, "aisdk-worker-killed.png")
+	reloadAndFinish(t, runCtx, c.base, text, want, 90*time.Second)
+	screenshot(t, runCtx, "aisdk-worker-killed-after-reload.png")
+
+	var turn struct {
+		Attempts int `json:"attempts"`
+	}
+	p := readChatPage(t, runCtx)
+	require.Equal(t, http.StatusOK, getJSON(t, c.base+"/v1/turns/"+p.Messages[1].ID, &turn))
+	require.Equal(t, 2, turn.Attempts, fmt.Sprintf("the answer came from the replacement's attempt (page: %q)", strings.TrimSpace(p.Messages[1].Text)))
+	require.Empty(t, errs.list(), "the page reported errors")
+}
+
+func init() {
+	// The UI message stream's body is SSE text; the document describes it as a string.
+	openapi3filter.RegisterBodyDecoder("text/event-stream", func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+		b, err := io.ReadAll(body)
+		return string(b), err
+	})
+}
+
+// TestAISDKOpenAPI sends the chat routes' requests through the validating client: requests and
+// answers match the OpenAPI document, and refusals come before any stream as problem documents.
+func TestAISDKOpenAPI(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{})
+	_, base := startAISDKStack(t, env)
+	chatID := "openapi-" + testenv.RandomHex(4)
+	send := func(path, body string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := apiClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(b)
+	}
+	msg := `{"id":"m1","role":"user","parts":[{"type":"text","text":"hi"}]}`
+
+	resp, body := send("/v1/chat", `{"id":"`+chatID+`","messages":[`+msg+`],"trigger":"submit-message","messageId":null}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Equal(t, "v1", resp.Header.Get("x-vercel-ai-ui-message-stream"))
+	require.Contains(t, body, `"type":"start"`)
+	require.Contains(t, body, `"type":"finish"`)
+	require.True(t, strings.HasSuffix(body, "data: [DONE]\n\n"), body)
+	require.Contains(t, body, demo.Output("hi", demo.Knobs{}))
+
+	// The same message again is the same turn (its Idempotency-Key), replayed from its start.
+	_, again := send("/v1/chat/"+chatID, `{"messages":[`+msg+`]}`)
+	require.Equal(t, body, again, "a retried POST of one message is the same turn's same parts")
+
+	r, err := apiClient.Get(base + "/v1/chat/" + chatID + "/stream")
+	require.NoError(t, err)
+	r.Body.Close()
+	require.Equal(t, http.StatusNoContent, r.StatusCode, "no turn is active")
+
+	r, err = apiClient.Get(base + "/v1/chat/" + chatID + "/messages")
+	require.NoError(t, err)
+	var history []struct {
+		Role  string `json:"role"`
+		Parts []struct {
+			Text string `json:"text"`
+		} `json:"parts"`
+	}
+	require.NoError(t, json.NewDecoder(r.Body).Decode(&history))
+	r.Body.Close()
+	require.Len(t, history, 2, "one turn: the user's message and its answer")
+	require.Equal(t, demo.Output("hi", demo.Knobs{}), history[1].Parts[0].Text)
+
+	resp, body = send("/v1/chat", `{"id":"`+chatID+`","messages":[{"id":"a","role":"assistant","parts":[]}]}`)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, body)
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	resp, body = send("/v1/chat", `{"id":"a b","messages":[`+msg+`]}`)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+	require.Contains(t, body, "invalid-session-id")
+}
