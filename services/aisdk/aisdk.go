@@ -21,6 +21,7 @@ var Role = app.Role{Name: "aisdk", New: func(_ context.Context, d *app.Deps) (ap
 // Stop end its streams (each client sees its connection drop and resumes on another replica).
 type AISDK struct {
 	handler *chat.Handler
+	fd      *frontdoor.Client
 	ready   atomic.Bool
 
 	life    sync.Mutex
@@ -30,9 +31,9 @@ type AISDK struct {
 // New builds the role.
 func New(d *app.Deps) *AISDK {
 	cfg := d.Config
-	fd := frontdoor.New(frontdoor.FromConfig(cfg))
+	fd := frontdoor.New(frontdoor.FromConfig(cfg, d.LocalURL()))
 	h := chat.New(chat.Config{KeepAlive: cfg.KeepAlive, MaxBody: cfg.MaxBody}, fd, d.Log.With("role", "aisdk"), d.Registry)
-	return &AISDK{handler: h}
+	return &AISDK{handler: h, fd: fd}
 }
 
 // Routes mounts the chat routes and the useChat page.
@@ -74,5 +75,7 @@ func (a *AISDK) Stop(ctx context.Context) error {
 	a.stopped = true
 	a.ready.Store(false)
 	a.handler.Close()
-	return a.handler.Wait(ctx)
+	err := a.handler.Wait(ctx)
+	a.fd.CloseIdleConnections()
+	return err
 }

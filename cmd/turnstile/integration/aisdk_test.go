@@ -28,14 +28,11 @@ import (
 // installs it).
 var aisdkClient = filepath.Join("..", "..", "..", "clients", "aisdk")
 
-// startAISDKStack runs every role but the broker in this process on a fixed port, which the aisdk
-// role's native-API client dials (its default: this process's own listener).
+// startAISDKStack runs every role but the broker in this process; the aisdk role calls intake and
+// the gateway on the process's own listener.
 func startAISDKStack(t *testing.T, env *testenv.Env) (*app.Stack, string) {
 	t.Helper()
-	cfg := env.Config
-	cfg.Roles = "intake,worker,gateway,aisdk"
-	cfg.HTTPAddr = testenv.FreeAddr(t)
-	stack := startStackCfg(t, env, cfg)
+	stack := startStack(t, env, "intake,worker,gateway,aisdk")
 	return stack, "http://" + stack.Addr()
 }
 

@@ -139,7 +139,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request, t turn, dl time.Time) {
 	const route = "post"
-	cred := frontdoor.Credential(r.Header.Get("Authorization"))
+	cred := frontdoor.CredentialOf(r)
 	acc, err := h.fd.PostTurn(r.Context(), cred, t.chatID, frontdoor.TurnRequest{
 		Input: wire.Input{Text: t.text}, Metadata: t.metadata, Multitask: t.multitask,
 	}, frontdoor.PostOptions{IdempotencyKey: t.idempotencyKey(), Deadline: dl})
@@ -166,7 +166,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteProblem(w, httpx.ProblemInvalidCursor.Problem(err.Error()))
 		return
 	}
-	cred := frontdoor.Credential(r.Header.Get("Authorization"))
+	cred := frontdoor.CredentialOf(r)
 	active, err := h.activeTurn(r.Context(), cred, chatID)
 	if err != nil {
 		h.refuse(w, route, err)

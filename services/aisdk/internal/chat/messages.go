@@ -38,7 +38,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteProblem(w, *p)
 		return
 	}
-	cred := frontdoor.Credential(r.Header.Get("Authorization"))
+	cred := frontdoor.CredentialOf(r)
 	var turns []frontdoor.Turn
 	cursor := ""
 	for len(turns) < h.cfg.HistoryLimit {
