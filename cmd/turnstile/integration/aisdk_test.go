@@ -67,7 +67,7 @@ type chatPage struct {
 	} `json:"messages"`
 }
 
-func readChatPage(t *testing.T, ctx context.Context) chatPage {
+func readChatPage(ctx context.Context, t *testing.T) chatPage {
 	t.Helper()
 	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({
 		status: (document.getElementById("status") || {}).textContent || "",
@@ -94,7 +94,7 @@ func streaming(p chatPage, want string) bool {
 }
 
 // sendOnChatPage opens /chat/ with the demo knobs as the turn's metadata and sends text.
-func sendOnChatPage(t *testing.T, ctx context.Context, base string, knobs demo.Knobs, text string) {
+func sendOnChatPage(ctx context.Context, t *testing.T, base string, knobs demo.Knobs, text string) {
 	t.Helper()
 	md, err := json.Marshal(map[string]any{"demo": knobs})
 	require.NoError(t, err)
@@ -106,7 +106,7 @@ func sendOnChatPage(t *testing.T, ctx context.Context, base string, knobs demo.K
 	))
 }
 
-func screenshot(t *testing.T, ctx context.Context, name string) {
+func screenshot(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
@@ -117,12 +117,12 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 
 // reloadAndFinish reloads the page while the answer streams and waits for the page to show the
 // whole answer once, then checks it against the turn's stored output.
-func reloadAndFinish(t *testing.T, ctx context.Context, base, text, want string, timeout time.Duration) {
+func reloadAndFinish(ctx context.Context, t *testing.T, base, text, want string, timeout time.Duration) {
 	t.Helper()
 	require.NoError(t, chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#prompt`))))
 	var last chatPage
 	testenv.WaitFor(t, timeout, "the whole answer once after the reload", func() bool {
-		last = readChatPage(t, ctx)
+		last = readChatPage(ctx, t)
 		return answeredOnce(last, text, want)
 	})
 	var turn struct {
@@ -149,11 +149,11 @@ func TestBrowserAISDKReload(t *testing.T) {
 	errs := listenForErrors(ctx, t)
 	runCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	sendOnChatPage(t, runCtx, base, knobs, text)
-	testenv.WaitFor(t, 30*time.Second, "the answer to begin streaming", func() bool { return streaming(readChatPage(t, runCtx), want) })
-	screenshot(t, runCtx, "aisdk-before-reload.png")
-	reloadAndFinish(t, runCtx, base, text, want, 60*time.Second)
-	screenshot(t, runCtx, "aisdk-after-reload.png")
+	sendOnChatPage(runCtx, t, base, knobs, text)
+	testenv.WaitFor(t, 30*time.Second, "the answer to begin streaming", func() bool { return streaming(readChatPage(runCtx, t), want) })
+	screenshot(runCtx, t, "aisdk-before-reload.png")
+	reloadAndFinish(runCtx, t, base, text, want, 60*time.Second)
+	screenshot(runCtx, t, "aisdk-after-reload.png")
 	require.Empty(t, errs.list(), "the page reported errors")
 }
 
@@ -173,20 +173,20 @@ func TestBrowserAISDKWorkerKill(t *testing.T) {
 	errs := listenForErrors(ctx, t)
 	runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	sendOnChatPage(t, runCtx, c.base, knobs, text)
-	testenv.WaitFor(t, 60*time.Second, "the answer to begin streaming", func() bool { return streaming(readChatPage(t, runCtx), want) })
+	sendOnChatPage(runCtx, t, c.base, knobs, text)
+	testenv.WaitFor(t, 60*time.Second, "the answer to begin streaming", func() bool { return streaming(readChatPage(runCtx, t), want) })
 	c.kill("w1")
-	shown := readChatPage(t, runCtx).Messages[1].Text
+	shown := readChatPage(runCtx, t).Messages[1].Text
 	require.NotEqual(t, want, shown, "the worker died mid-answer")
 	c.startWorker("w2")
-	screenshot(t, runCtx, "aisdk-worker-killed.png")
-	reloadAndFinish(t, runCtx, c.base, text, want, 90*time.Second)
-	screenshot(t, runCtx, "aisdk-worker-killed-after-reload.png")
+	screenshot(runCtx, t, "aisdk-worker-killed.png")
+	reloadAndFinish(runCtx, t, c.base, text, want, 90*time.Second)
+	screenshot(runCtx, t, "aisdk-worker-killed-after-reload.png")
 
 	var turn struct {
 		Attempts int `json:"attempts"`
 	}
-	p := readChatPage(t, runCtx)
+	p := readChatPage(runCtx, t)
 	require.Equal(t, http.StatusOK, getJSON(t, c.base+"/v1/turns/"+p.Messages[1].ID, &turn))
 	require.Equal(t, 2, turn.Attempts, fmt.Sprintf("the answer came from the replacement's attempt (page: %q)", strings.TrimSpace(p.Messages[1].Text)))
 	require.Empty(t, errs.list(), "the page reported errors")
@@ -207,7 +207,7 @@ func TestAISDKOpenAPI(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	_, base := startAISDKStack(t, env)
 	chatID := "openapi-" + testenv.RandomHex(4)
-	send := func(path, body string) (*http.Response, string) {
+	send := func(path, body string) (int, http.Header, string) {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
 		require.NoError(t, err)
@@ -217,20 +217,20 @@ func TestAISDKOpenAPI(t *testing.T) {
 		defer resp.Body.Close()
 		b, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
-		return resp, string(b)
+		return resp.StatusCode, resp.Header, string(b)
 	}
 	msg := `{"id":"m1","role":"user","parts":[{"type":"text","text":"hi"}]}`
 
-	resp, body := send("/v1/chat", `{"id":"`+chatID+`","messages":[`+msg+`],"trigger":"submit-message","messageId":null}`)
-	require.Equal(t, http.StatusOK, resp.StatusCode, body)
-	require.Equal(t, "v1", resp.Header.Get("x-vercel-ai-ui-message-stream"))
+	status, header, body := send("/v1/chat", `{"id":"`+chatID+`","messages":[`+msg+`],"trigger":"submit-message","messageId":null}`)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Equal(t, "v1", header.Get("x-vercel-ai-ui-message-stream"))
 	require.Contains(t, body, `"type":"start"`)
 	require.Contains(t, body, `"type":"finish"`)
 	require.True(t, strings.HasSuffix(body, "data: [DONE]\n\n"), body)
 	require.Contains(t, body, `"delta":"agent."`)
 
 	// The same message again is the same turn (its Idempotency-Key), replayed from its start.
-	_, again := send("/v1/chat/"+chatID, `{"messages":[`+msg+`]}`)
+	_, _, again := send("/v1/chat/"+chatID, `{"messages":[`+msg+`]}`)
 	require.Equal(t, body, again, "a retried POST of one message is the same turn's same parts")
 
 	r, err := apiClient.Get(base + "/v1/chat/" + chatID + "/stream")
@@ -251,10 +251,10 @@ func TestAISDKOpenAPI(t *testing.T) {
 	require.Len(t, history, 2, "one turn: the user's message and its answer")
 	require.Equal(t, demo.Output("hi", demo.Knobs{}), history[1].Parts[0].Text)
 
-	resp, body = send("/v1/chat", `{"id":"`+chatID+`","messages":[{"id":"a","role":"assistant","parts":[]}]}`)
-	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, body)
-	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
-	resp, body = send("/v1/chat", `{"id":"a b","messages":[`+msg+`]}`)
-	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+	status, header, body = send("/v1/chat", `{"id":"`+chatID+`","messages":[{"id":"a","role":"assistant","parts":[]}]}`)
+	require.Equal(t, http.StatusUnprocessableEntity, status, body)
+	require.Equal(t, "application/problem+json", header.Get("Content-Type"))
+	status, _, body = send("/v1/chat", `{"id":"a b","messages":[`+msg+`]}`)
+	require.Equal(t, http.StatusBadRequest, status, body)
 	require.Contains(t, body, "invalid-session-id")
 }

@@ -61,18 +61,17 @@ type Handler struct {
 	requests *prometheus.CounterVec
 	open     *prometheus.GaugeVec
 
-	// closing is cancelled by Close and bounds every stream; streams counts the running ones.
-	closing context.Context
-	close   context.CancelFunc
-	streams sync.WaitGroup
+	// closed is closed by Close and ends every stream; streams counts the running ones.
+	closed    chan struct{}
+	closeOnce sync.Once
+	streams   sync.WaitGroup
 }
 
 // New builds the handler and registers its metrics on reg.
 func New(cfg Config, fd *frontdoor.Client, log *slog.Logger, reg prometheus.Registerer) *Handler {
 	cfg.applyDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
 	h := &Handler{
-		cfg: cfg, fd: fd, log: log, closing: ctx, close: cancel,
+		cfg: cfg, fd: fd, log: log, closed: make(chan struct{}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_aisdk_requests_total",
 			Help: "AI SDK chat requests by route and outcome (streamed, no_active_turn, refused, cut, failed).",
@@ -95,7 +94,7 @@ func (h *Handler) Routes(r chi.Router) {
 }
 
 // Close ends every open stream (their clients see the connection drop and resume). Safe twice.
-func (h *Handler) Close() { h.close() }
+func (h *Handler) Close() { h.closeOnce.Do(func() { close(h.closed) }) }
 
 // Wait blocks until every stream has ended or ctx is done.
 func (h *Handler) Wait(ctx context.Context) error {

@@ -26,12 +26,12 @@ type uiMessage struct {
 
 // chatRequest is DefaultChatTransport's POST body plus turnstile's optional members.
 type chatRequest struct {
-	ID        string          `json:"id"`
-	Messages  []uiMessage     `json:"messages"`
-	Trigger   string          `json:"trigger"`
-	MessageID string          `json:"messageId"`
-	Metadata  map[string]any  `json:"metadata"`
-	Multitask string          `json:"multitask"`
+	ID        string         `json:"id"`
+	Messages  []uiMessage    `json:"messages"`
+	Trigger   string         `json:"trigger"`
+	MessageID string         `json:"messageId"`
+	Metadata  map[string]any `json:"metadata"`
+	Multitask string         `json:"multitask"`
 }
 
 // The triggers DefaultChatTransport sends.
@@ -99,8 +99,10 @@ func readRequest(r *http.Request, pathID string, maxBody int64) (turn, *httpx.Pr
 	if strings.TrimSpace(text.String()) == "" {
 		return fail(httpx.ProblemValidation, "the last user message has no text")
 	}
-	return turn{chatID: id, text: text.String(), messageID: last.ID, trigger: req.Trigger,
-		metadata: req.Metadata, multitask: req.Multitask}, nil
+	return turn{
+		chatID: id, text: text.String(), messageID: last.ID, trigger: req.Trigger,
+		metadata: req.Metadata, multitask: req.Multitask,
+	}, nil
 }
 
 // checkChatID applies the session-ID rule to a chat ID, in intake's words.

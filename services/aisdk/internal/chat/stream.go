@@ -25,17 +25,14 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, route string, l
 ) {
 	h.streams.Add(1)
 	defer h.streams.Done()
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	stop := context.AfterFunc(h.closing, func() { cancel(errors.New("aisdk role stopping")) })
-	defer stop()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
 
 	ns, err := h.fd.OpenStream(ctx, req)
 	if err != nil {
 		h.refuse(w, route, err)
 		return
 	}
-	defer ns.Close()
 
 	// One reader goroutine, owned by this handler, feeds the loop so keep-alives go out while the
 	// native stream is silent (a takeover waits seconds for the dead worker's lease).
@@ -56,7 +53,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, route string, l
 		}
 	}()
 	defer func() {
-		cancel(nil)
+		cancel()
 		_ = ns.Close()
 		<-readerDone
 	}()
@@ -70,13 +67,14 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, route string, l
 	for {
 		select {
 		case <-ctx.Done():
-			// The client left, or the role stops: a stream without its end is what the SDK
-			// resumes from, so the connection is cut rather than ended cleanly.
+			// The client left.
 			h.requests.WithLabelValues(route, "cut").Inc()
-			if h.closing.Err() != nil {
-				panic(http.ErrAbortHandler)
-			}
 			return
+		case <-h.closed:
+			// The role stops: a stream without its end is what the SDK resumes from, so the
+			// connection is cut rather than ended cleanly.
+			h.requests.WithLabelValues(route, "cut").Inc()
+			panic(http.ErrAbortHandler)
 		case <-keepAlive.C:
 			if err := out.KeepAlive(); err != nil {
 				h.requests.WithLabelValues(route, "cut").Inc()

@@ -72,8 +72,10 @@ func (r *Renderer) Render(typ wire.EventType, data json.RawMessage) ([]Part, err
 			r.shown = r.cur
 		}
 		r.cur, r.diverged = nil, false
-		out = append(out, Part{"type": "data-turnstile", "transient": true,
-			"data": map[string]any{"event": string(typ), "attempt": base.Attempt}})
+		out = append(out, Part{
+			"type": "data-turnstile", "transient": true,
+			"data": map[string]any{"event": string(typ), "attempt": base.Attempt},
+		})
 	case wire.EventDelta:
 		var d wire.DeltaData
 		if err := json.Unmarshal(data, &d); err != nil {
@@ -106,8 +108,10 @@ func (r *Renderer) Render(typ wire.EventType, data json.RawMessage) ([]Part, err
 		if len(bytes.TrimSpace(input)) == 0 {
 			input = json.RawMessage(`{}`)
 		}
-		out = append(out, Part{"type": "tool-input-available", "toolCallId": d.CallID, "toolName": d.Name,
-			"input": input, "providerExecuted": true, "dynamic": true})
+		out = append(out, Part{
+			"type": "tool-input-available", "toolCallId": d.CallID, "toolName": d.Name,
+			"input": input, "providerExecuted": true, "dynamic": true,
+		})
 	case wire.EventToolResult:
 		var d wire.ToolResultData
 		if err := json.Unmarshal(data, &d); err != nil {
@@ -119,16 +123,20 @@ func (r *Renderer) Render(typ wire.EventType, data json.RawMessage) ([]Part, err
 		}
 		out, r.split = r.closeText(out), false
 		if d.Error != "" {
-			out = append(out, Part{"type": "tool-output-error", "toolCallId": d.CallID, "errorText": d.Error,
-				"providerExecuted": true, "dynamic": true})
+			out = append(out, Part{
+				"type": "tool-output-error", "toolCallId": d.CallID, "errorText": d.Error,
+				"providerExecuted": true, "dynamic": true,
+			})
 			break
 		}
 		output := json.RawMessage(d.Result)
 		if len(bytes.TrimSpace(output)) == 0 {
 			output = json.RawMessage(`null`)
 		}
-		out = append(out, Part{"type": "tool-output-available", "toolCallId": d.CallID, "output": output,
-			"providerExecuted": true, "dynamic": true})
+		out = append(out, Part{
+			"type": "tool-output-available", "toolCallId": d.CallID, "output": output,
+			"providerExecuted": true, "dynamic": true,
+		})
 	case wire.EventCompleted:
 		out = r.closeText(r.start(out, data))
 		out = append(out, Part{"type": "finish", "finishReason": "stop"})
@@ -178,8 +186,10 @@ func (r *Renderer) start(out []Part, _ json.RawMessage) []Part {
 		return out
 	}
 	r.started = true
-	return append(out, Part{"type": "start", "messageId": r.turnID,
-		"messageMetadata": map[string]any{"turn_id": r.turnID}})
+	return append(out, Part{
+		"type": "start", "messageId": r.turnID,
+		"messageMetadata": map[string]any{"turn_id": r.turnID},
+	})
 }
 
 func (r *Renderer) closeText(out []Part) []Part {

@@ -120,8 +120,10 @@ func TestRenderer(t *testing.T) {
 		l := &log{epoch: "e1"}
 		l.attempt(1, -1, words, true)
 		ts := types(render(t, l.events, Cursor{}))
-		require.Equal(t, []string{"start", "text-start", "text-delta", "text-delta", "text-end",
-			"tool-input-available", "tool-output-available", "text-start"}, ts[:8])
+		require.Equal(t, []string{
+			"start", "text-start", "text-delta", "text-delta", "text-end",
+			"tool-input-available", "tool-output-available", "text-start",
+		}, ts[:8])
 		rs := render(t, l.events, Cursor{})
 		require.Equal(t, "call-1", rs[5].part["toolCallId"])
 		require.JSONEq(t, `{"q":"x"}`, string(rs[5].part["input"].(json.RawMessage)))

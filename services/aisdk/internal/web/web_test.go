@@ -1,7 +1,6 @@
 package web
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -19,21 +18,20 @@ func TestPageAndAssets(t *testing.T) {
 	t.Parallel()
 	r := chi.NewRouter()
 	Routes(r)
-	get := func(path string) *http.Response {
+	get := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		return rec.Result()
+		return rec
 	}
-	resp := get("/chat/")
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	assets := regexp.MustCompile(`/chat/assets/[^"]+`).FindAllString(string(body), -1)
+	page := get("/chat/")
+	require.Equal(t, http.StatusOK, page.Code)
+	assets := regexp.MustCompile(`/chat/assets/[^"]+`).FindAllString(page.Body.String(), -1)
 	require.Len(t, assets, 2, "the page names its script and its stylesheet")
 	for _, a := range assets {
-		resp := get(a)
-		require.Equal(t, http.StatusOK, resp.StatusCode, a)
-		require.Contains(t, resp.Header.Get("Cache-Control"), "immutable", a)
+		rec := get(a)
+		require.Equal(t, http.StatusOK, rec.Code, a)
+		require.NotZero(t, rec.Body.Len(), a)
+		require.Contains(t, rec.Header().Get("Cache-Control"), "immutable", a)
 	}
-	require.Equal(t, http.StatusMovedPermanently, get("/chat").StatusCode)
+	require.Equal(t, http.StatusMovedPermanently, get("/chat").Code)
 }
