@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -257,4 +259,103 @@ func TestAISDKOpenAPI(t *testing.T) {
 	status, _, body = send("/v1/chat", `{"id":"a b","messages":[`+msg+`]}`)
 	require.Equal(t, http.StatusBadRequest, status, body)
 	require.Contains(t, body, "invalid-session-id")
+}
+
+// uiParts reads a UI message stream's parts from an open response, one per call.
+type uiParts struct {
+	t  *testing.T
+	sc *bufio.Scanner
+}
+
+func postChat(t *testing.T, base, chatID, text string, md map[string]any) *uiParts {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{
+		"id": chatID, "trigger": "submit-message", "metadata": md,
+		"messages": []any{map[string]any{"id": "m-" + testenv.RandomHex(4), "role": "user", "parts": []any{map[string]string{"type": "text", "text": text}}}},
+	})
+	require.NoError(t, err)
+	resp, err := http.Post(base+"/v1/chat", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return &uiParts{t: t, sc: bufio.NewScanner(resp.Body)}
+}
+
+// next returns the next part, or nil after [DONE].
+func (u *uiParts) next() map[string]any {
+	u.t.Helper()
+	for u.sc.Scan() {
+		data, ok := strings.CutPrefix(u.sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			return nil
+		}
+		var p map[string]any
+		require.NoError(u.t, json.Unmarshal([]byte(data), &p), data)
+		return p
+	}
+	require.NoError(u.t, u.sc.Err())
+	u.t.Fatal("the stream ended without [DONE]")
+	return nil
+}
+
+// text reads parts until n text deltas were read (n < 0: until the end) and returns their text.
+func (u *uiParts) text(n int, seen func(map[string]any)) string {
+	u.t.Helper()
+	var b strings.Builder
+	for n != 0 {
+		p := u.next()
+		if p == nil {
+			break
+		}
+		if seen != nil {
+			seen(p)
+		}
+		if p["type"] == "text-delta" {
+			b.WriteString(p["delta"].(string))
+			n--
+		}
+	}
+	return b.String()
+}
+
+// TestAISDKGatewayCut: the gateway cuts its streams mid-answer; the aisdk role's native stream
+// resumes from its cursor and the client's one POST stream carries the whole answer once.
+func TestAISDKGatewayCut(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{})
+	stack, base := startAISDKStack(t, env)
+	knobs := demo.Knobs{Tokens: 30, DurationMs: 3000}
+	parts := postChat(t, base, "cut-"+testenv.RandomHex(4), "cut me", map[string]any{"demo": knobs})
+	got := parts.text(5, nil)
+	stack.Component("gateway").(interface{ CutStreams() }).CutStreams()
+	got += parts.text(-1, nil)
+	require.Equal(t, demo.Output("cut me", knobs), got)
+}
+
+// TestAISDKWorkerKillOneStream: the worker is SIGKILLed mid-answer and the client keeps its POST
+// stream: the replacement's attempt repeats the words already shown, which are dropped, so the
+// stream carries the whole answer once.
+func TestAISDKWorkerKillOneStream(t *testing.T) {
+	c := newCluster(t, clusterOptions{
+		Partitions: 1, LeaseTTL: 1500 * time.Millisecond, Heartbeat: 300 * time.Millisecond,
+		FrontRoles: "broker,intake,gateway,aisdk",
+	})
+	c.startWorker("w1")
+	knobs := demo.Knobs{Tokens: 30, DurationMs: 3000}
+	const text = "keep my stream"
+	parts := postChat(t, c.base, "kill-"+testenv.RandomHex(4), text, map[string]any{"demo": knobs})
+	got := parts.text(5, nil)
+	c.kill("w1")
+	c.startWorker("w2")
+	retried := false
+	got += parts.text(-1, func(p map[string]any) {
+		if d, ok := p["data"].(map[string]any); ok && p["type"] == "data-turnstile" && d["event"] == "turn.retrying" {
+			retried = true
+		}
+	})
+	require.True(t, retried, "the answer was taken over by a new attempt")
+	require.Equal(t, demo.Output(text, knobs), got)
 }
