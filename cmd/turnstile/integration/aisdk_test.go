@@ -21,6 +21,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/demo"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
@@ -358,4 +359,62 @@ func TestAISDKWorkerKillOneStream(t *testing.T) {
 	})
 	require.True(t, retried, "the answer was taken over by a new attempt")
 	require.Equal(t, demo.Output(text, knobs), got)
+}
+
+// TestAISDKTenancy: with TURNSTILE_AUTH=on the chat routes forward the caller's API key, so a
+// request without one is refused before anything starts, and a chat ID another tenant uses is
+// that tenant's own chat: it sees neither the first tenant's turn nor its messages.
+func TestAISDKTenancy(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, keyA, err := apikey.Create(ctx, env.Pool, "acme")
+	require.NoError(t, err)
+	_, keyB, err := apikey.Create(ctx, env.Pool, "globex")
+	require.NoError(t, err)
+	stack := startStackCfg(t, env, authConfig(env, "intake,worker,gateway,aisdk"))
+	base := "http://" + stack.Addr()
+	chatID := "tenancy-" + testenv.RandomHex(4)
+	knobs := demo.Knobs{Tokens: 20, DurationMs: 2000}
+	body := `{"id":"` + chatID + `","metadata":{"demo":{"tokens":20,"duration_ms":2000}},"messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"mine"}]}]}`
+	do := func(method, path, key, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		return resp
+	}
+	anon := do(http.MethodPost, "/v1/chat", "", body)
+	defer anon.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, anon.StatusCode)
+	require.Equal(t, "application/problem+json", anon.Header.Get("Content-Type"))
+
+	mine := do(http.MethodPost, "/v1/chat", keyA, body)
+	defer mine.Body.Close()
+	require.Equal(t, http.StatusOK, mine.StatusCode)
+	parts := &uiParts{t: t, sc: bufio.NewScanner(mine.Body)}
+	got := parts.text(3, nil)
+
+	other := do(http.MethodGet, "/v1/chat/"+chatID+"/stream", keyB, "")
+	defer other.Body.Close()
+	require.Equal(t, http.StatusNoContent, other.StatusCode, "another tenant's chat of that ID has no active turn")
+	theirs := do(http.MethodGet, "/v1/chat/"+chatID+"/messages", keyB, "")
+	defer theirs.Body.Close()
+	require.Equal(t, http.StatusOK, theirs.StatusCode)
+	var none []any
+	require.NoError(t, json.NewDecoder(theirs.Body).Decode(&none))
+	require.Empty(t, none, "another tenant sees none of the chat's messages")
+
+	resumed := do(http.MethodGet, "/v1/chat/"+chatID+"/stream", keyA, "")
+	defer resumed.Body.Close()
+	require.Equal(t, http.StatusOK, resumed.StatusCode, "the owner resumes its active turn")
+	replay := (&uiParts{t: t, sc: bufio.NewScanner(resumed.Body)}).text(-1, nil)
+	require.Equal(t, demo.Output("mine", knobs), replay, "the resume replays the whole answer once")
+	require.Equal(t, replay, got+parts.text(-1, nil))
 }
