@@ -65,9 +65,9 @@ func (r *Renderer) Render(typ wire.EventType, data json.RawMessage) ([]Part, err
 	var out []Part
 	switch typ {
 	case wire.EventStarted:
-		out = r.start(out, data)
+		out = r.start(out)
 	case wire.EventRetrying:
-		out = r.start(out, data)
+		out = r.start(out)
 		if r.diverged {
 			r.shown = r.cur
 		}
@@ -81,7 +81,7 @@ func (r *Renderer) Render(typ wire.EventType, data json.RawMessage) ([]Part, err
 		if err := json.Unmarshal(data, &d); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", typ, err)
 		}
-		out = r.start(out, data)
+		out = r.start(out)
 		if !r.consume(unit{"delta", d.Text}) {
 			return out, nil
 		}
@@ -99,7 +99,7 @@ func (r *Renderer) Render(typ wire.EventType, data json.RawMessage) ([]Part, err
 		if err := json.Unmarshal(data, &d); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", typ, err)
 		}
-		out = r.start(out, data)
+		out = r.start(out)
 		if !r.consume(unit{"call", d.CallID + "\x00" + d.Name + "\x00" + compact(d.Arguments)}) {
 			return out, nil
 		}
@@ -117,7 +117,7 @@ func (r *Renderer) Render(typ wire.EventType, data json.RawMessage) ([]Part, err
 		if err := json.Unmarshal(data, &d); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", typ, err)
 		}
-		out = r.start(out, data)
+		out = r.start(out)
 		if !r.consume(unit{"result", d.CallID + "\x00" + d.Error + "\x00" + compact(d.Result)}) {
 			return out, nil
 		}
@@ -138,7 +138,7 @@ func (r *Renderer) Render(typ wire.EventType, data json.RawMessage) ([]Part, err
 			"providerExecuted": true, "dynamic": true,
 		})
 	case wire.EventCompleted:
-		out = r.closeText(r.start(out, data))
+		out = r.closeText(r.start(out))
 		out = append(out, Part{"type": "finish", "finishReason": "stop"})
 		r.done = true
 	case wire.EventFailed, wire.EventExpired:
@@ -150,7 +150,7 @@ func (r *Renderer) Render(typ wire.EventType, data json.RawMessage) ([]Part, err
 		if msg == "" {
 			msg = strings.TrimPrefix(string(typ), "turn.")
 		}
-		out = r.closeText(r.start(out, data))
+		out = r.closeText(r.start(out))
 		out = append(out, Part{"type": "error", "errorText": string(typ) + ": " + msg})
 		r.done = true
 	case wire.EventCancelled:
@@ -158,7 +158,7 @@ func (r *Renderer) Render(typ wire.EventType, data json.RawMessage) ([]Part, err
 		if err := json.Unmarshal(data, &d); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", typ, err)
 		}
-		out = r.closeText(r.start(out, data))
+		out = r.closeText(r.start(out))
 		reason := d.Error
 		if reason == "" {
 			reason = "cancelled"
@@ -168,11 +168,11 @@ func (r *Renderer) Render(typ wire.EventType, data json.RawMessage) ([]Part, err
 	case wire.EventStreamReset:
 		// The turn's history went with the Redis stream that held it: the answer cannot be
 		// rebuilt from the stream, so the client is told to read the chat again.
-		out = r.closeText(r.start(out, nil))
+		out = r.closeText(r.start(out))
 		out = append(out, Part{"type": "error", "errorText": "stream.reset: the turn's events are no longer retained; reload the chat"})
 		r.done = true
 	case wire.EventStreamRevoked:
-		out = r.closeText(r.start(out, nil))
+		out = r.closeText(r.start(out))
 		out = append(out, Part{"type": "error", "errorText": "stream.revoked: the API key was revoked"})
 		r.done = true
 	}
@@ -181,7 +181,7 @@ func (r *Renderer) Render(typ wire.EventType, data json.RawMessage) ([]Part, err
 
 // start emits the `start` part once, before anything else; its messageId is the turn ID, so a
 // replayed stream names the same assistant message.
-func (r *Renderer) start(out []Part, _ json.RawMessage) []Part {
+func (r *Renderer) start(out []Part) []Part {
 	if r.started {
 		return out
 	}
