@@ -128,7 +128,7 @@ func TestChartDefaults(t *testing.T) {
 		kinds[o.kind()]++
 	}
 	require.Equal(t, map[string]int{
-		"Deployment": 4, "Service": 4, "PodDisruptionBudget": 4, "ConfigMap": 1,
+		"Deployment": 5, "Service": 5, "PodDisruptionBudget": 5, "ConfigMap": 1,
 		"Secret": 2, "Job": 1, "Ingress": 1, "ScaledObject": 1, "HorizontalPodAutoscaler": 2, "PrometheusRule": 1,
 	}, kinds)
 
@@ -150,6 +150,16 @@ func TestChartDefaults(t *testing.T) {
 	require.Equal(t, "ts-turnstile-gateway", get(ing, "spec.rules.0.http.paths.0.backend.service.name"))
 	require.Equal(t, "/v1", get(ing, "spec.rules.0.http.paths.1.path"))
 	require.Equal(t, "ts-turnstile-intake", get(ing, "spec.rules.0.http.paths.1.backend.service.name"))
+	require.Equal(t, "/v1/chat", get(ing, "spec.rules.0.http.paths.4.path"))
+	require.Equal(t, "ts-turnstile-aisdk", get(ing, "spec.rules.0.http.paths.4.backend.service.name"))
+	aisdkEnv := map[string]string{}
+	for _, e := range get(r.find("Deployment", "ts-turnstile-aisdk"), "spec.template.spec.containers.0.env").([]any) {
+		if v, ok := get(e, "value").(string); ok {
+			aisdkEnv[get(e, "name").(string)] = v
+		}
+	}
+	require.Equal(t, "http://ts-turnstile-intake:8080", aisdkEnv["TURNSTILE_INTAKE_URL"], "the AI SDK front door reaches intake through its service")
+	require.Equal(t, "http://ts-turnstile-gateway:8080", aisdkEnv["TURNSTILE_GATEWAY_URL"])
 
 	job := r.find("Job", "ts-turnstile-migrate")
 	require.Equal(t, "pre-install,pre-upgrade", get(job, "metadata.annotations").(map[string]any)["helm.sh/hook"])
@@ -177,7 +187,7 @@ func TestChartDefaults(t *testing.T) {
 // checkDeployments asserts probes, preStop and grace periods of the Deployments.
 func checkDeployments(t *testing.T, r rendered, longestTurn, drain int) {
 	t.Helper()
-	for _, svc := range []string{"intake", "worker", "gateway", "a2a"} {
+	for _, svc := range []string{"intake", "worker", "gateway", "a2a", "aisdk"} {
 		d := r.find("Deployment", "ts-turnstile-"+svc)
 		require.NotNil(t, d, svc)
 		spec := get(d, "spec.template.spec")

@@ -13,6 +13,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	github.com/turnstile-run/turnstile/pkg v0.0.0
 	github.com/turnstile-run/turnstile/services/a2a v0.0.0
+	github.com/turnstile-run/turnstile/services/aisdk v0.0.0
 	github.com/turnstile-run/turnstile/services/gateway v0.0.0
 	github.com/turnstile-run/turnstile/services/intake v0.0.0
 	github.com/turnstile-run/turnstile/services/worker v0.0.0
@@ -34,6 +35,7 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/go-redis/redis_rate/v10 v10.0.1 // indirect
+	github.com/gorilla/mux v1.8.1 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -79,6 +81,7 @@ replace (
 	github.com/turnstile-run/turnstile/migrations => ../../migrations
 	github.com/turnstile-run/turnstile/pkg => ../../pkg
 	github.com/turnstile-run/turnstile/services/a2a => ../../services/a2a
+	github.com/turnstile-run/turnstile/services/aisdk => ../../services/aisdk
 	github.com/turnstile-run/turnstile/services/gateway => ../../services/gateway
 	github.com/turnstile-run/turnstile/services/intake => ../../services/intake
 	github.com/turnstile-run/turnstile/services/worker => ../../services/worker

@@ -15,7 +15,7 @@ import (
 
 // Defaults, exported so tests and docs can name them.
 const (
-	RolesDefault           = "broker,intake,worker,gateway,a2a"
+	RolesDefault           = "broker,intake,worker,gateway,a2a,aisdk"
 	HTTPAddrDefault        = "127.0.0.1:8080"
 	LogFormatDefault       = "text"
 	LogLevelDefault        = "info"
@@ -53,7 +53,7 @@ var KnownRoles = []string{"broker", "intake", "worker", "gateway", "a2a", "langg
 
 // Config is every setting of every role. Roles read only the fields they need.
 type Config struct {
-	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway, a2a.
+	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway, a2a, aisdk.
 	Roles string `env:"TURNSTILE_ROLES"`
 	// HTTPAddr is where the process serves its API, /healthz, /readyz and /metrics.
 	HTTPAddr string `env:"TURNSTILE_HTTP_ADDR"`

@@ -1,0 +1,144 @@
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/wire"
+)
+
+// uiMessage is the part of the AI SDK's UIMessage a turn needs.
+type uiMessage struct {
+	ID    string `json:"id"`
+	Role  string `json:"role"`
+	Parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"parts"`
+}
+
+// chatRequest is DefaultChatTransport's POST body plus turnstile's optional members.
+type chatRequest struct {
+	ID        string         `json:"id"`
+	Messages  []uiMessage    `json:"messages"`
+	Trigger   string         `json:"trigger"`
+	MessageID string         `json:"messageId"`
+	Metadata  map[string]any `json:"metadata"`
+	Multitask string         `json:"multitask"`
+}
+
+// The triggers DefaultChatTransport sends.
+const (
+	triggerSubmit     = "submit-message"
+	triggerRegenerate = "regenerate-message"
+)
+
+// turn is what a valid request asks for.
+type turn struct {
+	chatID, text, messageID, trigger string
+	metadata                         map[string]any
+	multitask                        string
+}
+
+// readRequest decodes and checks a POST; the problem says why a request is refused.
+func readRequest(r *http.Request, pathID string, maxBody int64) (turn, *httpx.Problem) {
+	fail := func(t httpx.ProblemType, format string, args ...any) (turn, *httpx.Problem) {
+		p := t.Problem(fmt.Sprintf(format, args...))
+		return turn{}, &p
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+		return fail(httpx.ProblemUnsupportedType, "the body must be application/json")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return fail(httpx.ProblemBodyTooLarge, "the body is larger than %d bytes", maxBody)
+		}
+		return fail(httpx.ProblemInvalidBody, "read the body: %v", err)
+	}
+	var req chatRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return fail(httpx.ProblemInvalidBody, "the body is not a chat request: %v", err)
+	}
+	id := req.ID
+	if pathID != "" {
+		if id != "" && id != pathID {
+			return fail(httpx.ProblemValidation, "body id %q differs from the chat ID in the path", id)
+		}
+		id = pathID
+	}
+	if p := checkChatID(id); p != nil {
+		return turn{}, p
+	}
+	switch req.Trigger {
+	case "", triggerSubmit, triggerRegenerate:
+	default:
+		return fail(httpx.ProblemValidation, "trigger must be %s or %s", triggerSubmit, triggerRegenerate)
+	}
+	if len(req.Messages) == 0 {
+		return fail(httpx.ProblemValidation, "messages must end with the user's message")
+	}
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role != "user" {
+		return fail(httpx.ProblemValidation, "the last message must have role user, not %q", last.Role)
+	}
+	var text strings.Builder
+	for _, p := range last.Parts {
+		if p.Type == "text" {
+			text.WriteString(p.Text)
+		}
+	}
+	if strings.TrimSpace(text.String()) == "" {
+		return fail(httpx.ProblemValidation, "the last user message has no text")
+	}
+	return turn{
+		chatID: id, text: text.String(), messageID: last.ID, trigger: req.Trigger,
+		metadata: req.Metadata, multitask: req.Multitask,
+	}, nil
+}
+
+// checkChatID applies the session-ID rule to a chat ID, in intake's words.
+func checkChatID(id string) *httpx.Problem {
+	if !wire.SessionIDValid(id) {
+		p := httpx.ProblemInvalidSession.Problem("the chat id is the session ID and must be " + wire.SessionIDRule)
+		return &p
+	}
+	if id == "." || id == ".." {
+		p := httpx.ProblemInvalidSession.Problem(`the chat id must not be "." or ".."`)
+		return &p
+	}
+	return nil
+}
+
+// deadline reads X-Deadline-Epoch-Ms; zero means intake's default.
+func deadline(r *http.Request) (time.Time, *httpx.Problem) {
+	v := r.Header.Get("X-Deadline-Epoch-Ms")
+	if v == "" {
+		return time.Time{}, nil
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 {
+		p := httpx.ProblemInvalidDeadline.Problem("X-Deadline-Epoch-Ms must be a positive integer of milliseconds since the epoch")
+		return time.Time{}, &p
+	}
+	return time.UnixMilli(ms), nil
+}
+
+// idempotencyKey names a submitted message, so a retried POST of it is the same turn. A
+// regenerate asks for a new answer to the same message: it gets no key.
+func (t turn) idempotencyKey() string {
+	if t.trigger == triggerRegenerate || t.messageID == "" {
+		return ""
+	}
+	// Intake derives the turn ID from the tenant, the session and the key, so the message ID
+	// alone names the message.
+	return "aisdk:" + t.messageID
+}

@@ -1,0 +1,96 @@
+package chat
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/httpx"
+)
+
+func TestReadRequest(t *testing.T) {
+	t.Parallel()
+	const user = `{"id":"m1","role":"user","parts":[{"type":"text","text":"hel"},{"type":"file","url":"x"},{"type":"text","text":"lo"}]}`
+	read := func(body, pathID string, header ...string) (turn, *httpx.Problem) {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			r.Header.Set(header[i], header[i+1])
+		}
+		return readRequest(r, pathID, 1024)
+	}
+
+	t.Run("DefaultChatTransportBody", func(t *testing.T) {
+		t.Parallel()
+		got, p := read(`{"id":"c1","messages":[{"id":"a0","role":"assistant","parts":[]},`+user+`],"trigger":"submit-message","messageId":null,
+			"metadata":{"demo":{"tokens":3}},"multitask":"reject"}`, "")
+		require.Nil(t, p)
+		require.Equal(t, "c1", got.chatID)
+		require.Equal(t, "hello", got.text, "the last message's text parts, joined")
+		require.Equal(t, "reject", got.multitask)
+		require.Equal(t, map[string]any{"tokens": float64(3)}, got.metadata["demo"])
+		require.Equal(t, "aisdk:m1", got.idempotencyKey())
+	})
+
+	t.Run("PathID", func(t *testing.T) {
+		t.Parallel()
+		got, p := read(`{"messages":[`+user+`]}`, "c2")
+		require.Nil(t, p)
+		require.Equal(t, "c2", got.chatID)
+		_, p = read(`{"id":"other","messages":[`+user+`]}`, "c2")
+		require.Equal(t, httpx.ProblemValidation.Name, p.Type)
+	})
+
+	t.Run("RegenerateHasNoKey", func(t *testing.T) {
+		t.Parallel()
+		got, p := read(`{"id":"c1","messages":[`+user+`],"trigger":"regenerate-message","messageId":"a1"}`, "")
+		require.Nil(t, p)
+		require.Empty(t, got.idempotencyKey(), "a regenerate asks for a new turn")
+	})
+
+	t.Run("Refusals", func(t *testing.T) {
+		t.Parallel()
+		for name, c := range map[string]struct {
+			body string
+			want httpx.ProblemType
+		}{
+			"NotJSON":        {`{`, httpx.ProblemInvalidBody},
+			"TooLarge":       {`{"id":"c1","messages":[` + user + `],"x":"` + strings.Repeat("a", 2000) + `"}`, httpx.ProblemBodyTooLarge},
+			"NoChatID":       {`{"messages":[` + user + `]}`, httpx.ProblemInvalidSession},
+			"DotChatID":      {`{"id":"..","messages":[` + user + `]}`, httpx.ProblemInvalidSession},
+			"BadChatID":      {`{"id":"a/b","messages":[` + user + `]}`, httpx.ProblemInvalidSession},
+			"NoMessages":     {`{"id":"c1","messages":[]}`, httpx.ProblemValidation},
+			"LastNotUser":    {`{"id":"c1","messages":[{"id":"a","role":"assistant","parts":[{"type":"text","text":"x"}]}]}`, httpx.ProblemValidation},
+			"NoText":         {`{"id":"c1","messages":[{"id":"u","role":"user","parts":[{"type":"text","text":"  "}]}]}`, httpx.ProblemValidation},
+			"UnknownTrigger": {`{"id":"c1","messages":[` + user + `],"trigger":"other"}`, httpx.ProblemValidation},
+		} {
+			_, p := read(c.body, "")
+			require.NotNil(t, p, name)
+			require.Equal(t, c.want.Name, p.Type, name)
+			require.Equal(t, c.want.Status, p.Status, name)
+		}
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat", strings.NewReader(`{}`))
+		r.Header.Set("Content-Type", "text/plain")
+		_, p := readRequest(r, "", 1024)
+		require.Equal(t, httpx.ProblemUnsupportedType.Name, p.Type)
+	})
+
+	t.Run("Deadline", func(t *testing.T) {
+		t.Parallel()
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat", nil)
+		dl, p := deadline(r)
+		require.Nil(t, p)
+		require.True(t, dl.IsZero())
+		r.Header.Set("X-Deadline-Epoch-Ms", "1700000000000")
+		dl, p = deadline(r)
+		require.Nil(t, p)
+		require.Equal(t, time.UnixMilli(1700000000000), dl)
+		r.Header.Set("X-Deadline-Epoch-Ms", "-1")
+		_, p = deadline(r)
+		require.Equal(t, httpx.ProblemInvalidDeadline.Name, p.Type)
+	})
+}

@@ -1,0 +1,118 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/turnstile-run/turnstile/pkg/frontdoor"
+	"github.com/turnstile-run/turnstile/services/aisdk/internal/uistream"
+)
+
+// next is one result of the native stream's Next.
+type next struct {
+	ev  frontdoor.Event
+	err error
+}
+
+// stream opens the turn's native stream and relays it as a UI message stream. Until the native
+// stream answers, a refusal is still the native problem; after that the answer is a 200 stream.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, route string, log *slog.Logger,
+	req frontdoor.StreamRequest, turnID string, cur uistream.Cursor,
+) {
+	h.streams.Add(1)
+	defer h.streams.Done()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+
+	ns, err := h.fd.OpenStream(ctx, req)
+	if err != nil {
+		h.refuse(w, route, err)
+		return
+	}
+
+	// One reader goroutine, owned by this handler, feeds the loop so keep-alives go out while the
+	// native stream is silent (a takeover waits seconds for the dead worker's lease).
+	events := make(chan next)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for {
+			ev, err := ns.Next()
+			select {
+			case events <- next{ev, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		_ = ns.Close()
+		<-readerDone
+	}()
+
+	h.open.WithLabelValues(route).Inc()
+	defer h.open.WithLabelValues(route).Dec()
+	out := uistream.NewWriter(w, h.cfg.WriteTimeout)
+	rs := uistream.NewResumer(turnID, cur)
+	keepAlive := time.NewTicker(h.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			// The client left.
+			h.requests.WithLabelValues(route, "cut").Inc()
+			return
+		case <-h.closed:
+			// The role stops: a stream without its end is what the SDK resumes from, so the
+			// connection is cut rather than ended cleanly.
+			h.requests.WithLabelValues(route, "cut").Inc()
+			panic(http.ErrAbortHandler)
+		case <-keepAlive.C:
+			if err := out.KeepAlive(); err != nil {
+				h.requests.WithLabelValues(route, "cut").Inc()
+				return
+			}
+		case n := <-events:
+			if n.err != nil {
+				if errors.Is(n.err, io.EOF) {
+					// The native stream ended after the turn's terminal event, which ended the
+					// parts; a stream that ended without one is cut (the client resumes).
+					if rs.Done() {
+						h.requests.WithLabelValues(route, "streamed").Inc()
+						_ = out.Done()
+						return
+					}
+				}
+				h.requests.WithLabelValues(route, "failed").Inc()
+				log.Warn("native stream ended before the turn did", "err", n.err, "parts", out.Count())
+				if out.Count() == 0 {
+					_ = out.Parts("", []uistream.Part{{"type": "error", "errorText": "the turn's stream is unavailable; retry"}})
+					return
+				}
+				panic(http.ErrAbortHandler)
+			}
+			parts, err := rs.Render(n.ev.ID, n.ev.Type, n.ev.Data)
+			if err != nil {
+				log.Warn("unreadable native event", "err", err, "event", n.ev.Type, "id", n.ev.ID)
+				continue
+			}
+			if err := out.Parts(n.ev.ID, parts); err != nil {
+				h.requests.WithLabelValues(route, "cut").Inc()
+				return
+			}
+			if rs.Done() {
+				h.requests.WithLabelValues(route, "streamed").Inc()
+				_ = out.Done()
+				return
+			}
+		}
+	}
+}
