@@ -23,6 +23,7 @@ type Endpoint struct {
 	taskNotFound atomic.Int64
 
 	// Guarded by pool.mu.
+	idx         int       // position on the ring's endpoint list
 	sessions    int       // affinity placements on this endpoint
 	usable      bool      // a candidate: not ejected, passing its probes (or none configured)
 	removed     bool      // no longer among the sources' endpoints

@@ -30,6 +30,7 @@ var ErrNoEndpoints = errors.New("no endpoints known")
 // concurrent use.
 type Pool struct {
 	cfg     Config
+	now     func() time.Time // time.Now; a test's clock in this package's tests
 	sources []Source
 	last    [][]string // each source's last good answer; a failed resolve keeps it
 	parts   lifecycle.Group
@@ -63,7 +64,7 @@ type state struct {
 func New(cfg Config, sources ...Source) *Pool {
 	cfg.defaults()
 	p := &Pool{
-		cfg: cfg, sources: sources, last: make([][]string, len(sources)), ready: make(chan struct{}),
+		cfg: cfg, now: time.Now, sources: sources, last: make([][]string, len(sources)), ready: make(chan struct{}),
 		byAddr: map[string]*Endpoint{}, table: map[string]*placement{},
 	}
 	p.st.Store(&state{})
@@ -106,7 +107,7 @@ func RouteKey(turn agent.Turn) string {
 // sessions are placed again on their next request), and under Affinity the sessions whose ring
 // home a joining endpoint is move to it within the load bound.
 func (p *Pool) Set(addrs []string) {
-	now := time.Now()
+	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	want := map[string]bool{}
@@ -191,27 +192,38 @@ func (p *Pool) Pick(ctx context.Context, turn agent.Turn, previous upstream.Targ
 	if prev, ok := previous.(*Endpoint); ok && (p.cfg.Policy == LeastRequest || unreachable(prevErr)) {
 		avoid = prev
 	}
-	key := RouteKey(turn)
 	var ep *Endpoint
+	var key string
 	if p.cfg.Policy == LeastRequest {
 		ep = p.leastRequest(avoid)
 	} else {
+		key = RouteKey(turn)
 		ep = p.affinity(key, avoid)
 	}
 	if ep == nil {
 		return nil, ErrNoEndpoints
 	}
 	ep.inflight.Add(1)
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent("upstream request", trace.WithAttributes(attribute.String("turnstile.route_key", key),
-			attribute.String("turnstile.endpoint", ep.addr), attribute.Bool("turnstile.retry", previous != nil)))
-	}
+	span := trace.SpanFromContext(ctx)
 	lvl := slog.LevelDebug
 	if previous != nil && previous != upstream.Target(ep) {
 		lvl = slog.LevelInfo
 	}
-	p.cfg.Log.Log(ctx, lvl, "upstream request", "upstream", p.cfg.Name, "route_key", key, "endpoint", ep.addr,
-		"retry", previous != nil, "previous", address(previous))
+	logged := p.cfg.Log.Enabled(ctx, lvl)
+	if !span.IsRecording() && !logged {
+		return ep, nil
+	}
+	if key == "" {
+		key = RouteKey(turn)
+	}
+	if span.IsRecording() {
+		span.AddEvent("upstream request", trace.WithAttributes(attribute.String("turnstile.route_key", key),
+			attribute.String("turnstile.endpoint", ep.addr), attribute.Bool("turnstile.retry", previous != nil)))
+	}
+	if logged {
+		p.cfg.Log.Log(ctx, lvl, "upstream request", "upstream", p.cfg.Name, "route_key", key, "endpoint", ep.addr,
+			"retry", previous != nil, "previous", address(previous))
+	}
 	return ep, nil
 }
 
@@ -250,7 +262,7 @@ func (p *Pool) current(now time.Time) *state {
 // leastRequest is the power of two choices: of two distinct candidates drawn at random, the one
 // with fewer requests in flight.
 func (p *Pool) leastRequest(avoid *Endpoint) *Endpoint {
-	c := p.current(time.Now()).candidates
+	c := p.current(p.now()).candidates
 	switch len(c) {
 	case 0:
 		return nil
@@ -277,7 +289,7 @@ func (p *Pool) leastRequest(avoid *Endpoint) *Endpoint {
 // affinity returns key's endpoint: where it was placed while that endpoint stays a candidate
 // (and is not avoid), else a new placement by bounded-load consistent hashing.
 func (p *Pool) affinity(key string, avoid *Endpoint) *Endpoint {
-	now := time.Now()
+	now := p.now()
 	p.current(now)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -301,7 +313,7 @@ func (p *Pool) affinity(key string, avoid *Endpoint) *Endpoint {
 // unless that would leave more than PanicThreshold of the pool unusable, when the ejection is
 // suspended and said so.
 func (p *Pool) eject(ep *Endpoint) {
-	now := time.Now()
+	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if ep.removed || !ep.ejectedTill.IsZero() {
@@ -382,7 +394,7 @@ type Stats struct {
 
 // Stats returns a snapshot.
 func (p *Pool) Stats() Stats {
-	p.current(time.Now())
+	p.current(p.now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := Stats{Panic: p.st.Load().panic, Panics: p.panics.Load(), Suspended: p.suspended.Load(), Moves: p.moves.Load()}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
-	"time"
 
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 )
@@ -46,7 +45,7 @@ func (p *Pool) ProbeNow(ctx context.Context) {
 			p.cfg.Log.Info("upstream endpoint probe changed", "upstream", p.cfg.Name, "endpoint", ep.addr, "healthy", ep.probeOK)
 		}
 	}
-	p.recompute(time.Now())
+	p.recompute(p.now())
 }
 
 func (p *Pool) probe(ctx context.Context, ep *Endpoint) bool {

@@ -14,6 +14,8 @@ import (
 // changes only; read under the pool's lock.
 type ring struct {
 	points []point
+	// endpoints is the number of distinct endpoints; each has its index in idx.
+	endpoints int
 }
 
 type point struct {
@@ -22,8 +24,9 @@ type point struct {
 }
 
 func newRing(eps []*Endpoint) ring {
-	r := ring{points: make([]point, 0, len(eps)*virtualNodes)}
-	for _, ep := range eps {
+	r := ring{points: make([]point, 0, len(eps)*virtualNodes), endpoints: len(eps)}
+	for i, ep := range eps {
+		ep.idx = i
 		for i := range virtualNodes {
 			r.points = append(r.points, point{hash: xxhash.Sum64String(ep.addr + "#" + strconv.Itoa(i)), ep: ep})
 		}
@@ -61,14 +64,18 @@ func (r ring) walk(key string, fn func(ep *Endpoint) bool) {
 	if !fn(first) {
 		return
 	}
-	// Most walks end at the first point; the set of endpoints seen is made only for longer ones.
-	seen := map[*Endpoint]bool{first: true}
-	for i := 1; i < n; i++ {
+	// Most walks end at the first point; the set of endpoints seen is made only for longer ones,
+	// which end once every endpoint was offered.
+	seen := make([]bool, r.endpoints)
+	seen[first.idx] = true
+	left := r.endpoints - 1
+	for i := 1; i < n && left > 0; i++ {
 		ep := r.points[(start+i)%n].ep
-		if seen[ep] {
+		if seen[ep.idx] {
 			continue
 		}
-		seen[ep] = true
+		seen[ep.idx] = true
+		left--
 		if !fn(ep) {
 			return
 		}
@@ -82,13 +89,15 @@ type placement struct {
 }
 
 // bound is the most sessions one endpoint may be given under the load factor c when total
-// sessions are placed over n candidates: ⌊c·(total+1)/n⌋, at least 1, so no endpoint is placed
-// above c times the mean once the new session counts.
+// sessions are placed over n candidates: ⌊c·(total+1)/n⌋, so no endpoint is placed above c times
+// the mean once the new session counts, but never below ⌈(total+1)/n⌉, so some endpoint always
+// has room (with few sessions over many endpoints the mean itself rounds up).
 func bound(c float64, total, n int) int {
 	if n == 0 {
 		return 0
 	}
-	return max(1, int(math.Floor(c*float64(total+1)/float64(n))))
+	m := float64(total+1) / float64(n)
+	return max(int(math.Floor(c*m)), int(math.Ceil(m)))
 }
 
 // home is key's first usable endpoint on the ring, ignoring load (nil when none is usable).

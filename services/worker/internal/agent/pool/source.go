@@ -128,7 +128,7 @@ func (p *Pool) resolveLoop(ctx context.Context) {
 	lifecycle.Every(ctx, p.cfg.ResolveInterval, func(ctx context.Context) {
 		p.resolve(ctx)
 		p.mu.Lock()
-		p.sweep(time.Now().Add(-p.cfg.AffinityIdle))
+		p.sweep(p.now().Add(-p.cfg.AffinityIdle))
 		p.mu.Unlock()
 	})
 }
