@@ -61,7 +61,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		cfg.CancelTimeout = 5 * time.Second
 	}
 	if cfg.Transport == nil {
-		cfg.Transport = &http.Transport{ResponseHeaderTimeout: cfg.HeaderTimeout}
+		cfg.Transport = upstream.NewTransport(cfg.HeaderTimeout)
 	}
 	if cfg.Guard == nil {
 		cfg.Guard = upstream.New(upstream.Config{Name: cfg.URL})

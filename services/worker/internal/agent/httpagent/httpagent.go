@@ -58,7 +58,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.MaxResponseBytes = 16 << 20
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: cfg.HeaderTimeout}}
+		cfg.Client = &http.Client{Transport: upstream.NewTransport(cfg.HeaderTimeout)}
 	}
 	if cfg.Guard == nil {
 		cfg.Guard = upstream.New(upstream.Config{Name: cfg.URL})

@@ -68,7 +68,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.MaxSteps = 8
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: cfg.HeaderTimeout}}
+		cfg.Client = &http.Client{Transport: upstream.NewTransport(cfg.HeaderTimeout)}
 	}
 	if cfg.Guard == nil {
 		cfg.Guard = upstream.New(upstream.Config{Name: cfg.BaseURL})

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
@@ -30,4 +31,19 @@ type Target interface {
 // (for endpoints to be known) until ctx ends. Implementations must be safe for concurrent use.
 type Picker interface {
 	Pick(ctx context.Context, turn agent.Turn, previous Target, prevErr error) (Target, error)
+}
+
+// MaxIdleConnsPerHost is how many idle connections an adapter's default transport keeps to each
+// endpoint: enough for the turns a worker runs on one replica at once, so concurrent streams
+// reuse connections instead of dialling anew for each request (net/http keeps 2).
+const MaxIdleConnsPerHost = 64
+
+// NewTransport is the adapters' default HTTP transport: Go's defaults (proxy from the
+// environment, dial and TLS timeouts, HTTP/2 when offered), headerTimeout as the bound on an
+// answer's headers, and MaxIdleConnsPerHost.
+func NewTransport(headerTimeout time.Duration) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = headerTimeout
+	t.MaxIdleConnsPerHost = MaxIdleConnsPerHost
+	return t
 }
