@@ -39,10 +39,11 @@ import (
 var Role = app.Role{Name: "worker", New: func(ctx context.Context, d *app.Deps) (app.Component, error) { return New(ctx, d) }}
 
 // Worker is the running worker role: one lifecycle.Group of its parts, in start order the Kafka
-// check, the lease renewer, the batchers, the cancel watcher, the consumer and the table upkeep
-// (retention, and the vacuumer unless TURNSTILE_WORKER_VACUUM=off). Stopping in reverse drains the
-// consumer before the batchers and the renewer its turns use. A stopped worker does not start
-// again: the drain tells the executor to hand off waiting turns at once, for good.
+// check, the agent's upstream pool (for the adapters that call one), the lease renewer, the
+// batchers, the cancel watcher, the consumer and the table upkeep (retention, and the vacuumer
+// unless TURNSTILE_WORKER_VACUUM=off). Stopping in reverse drains the consumer before the batchers
+// and the renewer its turns use. A stopped worker does not start again: the drain tells the
+// executor to hand off waiting turns at once, for good.
 type Worker struct {
 	deps     *app.Deps
 	consumer *consume.Consumer

@@ -180,7 +180,7 @@ type child struct {
 
 func startChild(t *testing.T, addr string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // re-runs this test binary as a replica
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), replicaEnv+"="+addr)
 	c := &child{cmd: cmd, logs: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.logs, c.logs
@@ -471,7 +471,9 @@ func victimEjected(s pool.Stats, url string) bool {
 
 type observerFunc func(endpoint string, err error)
 
-func (f observerFunc) Request(endpoint string, _ upstream.Class, err error, _ time.Duration) { f(endpoint, err) }
+func (f observerFunc) Request(endpoint string, _ upstream.Class, err error, _ time.Duration) {
+	f(endpoint, err)
+}
 
 type pickerFunc func(ctx context.Context, turn agent.Turn, prev upstream.Target, prevErr error) (upstream.Target, error)
 

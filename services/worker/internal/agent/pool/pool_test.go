@@ -120,7 +120,7 @@ func TestDefaults(t *testing.T) {
 
 func TestStartStop(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(srv.Close)
 	p, _ := setup(t, Config{ProbePath: "/healthz", ProbeInterval: time.Millisecond, ResolveInterval: time.Millisecond}, Static{srv.URL})
 	require.NoError(t, p.Stop(t.Context()), "stop before start")
