@@ -402,10 +402,12 @@ func TestPoolReplicaKilled(t *testing.T) {
 	ag, p, g := poolAgent(t, pool.Config{EjectAfter: ejectAfter, EjectTime: 3 * time.Second, Observer: obs, Log: slog.New(slog.NewTextHandler(logs, nil))}, urls,
 		func(pl *pool.Pool) upstream.Picker {
 			return pickerFunc(func(ctx context.Context, turn agent.Turn, prev upstream.Target, prevErr error) (upstream.Target, error) {
+				// Ejected before the pick began, not during it (a concurrent failure may eject it then).
+				ejected := victimEjected(pl.Stats(), victimURL)
 				tg, err := pl.Pick(ctx, turn, prev, prevErr)
 				if err == nil && tg.Address() == victimURL && seenDead.Load() {
 					afterDeath.Add(1)
-					if victimEjected(pl.Stats(), victimURL) {
+					if ejected {
 						whileEjected.Add(1)
 					}
 				}
@@ -430,10 +432,10 @@ func TestPoolReplicaKilled(t *testing.T) {
 		// Kill it while the second round of turns runs on it.
 		tick := time.NewTicker(time.Millisecond)
 		defer tick.Stop()
-		for stats().Inflight < 10 {
+		n := stats().Inflight
+		for ; n < 10; n = stats().Inflight {
 			<-tick.C
 		}
-		n := stats().Inflight
 		victim.kill(t)
 		killed <- n
 	}()
@@ -444,7 +446,9 @@ func TestPoolReplicaKilled(t *testing.T) {
 	t.Logf("killed with about %d requests in flight: %d failed requests, %d started after its first failure, %d ejection; %d calls for %d turns",
 		inflightAtKill, failed, afterDeath.Load(), st.Ejections, g.Calls(), 480)
 	require.GreaterOrEqual(t, st.Ejections, int64(1), "the dead replica was ejected (again after each ejection time it stays dead)")
-	require.Contains(t, logs.String(), fmt.Sprintf("consecutive_failures=%d", ejectAfter), "ejected on the configured failure")
+	// Exactly on the third failure is pool.TestEjection's to show; here concurrent failures of the
+	// dropped requests race the ejection, so the log names the ejection, and no request follows it.
+	require.Contains(t, logs.String(), "upstream endpoint ejected")
 	require.Zero(t, whileEjected.Load(), "no request reaches it while it is ejected")
 	for _, r := range reps {
 		for id, n := range r.completions() {
