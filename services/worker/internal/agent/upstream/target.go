@@ -21,7 +21,8 @@ type Target interface {
 	// from the guard's total.
 	Budget() *Budget
 	// Finished reports the outcome of a request the picker sent to the endpoint (err nil for a
-	// success), once for every successful Pick.
+	// success), once for every successful Pick: a request whose wait for the endpoint's slot
+	// ended before it was sent finishes Terminal with the wait's error.
 	Finished(class Class, err error, latency time.Duration)
 }
 
