@@ -1,9 +1,12 @@
 package a2a_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -531,4 +534,69 @@ func TestPoolPanic(t *testing.T) {
 	t.Logf("panic: turns per replica %v before, %v after", got, after)
 	require.Contains(t, logs.String(), "upstream pool in panic")
 	require.Equal(t, int64(1), p.Stats().Panics)
+}
+
+// amnesiac is a replica that runs a task until its caller goes away, and answers a tasks/cancel
+// as a replica without the task would: JSON-RPC -32001, "task not found".
+type amnesiac struct {
+	stop chan struct{} // closed at the test's end: the task ends then
+}
+
+func (a amnesiac) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	ev := sdk.NewStatusUpdateEvent(&sdk.Task{ID: rc.TaskID, ContextID: rc.ContextID}, sdk.TaskStateWorking,
+		sdk.NewMessage(sdk.MessageRoleAgent, sdk.TextPart{Text: "thinking"}))
+	if err := q.Write(ctx, ev); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-a.stop:
+		done := sdk.NewStatusUpdateEvent(&sdk.Task{ID: rc.TaskID, ContextID: rc.ContextID}, sdk.TaskStateCanceled, nil)
+		done.Final = true
+		return q.Write(context.Background(), done)
+	}
+}
+
+func (a amnesiac) Cancel(context.Context, *a2asrv.RequestContext, eventqueue.Queue) error {
+	return sdk.ErrTaskNotFound
+}
+
+// TestPoolTaskNotFound counts a "task not found" answer to the forwarded cancel against the
+// endpoint that gave it: the sign of a request routed to a replica without the task.
+func TestPoolTaskNotFound(t *testing.T) {
+	t.Parallel()
+	stop := make(chan struct{})
+	rpc := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(amnesiac{stop: stop}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			ID     any    `json:"id"`
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal(body, &req)
+		if req.Method == "tasks/cancel" {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32001, "message": "Task not found"}})
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rpc.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) })
+	ag, p, _ := poolAgent(t, pool.Config{}, []string{srv.URL})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	started := make(chan struct{})
+	var once sync.Once
+	sink := &agenttest.Sink{OnEvent: func(agenttest.Event) { once.Do(func() { close(started) }) }}
+	go func() {
+		_, err := ag.Run(ctx, agent.Turn{TurnID: "t1", SessionID: "s1", Tenant: "acme", Attempt: 1, Deadline: time.Now().Add(time.Minute)}, nil, sink)
+		done <- err
+	}()
+	<-started // the task's first event reached the agent: it knows the task ID
+	cancel()
+	require.Error(t, <-done)
+	require.Equal(t, int64(1), p.Stats().Endpoints[0].TaskNotFound)
 }
