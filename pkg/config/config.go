@@ -15,7 +15,7 @@ import (
 
 // Defaults, exported so tests and docs can name them.
 const (
-	RolesDefault           = "broker,intake,worker,gateway"
+	RolesDefault           = "broker,intake,worker,gateway,a2a"
 	HTTPAddrDefault        = "127.0.0.1:8080"
 	LogFormatDefault       = "text"
 	LogLevelDefault        = "info"
@@ -53,7 +53,7 @@ var KnownRoles = []string{"broker", "intake", "worker", "gateway", "a2a", "langg
 
 // Config is every setting of every role. Roles read only the fields they need.
 type Config struct {
-	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway.
+	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway, a2a.
 	Roles string `env:"TURNSTILE_ROLES"`
 	// HTTPAddr is where the process serves its API, /healthz, /readyz and /metrics.
 	HTTPAddr string `env:"TURNSTILE_HTTP_ADDR"`
@@ -121,6 +121,7 @@ type Config struct {
 	Ops     OpsSettings
 	// FrontDoor is where the protocol front doors find the native API.
 	FrontDoor FrontDoorSettings
+	A2A       A2ASettings
 }
 
 // Load reads the environment and fills defaults. It does not validate; call Validate.
@@ -207,6 +208,7 @@ func (c *Config) ApplyDefaults() {
 	c.Gateway.applyDefaults()
 	c.Agents.applyDefaults()
 	c.Ops.applyDefaults()
+	c.A2A.applyDefaults()
 }
 
 // nameVariables rewrites the parser's Go field names ("LeaseTTL") into the variables an operator
@@ -328,6 +330,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Agents.validate()...)
 	errs = append(errs, c.Ops.validate()...)
 	errs = append(errs, c.FrontDoor.validate()...)
+	errs = append(errs, c.A2A.validate()...)
 	return errors.Join(errs...)
 }
 

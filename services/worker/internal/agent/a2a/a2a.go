@@ -174,6 +174,7 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 		out      strings.Builder
 		final    []string
 		finished bool
+		state    string
 	)
 	emit := func(parts sdk.ContentParts) error {
 		for _, p := range parts {
@@ -202,8 +203,8 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 				for _, art := range e.Artifacts {
 					final = append(final, texts(art.Parts)...)
 				}
-				if e.Status.State.Terminal() {
-					return a.terminal(name, e.Status, &final, &finished)
+				if e.Status.State.Terminal() || interrupted(e.Status.State) {
+					return a.terminal(name, e.Status, &final, &finished, &state)
 				}
 			case *sdk.TaskArtifactUpdateEvent:
 				taskID = e.TaskID
@@ -217,8 +218,8 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 						return err
 					}
 				}
-				if e.Final || e.Status.State.Terminal() || e.Status.State == sdk.TaskStateInputRequired || e.Status.State == sdk.TaskStateAuthRequired {
-					return a.terminal(name, e.Status, &final, &finished)
+				if e.Final || e.Status.State.Terminal() || interrupted(e.Status.State) {
+					return a.terminal(name, e.Status, &final, &finished, &state)
 				}
 			}
 		}
@@ -242,9 +243,15 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 		if err := sink.Delta(ctx, text); err != nil {
 			return agent.Result{}, err
 		}
-		return agent.Result{Text: text}, nil
+		return agent.Result{Text: text, State: state}, nil
 	}
-	return agent.Result{Text: out.String()}, nil
+	return agent.Result{Text: out.String(), State: state}, nil
+}
+
+// interrupted reports whether a remote task waits for its user: the turn ends with that state
+// (wire.Output.State) and the session's next turn carries the answer.
+func interrupted(s sdk.TaskState) bool {
+	return s == sdk.TaskStateInputRequired || s == sdk.TaskStateAuthRequired
 }
 
 // cancel forwards the turn's end to the remote task, on a context of its own, through the client
@@ -257,17 +264,20 @@ func (a *Agent) cancel(ctx context.Context, c *upstream.Call, client *a2aclient.
 	}
 }
 
-func (a *Agent) terminal(name string, st sdk.TaskStatus, final *[]string, finished *bool) error {
+func (a *Agent) terminal(name string, st sdk.TaskStatus, final *[]string, finished *bool, state *string) error {
 	var msg string
 	if st.Message != nil {
 		msg = strings.Join(texts(st.Message.Parts), "")
 	}
 	switch st.State {
-	case sdk.TaskStateCompleted:
+	case sdk.TaskStateCompleted, sdk.TaskStateInputRequired, sdk.TaskStateAuthRequired:
 		if msg != "" {
 			*final = append(*final, msg)
 		}
 		*finished = true
+		if interrupted(st.State) {
+			*state = string(st.State)
+		}
 		return nil
 	case sdk.TaskStateFailed:
 		return &upstream.StreamError{Upstream: name, Message: "task failed: " + msg}
