@@ -16,6 +16,17 @@ const (
 	HTTPAgentIdleTimeoutDefault  = 60 * time.Second
 	HTTPAgentMaxBytesDefault     = 16 << 20
 	HistoryCacheSessionsDefault  = 4096
+	UpstreamTotalLimitDefault    = 1024
+
+	AgentPolicyDefault          = "affinity"
+	AgentLoadFactorDefault      = 1.25
+	AgentEjectFailuresDefault   = 5
+	AgentEjectTimeDefault       = 30 * time.Second
+	AgentEjectMaxTimeDefault    = 5 * time.Minute
+	AgentPanicThresholdDefault  = 50
+	AgentProbeIntervalDefault   = 10 * time.Second
+	AgentResolveIntervalDefault = 30 * time.Second
+	AgentAffinityIdleDefault    = 30 * time.Minute
 )
 
 // AgentSettings configure the agent adapters and upstream protection.
@@ -68,6 +79,44 @@ type AgentSettings struct {
 	// TURNSTILE_UPSTREAM_RETRY_RESERVE, default 10.
 	UpstreamRetryReserve int `env:"TURNSTILE_UPSTREAM_RETRY_RESERVE"`
 
+	// UpstreamTotalLimit bounds the calls in flight to all endpoints of the agent together; each
+	// endpoint has its own adaptive limit within it. TURNSTILE_UPSTREAM_TOTAL_LIMIT, default 1024.
+	UpstreamTotalLimit int `env:"TURNSTILE_UPSTREAM_TOTAL_LIMIT"`
+
+	// AgentEndpoints lists the agent's replicas, a comma list of URLs ("dns+<URL>": a DNS name
+	// re-resolved every AgentResolveInterval; for a2a "card+<URL>": an Agent Card). It replaces the
+	// adapter's single URL (TURNSTILE_OPENAI_BASE_URL, TURNSTILE_HTTP_AGENT_URL, TURNSTILE_A2A_URL),
+	// which is a pool of one when it is unset. TURNSTILE_AGENT_ENDPOINTS.
+	AgentEndpoints string `env:"TURNSTILE_AGENT_ENDPOINTS"`
+	// AgentPolicy is affinity or least-request. TURNSTILE_AGENT_POLICY, default affinity.
+	AgentPolicy string `env:"TURNSTILE_AGENT_POLICY"`
+	// AgentLoadFactor bounds a replica's sessions under affinity to this multiple of the mean.
+	// TURNSTILE_AGENT_LOAD_FACTOR, default 1.25.
+	AgentLoadFactor float64 `env:"TURNSTILE_AGENT_LOAD_FACTOR"`
+	// AgentEjectFailures is how many consecutive failed requests eject a replica.
+	// TURNSTILE_AGENT_EJECT_FAILURES, default 5.
+	AgentEjectFailures int `env:"TURNSTILE_AGENT_EJECT_FAILURES"`
+	// AgentEjectTime is the first ejection's length (each further one lasts one more).
+	// TURNSTILE_AGENT_EJECT_TIME, default 30s.
+	AgentEjectTime time.Duration `env:"TURNSTILE_AGENT_EJECT_TIME"`
+	// AgentEjectMaxTime caps an ejection. TURNSTILE_AGENT_EJECT_MAX_TIME, default 5m.
+	AgentEjectMaxTime time.Duration `env:"TURNSTILE_AGENT_EJECT_MAX_TIME"`
+	// AgentPanicThreshold is the percentage of replicas that may be unusable: ejection stops there,
+	// and beyond it (failing probes) every replica gets traffic. TURNSTILE_AGENT_PANIC_THRESHOLD,
+	// default 50.
+	AgentPanicThreshold int `env:"TURNSTILE_AGENT_PANIC_THRESHOLD"`
+	// AgentProbePath is fetched from every replica each AgentProbeInterval; "off" disables probes.
+	// TURNSTILE_AGENT_PROBE_PATH, default the Agent Card for a2a, off for the others.
+	AgentProbePath string `env:"TURNSTILE_AGENT_PROBE_PATH"`
+	// AgentProbeInterval is the probes' period. TURNSTILE_AGENT_PROBE_INTERVAL, default 10s.
+	AgentProbeInterval time.Duration `env:"TURNSTILE_AGENT_PROBE_INTERVAL"`
+	// AgentResolveInterval is how often DNS names and Agent Cards are read again.
+	// TURNSTILE_AGENT_RESOLVE_INTERVAL, default 30s.
+	AgentResolveInterval time.Duration `env:"TURNSTILE_AGENT_RESOLVE_INTERVAL"`
+	// AgentAffinityIdle is how long a session's placement is kept after its last request.
+	// TURNSTILE_AGENT_AFFINITY_IDLE, default 30m.
+	AgentAffinityIdle time.Duration `env:"TURNSTILE_AGENT_AFFINITY_IDLE"`
+
 	// HistoryCacheSessions bounds the sessions whose history a worker keeps in memory.
 	// TURNSTILE_HISTORY_CACHE_SESSIONS, default 4096.
 	HistoryCacheSessions int `env:"TURNSTILE_HISTORY_CACHE_SESSIONS"`
@@ -101,7 +150,40 @@ func (s *AgentSettings) applyDefaults() {
 	if s.HistoryCacheSessions == 0 {
 		s.HistoryCacheSessions = HistoryCacheSessionsDefault
 	}
+	if s.UpstreamTotalLimit == 0 {
+		s.UpstreamTotalLimit = UpstreamTotalLimitDefault
+	}
+	if s.AgentPolicy == "" {
+		s.AgentPolicy = AgentPolicyDefault
+	}
+	if s.AgentLoadFactor == 0 {
+		s.AgentLoadFactor = AgentLoadFactorDefault
+	}
+	if s.AgentEjectFailures == 0 {
+		s.AgentEjectFailures = AgentEjectFailuresDefault
+	}
+	if s.AgentEjectTime == 0 {
+		s.AgentEjectTime = AgentEjectTimeDefault
+	}
+	if s.AgentEjectMaxTime == 0 {
+		s.AgentEjectMaxTime = AgentEjectMaxTimeDefault
+	}
+	if s.AgentPanicThreshold == 0 {
+		s.AgentPanicThreshold = AgentPanicThresholdDefault
+	}
+	if s.AgentProbeInterval == 0 {
+		s.AgentProbeInterval = AgentProbeIntervalDefault
+	}
+	if s.AgentResolveInterval == 0 {
+		s.AgentResolveInterval = AgentResolveIntervalDefault
+	}
+	if s.AgentAffinityIdle == 0 {
+		s.AgentAffinityIdle = AgentAffinityIdleDefault
+	}
 }
+
+// AgentEndpointList splits AgentEndpoints.
+func (s AgentSettings) AgentEndpointList() []string { return splitList(s.AgentEndpoints) }
 
 func (s AgentSettings) validate() []error {
 	checks := []struct {
@@ -117,6 +199,16 @@ func (s AgentSettings) validate() []error {
 		{s.UpstreamRetryRatio < 0 || s.UpstreamRetryRatio > 1, "TURNSTILE_UPSTREAM_RETRY_RATIO: must be between 0 and 1"},
 		{s.UpstreamRetryReserve < 0, "TURNSTILE_UPSTREAM_RETRY_RESERVE: must not be negative"},
 		{s.HistoryCacheSessions < 0, "TURNSTILE_HISTORY_CACHE_SESSIONS: must not be negative"},
+		{s.UpstreamTotalLimit < 1, "TURNSTILE_UPSTREAM_TOTAL_LIMIT: must be at least 1"},
+		{s.AgentPolicy != "affinity" && s.AgentPolicy != "least-request", "TURNSTILE_AGENT_POLICY: must be affinity or least-request"},
+		{s.AgentLoadFactor < 1, "TURNSTILE_AGENT_LOAD_FACTOR: must be at least 1"},
+		{s.AgentEjectFailures < 1, "TURNSTILE_AGENT_EJECT_FAILURES: must be at least 1"},
+		{s.AgentEjectTime < 0, "TURNSTILE_AGENT_EJECT_TIME: must not be negative"},
+		{s.AgentEjectMaxTime < s.AgentEjectTime, "TURNSTILE_AGENT_EJECT_MAX_TIME: must be at least TURNSTILE_AGENT_EJECT_TIME"},
+		{s.AgentPanicThreshold < 1 || s.AgentPanicThreshold > 100, "TURNSTILE_AGENT_PANIC_THRESHOLD: must be between 1 and 100"},
+		{s.AgentProbeInterval < 0, "TURNSTILE_AGENT_PROBE_INTERVAL: must not be negative"},
+		{s.AgentResolveInterval < 0, "TURNSTILE_AGENT_RESOLVE_INTERVAL: must not be negative"},
+		{s.AgentAffinityIdle < 0, "TURNSTILE_AGENT_AFFINITY_IDLE: must not be negative"},
 	}
 	var errs []error
 	for _, c := range checks {

@@ -1,50 +1,88 @@
 package worker
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/pool"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
 )
 
-// upstreamCollector exports the state of each upstream guard (adaptive limit, retry budget) at
-// scrape time, so the hot path pays nothing for it.
+// upstreamCollector exports the state of each upstream guard (the agent's total limit and retry
+// budget) and of its pool's endpoints at scrape time, so the hot path pays nothing for it.
 type upstreamCollector struct {
 	guards []*upstream.Guard
+	pools  []*pool.Pool
 	names  []string
 
 	limit, inflight, waiting, calls, failures, retries, denied *prometheus.Desc
+
+	endpoints, panic, panics, suspended, moved                         *prometheus.Desc
+	epInflight, epLimit, epRequests, epEjected, epProbeOK, epEjections *prometheus.Desc
+	epTaskNotFound, epSessions, epRetries, epDenied                    *prometheus.Desc
 }
 
 func newUpstreamCollector() *upstreamCollector {
 	l := []string{"upstream"}
+	e := []string{"upstream", "endpoint"}
+	d := prometheus.NewDesc
 	return &upstreamCollector{
-		limit: prometheus.NewDesc("turnstile_worker_upstream_limit",
-			"Current adaptive concurrency limit of an upstream (AIMD).", l, nil),
-		inflight: prometheus.NewDesc("turnstile_worker_upstream_inflight",
-			"Calls to an upstream in flight.", l, nil),
-		waiting: prometheus.NewDesc("turnstile_worker_upstream_waiting",
-			"Turns waiting for a slot under an upstream's limit.", l, nil),
-		calls: prometheus.NewDesc("turnstile_worker_upstream_calls_total",
-			"Calls made to an upstream.", l, nil),
-		failures: prometheus.NewDesc("turnstile_worker_upstream_failures_total",
+		limit:    d("turnstile_worker_upstream_limit", "Concurrency limit of an upstream's calls in flight to all its endpoints together.", l, nil),
+		inflight: d("turnstile_worker_upstream_inflight", "Calls to an upstream in flight.", l, nil),
+		waiting:  d("turnstile_worker_upstream_waiting", "Turns waiting for a slot under an upstream's total limit.", l, nil),
+		calls:    d("turnstile_worker_upstream_calls_total", "Calls made to an upstream.", l, nil),
+		failures: d("turnstile_worker_upstream_failures_total",
 			"Failed upstream calls by class: overload, retryable, terminal.", []string{"upstream", "class"}, nil),
-		retries: prometheus.NewDesc("turnstile_worker_upstream_retries_total",
-			"Retries the retry budget granted.", l, nil),
-		denied: prometheus.NewDesc("turnstile_worker_upstream_retries_denied_total",
-			"Retries the retry budget refused.", l, nil),
+		retries: d("turnstile_worker_upstream_retries_total", "Retries the upstream's total retry budget granted.", l, nil),
+		denied:  d("turnstile_worker_upstream_retries_denied_total", "Retries the upstream's total retry budget refused.", l, nil),
+
+		endpoints: d("turnstile_worker_upstream_endpoints", "Endpoints an upstream's pool knows.", l, nil),
+		panic: d("turnstile_worker_upstream_pool_panic",
+			"1 while more than the panic threshold of an upstream's endpoints is unhealthy and every endpoint gets traffic.", l, nil),
+		panics: d("turnstile_worker_upstream_pool_panics_total", "Times an upstream's pool entered panic.", l, nil),
+		suspended: d("turnstile_worker_upstream_ejections_suspended_total",
+			"Ejections not made because they would have left more than the panic threshold unusable.", l, nil),
+		moved: d("turnstile_worker_upstream_sessions_moved_total",
+			"Sessions placed on another endpoint than before (an endpoint joined, left or was ejected).", l, nil),
+		epInflight: d("turnstile_worker_upstream_endpoint_inflight", "Requests in flight to an endpoint.", e, nil),
+		epLimit:    d("turnstile_worker_upstream_endpoint_limit", "An endpoint's adaptive concurrency limit (AIMD).", e, nil),
+		epRequests: d("turnstile_worker_upstream_endpoint_requests_total",
+			"Requests an endpoint answered, by outcome: ok, overload, retryable, terminal.", []string{"upstream", "endpoint", "outcome"}, nil),
+		epEjected:   d("turnstile_worker_upstream_endpoint_ejected", "1 while an endpoint is ejected.", e, nil),
+		epProbeOK:   d("turnstile_worker_upstream_endpoint_probe_ok", "1 while an endpoint passes its probes (or none are configured).", e, nil),
+		epEjections: d("turnstile_worker_upstream_endpoint_ejections_total", "Times an endpoint was ejected.", e, nil),
+		epTaskNotFound: d("turnstile_worker_upstream_endpoint_task_not_found_total",
+			"A2A \"task not found\" answers of an endpoint: requests routed to a replica without the task.", e, nil),
+		epSessions: d("turnstile_worker_upstream_endpoint_sessions", "Sessions placed on an endpoint (affinity).", e, nil),
+		epRetries:  d("turnstile_worker_upstream_endpoint_retries_total", "Retries an endpoint's retry budget granted.", e, nil),
+		epDenied:   d("turnstile_worker_upstream_endpoint_retries_denied_total", "Retries an endpoint's retry budget refused.", e, nil),
 	}
 }
 
-// add registers a guard under a name; call before the collector is registered.
-func (c *upstreamCollector) add(name string, g *upstream.Guard) {
+// add registers a guard and its pool (nil for none) under a name; call before the collector is
+// registered.
+func (c *upstreamCollector) add(name string, g *upstream.Guard, p *pool.Pool) {
 	c.names = append(c.names, name)
 	c.guards = append(c.guards, g)
+	c.pools = append(c.pools, p)
 }
 
 func (c *upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.limit, c.inflight, c.waiting, c.calls, c.failures, c.retries, c.denied} {
+	for _, d := range []*prometheus.Desc{
+		c.limit, c.inflight, c.waiting, c.calls, c.failures, c.retries, c.denied,
+		c.endpoints, c.panic, c.panics, c.suspended, c.moved, c.epInflight, c.epLimit, c.epRequests,
+		c.epEjected, c.epProbeOK, c.epEjections, c.epTaskNotFound, c.epSessions, c.epRetries, c.epDenied,
+	} {
 		ch <- d
 	}
+}
+
+func gauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (c *upstreamCollector) Collect(ch chan<- prometheus.Metric) {
@@ -61,5 +99,57 @@ func (c *upstreamCollector) Collect(ch chan<- prometheus.Metric) {
 		st := g.Budget().Stats()
 		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(st.Retries), name)
 		ch <- prometheus.MustNewConstMetric(c.denied, prometheus.CounterValue, float64(st.Denied), name)
+		if c.pools[i] != nil {
+			c.collectPool(ch, name, c.pools[i].Stats())
+		}
 	}
 }
+
+func (c *upstreamCollector) collectPool(ch chan<- prometheus.Metric, name string, s pool.Stats) {
+	ch <- prometheus.MustNewConstMetric(c.endpoints, prometheus.GaugeValue, float64(len(s.Endpoints)), name)
+	ch <- prometheus.MustNewConstMetric(c.panic, prometheus.GaugeValue, gauge(s.Panic), name)
+	ch <- prometheus.MustNewConstMetric(c.panics, prometheus.CounterValue, float64(s.Panics), name)
+	ch <- prometheus.MustNewConstMetric(c.suspended, prometheus.CounterValue, float64(s.Suspended), name)
+	ch <- prometheus.MustNewConstMetric(c.moved, prometheus.CounterValue, float64(s.Moves), name)
+	for _, e := range s.Endpoints {
+		a := e.Address
+		ch <- prometheus.MustNewConstMetric(c.epInflight, prometheus.GaugeValue, float64(e.Inflight), name, a)
+		ch <- prometheus.MustNewConstMetric(c.epLimit, prometheus.GaugeValue, e.Limit, name, a)
+		for outcome, n := range e.Requests {
+			ch <- prometheus.MustNewConstMetric(c.epRequests, prometheus.CounterValue, float64(n), name, a, outcome)
+		}
+		ch <- prometheus.MustNewConstMetric(c.epEjected, prometheus.GaugeValue, gauge(e.Ejected), name, a)
+		ch <- prometheus.MustNewConstMetric(c.epProbeOK, prometheus.GaugeValue, gauge(e.ProbeOK), name, a)
+		ch <- prometheus.MustNewConstMetric(c.epEjections, prometheus.CounterValue, float64(e.Ejections), name, a)
+		ch <- prometheus.MustNewConstMetric(c.epTaskNotFound, prometheus.CounterValue, float64(e.TaskNotFound), name, a)
+		ch <- prometheus.MustNewConstMetric(c.epSessions, prometheus.GaugeValue, float64(e.Sessions), name, a)
+		ch <- prometheus.MustNewConstMetric(c.epRetries, prometheus.CounterValue, float64(e.Retries), name, a)
+		ch <- prometheus.MustNewConstMetric(c.epDenied, prometheus.CounterValue, float64(e.RetryDenied), name, a)
+	}
+}
+
+// poolObserver is the pool.Observer that keeps each endpoint's latency histogram: the time to
+// the answer's headers or first event of every request, by outcome.
+type poolObserver struct {
+	name    string
+	latency *prometheus.HistogramVec
+}
+
+func newPoolObserver(name string) *poolObserver {
+	return &poolObserver{name: name, latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "turnstile_worker_upstream_endpoint_latency_seconds",
+		Help:    "Time from an endpoint request's start to its answer's first byte (or its failure), by outcome.",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"upstream", "endpoint", "outcome"})}
+}
+
+func (o *poolObserver) Request(endpoint string, class upstream.Class, err error, latency time.Duration) {
+	outcome := "ok"
+	if err != nil {
+		outcome = class.String()
+	}
+	o.latency.WithLabelValues(o.name, endpoint, outcome).Observe(latency.Seconds())
+}
+
+func (o *poolObserver) Describe(ch chan<- *prometheus.Desc) { o.latency.Describe(ch) }
+func (o *poolObserver) Collect(ch chan<- prometheus.Metric) { o.latency.Collect(ch) }

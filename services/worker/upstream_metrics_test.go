@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -17,15 +18,20 @@ func TestUpstreamMetrics(t *testing.T) {
 	cfg.Agent = "http"
 	cfg.Agents.HTTPAgentURL = "http://127.0.0.1:1/agent"
 	reg := prometheus.NewRegistry()
-	_, err := buildAgent(t.Context(), cfg, reg)
+	_, p, err := buildAgent(t.Context(), cfg, reg, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
+	require.NotNil(t, p, "an http agent calls its URL through a pool of one")
 	want := `
-# HELP turnstile_worker_upstream_limit Current adaptive concurrency limit of an upstream (AIMD).
+# HELP turnstile_worker_upstream_limit Concurrency limit of an upstream's calls in flight to all its endpoints together.
 # TYPE turnstile_worker_upstream_limit gauge
-turnstile_worker_upstream_limit{upstream="http://127.0.0.1:1/agent"} 16
+turnstile_worker_upstream_limit{upstream="http://127.0.0.1:1/agent"} 1024
+# HELP turnstile_worker_upstream_endpoint_limit An endpoint's adaptive concurrency limit (AIMD).
+# TYPE turnstile_worker_upstream_endpoint_limit gauge
+turnstile_worker_upstream_endpoint_limit{endpoint="http://127.0.0.1:1/agent",upstream="http://127.0.0.1:1/agent"} 16
 `
-	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "turnstile_worker_upstream_limit"))
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "turnstile_worker_upstream_limit", "turnstile_worker_upstream_endpoint_limit"))
 	n, err := testutil.GatherAndCount(reg)
 	require.NoError(t, err)
-	require.Equal(t, 9, n, "limit, in-flight, waiting, calls, three failure classes, retries, denied")
+	require.Equal(t, 9+5+13, n, "the guard's 9 (limit, in-flight, waiting, calls, three failure classes, retries, denied), "+
+		"the pool's 5 and the endpoint's 13 (4 request outcomes)")
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/demo"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/httpagent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/openai"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/pool"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
 	"github.com/turnstile-run/turnstile/services/worker/internal/batch"
 	"github.com/turnstile-run/turnstile/services/worker/internal/cancelwatch"
@@ -38,10 +39,11 @@ import (
 var Role = app.Role{Name: "worker", New: func(ctx context.Context, d *app.Deps) (app.Component, error) { return New(ctx, d) }}
 
 // Worker is the running worker role: one lifecycle.Group of its parts, in start order the Kafka
-// check, the lease renewer, the batchers, the cancel watcher, the consumer and the table upkeep
-// (retention, and the vacuumer unless TURNSTILE_WORKER_VACUUM=off). Stopping in reverse drains the
-// consumer before the batchers and the renewer its turns use. A stopped worker does not start
-// again: the drain tells the executor to hand off waiting turns at once, for good.
+// check, the agent's upstream pool (for the adapters that call one), the lease renewer, the
+// batchers, the cancel watcher, the consumer and the table upkeep (retention, and the vacuumer
+// unless TURNSTILE_WORKER_VACUUM=off). Stopping in reverse drains the consumer before the batchers
+// and the renewer its turns use. A stopped worker does not start again: the drain tells the
+// executor to hand off waiting turns at once, for good.
 type Worker struct {
 	deps     *app.Deps
 	consumer *consume.Consumer
@@ -69,7 +71,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	ag, err := buildAgent(ctx, cfg, d.Registry)
+	ag, upstreams, err := buildAgent(ctx, cfg, d.Registry, log)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +149,11 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	})
 	w.consumer = cons
 	w.kafka.init(cfg, log)
-	w.parts.Add("kafka check", &w.kafka).Add("lease renewer", renewer).
+	w.parts.Add("kafka check", &w.kafka)
+	if upstreams != nil {
+		w.parts.Add("upstream pool", upstreams)
+	}
+	w.parts.Add("lease renewer", renewer).
 		Add("claim batcher", claims).Add("completion batcher", completions).Add("publish batcher", publishes).
 		Add("cancel watcher", watcher).Add("consumer", cons)
 	for _, h := range housekeeping {
@@ -156,53 +162,104 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	return w, nil
 }
 
-// buildAgent returns the agent TURNSTILE_AGENT names, with one upstream guard (adaptive limit,
-// retry budget) shared by every turn that calls the same upstream.
-func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registerer) (agent.Agent, error) {
+// buildAgent returns the agent TURNSTILE_AGENT names and, for the adapters that call an
+// upstream, the pool of its endpoints (a component the worker starts and stops). Every turn that
+// calls the upstream shares one guard: the agent's total limit and retry budget, balancing its
+// requests over the pool, whose endpoints each have their own adaptive limit and budget.
+func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registerer, log *slog.Logger) (agent.Agent, *pool.Pool, error) {
 	a := cfg.Agents
-	guard := func(name string) *upstream.Guard {
-		g := upstream.New(upstream.Config{
-			Name: name, RetryRatio: a.UpstreamRetryRatio, RetryReserve: a.UpstreamRetryReserve,
-			Limiter: upstream.LimiterConfig{
-				Initial: float64(a.UpstreamInitialLimit), Max: float64(a.UpstreamMaxLimit),
-				LatencyTarget: a.UpstreamLatencyTarget,
+	var p *pool.Pool
+	guard := func(single, probe string, parse func([]string) ([]pool.Source, error)) (*upstream.Guard, error) {
+		entries := a.AgentEndpointList()
+		if len(entries) == 0 {
+			entries = []string{single}
+		}
+		sources, err := parse(entries)
+		if err != nil {
+			return nil, fmt.Errorf("TURNSTILE_AGENT_ENDPOINTS: %w", err)
+		}
+		switch a.AgentProbePath {
+		case "off":
+			probe = ""
+		case "":
+		default:
+			probe = a.AgentProbePath
+		}
+		name := single
+		if name == "" {
+			name = cfg.Agent
+		}
+		obs := newPoolObserver(name)
+		p = pool.New(pool.Config{
+			Name: name, Policy: pool.Policy(a.AgentPolicy), LoadFactor: a.AgentLoadFactor,
+			EjectAfter: a.AgentEjectFailures, EjectTime: a.AgentEjectTime, EjectMaxTime: a.AgentEjectMaxTime,
+			PanicThreshold: float64(a.AgentPanicThreshold) / 100, ProbePath: probe, ProbeInterval: a.AgentProbeInterval,
+			ResolveInterval: a.AgentResolveInterval, AffinityIdle: a.AgentAffinityIdle, Log: log, Observer: obs,
+			Endpoint: upstream.Config{
+				RetryRatio: a.UpstreamRetryRatio, RetryReserve: a.UpstreamRetryReserve,
+				Limiter: upstream.LimiterConfig{
+					Initial: float64(a.UpstreamInitialLimit), Max: float64(a.UpstreamMaxLimit),
+					LatencyTarget: a.UpstreamLatencyTarget,
+				},
 			},
+		}, sources...)
+		total := float64(a.UpstreamTotalLimit)
+		g := upstream.New(upstream.Config{
+			Name: name, RetryRatio: a.UpstreamRetryRatio, RetryReserve: a.UpstreamRetryReserve, Picker: p,
+			Limiter: upstream.LimiterConfig{Initial: total, Min: total, Max: total},
 		})
 		c := newUpstreamCollector()
-		c.add(name, g)
-		reg.MustRegister(c)
-		return g
+		c.add(name, g, p)
+		reg.MustRegister(c, obs)
+		return g, nil
 	}
+	plain := func(entries []string) ([]pool.Source, error) { return pool.Parse(entries, nil) }
+	pooled := len(a.AgentEndpointList()) > 0
 	switch cfg.Agent {
 	case "demo":
-		return &demo.Agent{Delay: cfg.DemoDelay, NoFaults: !cfg.DemoFaultsAllowed()}, nil
+		return &demo.Agent{Delay: cfg.DemoDelay, NoFaults: !cfg.DemoFaultsAllowed()}, nil, nil
 	case "openai":
-		if a.OpenAIBaseURL == "" || a.OpenAIModel == "" {
-			return nil, errors.New("TURNSTILE_AGENT=openai needs TURNSTILE_OPENAI_BASE_URL and TURNSTILE_OPENAI_MODEL")
+		if (a.OpenAIBaseURL == "" && !pooled) || a.OpenAIModel == "" {
+			return nil, nil, errors.New("TURNSTILE_AGENT=openai needs TURNSTILE_OPENAI_BASE_URL (or TURNSTILE_AGENT_ENDPOINTS) and TURNSTILE_OPENAI_MODEL")
 		}
-		return openai.New(openai.Config{
+		g, err := guard(a.OpenAIBaseURL, "", plain)
+		if err != nil {
+			return nil, nil, err
+		}
+		ag, err := openai.New(openai.Config{
 			BaseURL: a.OpenAIBaseURL, APIKey: a.OpenAIAPIKey, Model: a.OpenAIModel,
-			System: a.OpenAISystem, HeaderTimeout: a.HeaderTimeout, Guard: guard(a.OpenAIBaseURL),
+			System: a.OpenAISystem, HeaderTimeout: a.HeaderTimeout, Guard: g,
 		})
+		return ag, p, err
 	case "http":
-		if a.HTTPAgentURL == "" {
-			return nil, errors.New("TURNSTILE_AGENT=http needs TURNSTILE_HTTP_AGENT_URL")
+		if a.HTTPAgentURL == "" && !pooled {
+			return nil, nil, errors.New("TURNSTILE_AGENT=http needs TURNSTILE_HTTP_AGENT_URL (or TURNSTILE_AGENT_ENDPOINTS)")
+		}
+		g, err := guard(a.HTTPAgentURL, "", plain)
+		if err != nil {
+			return nil, nil, err
 		}
 		hc := httpagent.Config{
 			URL: a.HTTPAgentURL, HeaderTimeout: a.HeaderTimeout, IdleTimeout: a.HTTPAgentIdleTimeout,
-			MaxResponseBytes: a.HTTPAgentMaxBytes, Guard: guard(a.HTTPAgentURL),
+			MaxResponseBytes: a.HTTPAgentMaxBytes, Guard: g,
 		}
 		if a.HTTPAgentAuthorization != "" {
 			hc.Headers = map[string]string{"Authorization": a.HTTPAgentAuthorization}
 		}
-		return httpagent.New(hc)
+		ag, err := httpagent.New(hc)
+		return ag, p, err
 	case "a2a":
-		if a.A2AURL == "" {
-			return nil, errors.New("TURNSTILE_AGENT=a2a needs TURNSTILE_A2A_URL")
+		if a.A2AURL == "" && !pooled {
+			return nil, nil, errors.New("TURNSTILE_AGENT=a2a needs TURNSTILE_A2A_URL (or TURNSTILE_AGENT_ENDPOINTS)")
 		}
-		return a2a.New(ctx, a2a.Config{URL: a.A2AURL, HeaderTimeout: a.HeaderTimeout, Guard: guard(a.A2AURL)})
+		g, err := guard(a.A2AURL, a2a.ProbePath, a2a.Sources)
+		if err != nil {
+			return nil, nil, err
+		}
+		ag, err := a2a.New(ctx, a2a.Config{URL: a.A2AURL, HeaderTimeout: a.HeaderTimeout, Guard: g})
+		return ag, p, err
 	default:
-		return nil, fmt.Errorf("TURNSTILE_AGENT: unknown agent %q (demo, openai, http, a2a)", cfg.Agent)
+		return nil, nil, fmt.Errorf("TURNSTILE_AGENT: unknown agent %q (demo, openai, http, a2a)", cfg.Agent)
 	}
 }
 

@@ -7,21 +7,28 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
 
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/pool"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
 )
 
 // HistoryKey is the message metadata key carrying the session history.
 const HistoryKey = "turnstile/history"
 
+// RouteKeyHeader carries every request's route key (see pool.RouteKey), so an L7 proxy in front
+// of the replicas can hash on it.
+const RouteKeyHeader = "x-a2a-route-key"
+
 // Config configures the agent.
 type Config struct {
-	// URL is the remote agent's JSON-RPC endpoint.
+	// URL is the remote agent's JSON-RPC endpoint; required unless Guard balances over a pool,
+	// whose endpoints are then the replicas' JSON-RPC endpoints.
 	URL string
 	// HeaderTimeout bounds the wait for an answer's headers. Defaults to 30s.
 	HeaderTimeout time.Duration
@@ -35,13 +42,16 @@ type Config struct {
 
 // Agent is the A2A agent.
 type Agent struct {
-	cfg    Config
-	client *a2aclient.Client
+	cfg Config
+	hc  *http.Client
+
+	mu      sync.Mutex
+	clients map[string]*a2aclient.Client // by endpoint URL
 }
 
 // New returns an agent for the remote agent at cfg.URL.
 func New(ctx context.Context, cfg Config) (*Agent, error) {
-	if cfg.URL == "" {
+	if cfg.URL == "" && (cfg.Guard == nil || !cfg.Guard.Balanced()) {
 		return nil, errors.New("a2a agent: URL is required")
 	}
 	if cfg.HeaderTimeout <= 0 {
@@ -51,40 +61,70 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		cfg.CancelTimeout = 5 * time.Second
 	}
 	if cfg.Transport == nil {
-		cfg.Transport = &http.Transport{ResponseHeaderTimeout: cfg.HeaderTimeout}
+		cfg.Transport = upstream.NewTransport(cfg.HeaderTimeout)
 	}
 	if cfg.Guard == nil {
 		cfg.Guard = upstream.New(upstream.Config{Name: cfg.URL})
 	}
-	hc := &http.Client{Transport: statusTransport{name: cfg.URL, next: cfg.Transport}}
-	client, err := a2aclient.NewFromEndpoints(ctx,
-		[]sdk.AgentInterface{{URL: cfg.URL, Transport: sdk.TransportProtocolJSONRPC}},
-		a2aclient.WithJSONRPCTransport(hc))
-	if err != nil {
-		return nil, fmt.Errorf("a2a agent: create client: %w", err)
+	a := &Agent{cfg: cfg, hc: &http.Client{Transport: statusTransport{next: cfg.Transport}}, clients: map[string]*a2aclient.Client{}}
+	if cfg.URL != "" {
+		if _, err := a.client(ctx, cfg.URL); err != nil {
+			return nil, err
+		}
 	}
-	return &Agent{cfg: cfg, client: client}, nil
+	return a, nil
+}
+
+// client returns the SDK client of one endpoint, made on first use.
+func (a *Agent) client(ctx context.Context, url string) (*a2aclient.Client, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.clients[url]; ok {
+		return c, nil
+	}
+	c, err := a2aclient.NewFromEndpoints(ctx,
+		[]sdk.AgentInterface{{URL: url, Transport: sdk.TransportProtocolJSONRPC}},
+		a2aclient.WithJSONRPCTransport(a.hc))
+	if err != nil {
+		return nil, fmt.Errorf("a2a agent: create client of %s: %w", url, err)
+	}
+	a.clients[url] = c
+	return c, nil
 }
 
 // Guard returns the agent's upstream guard.
 func (a *Agent) Guard() *upstream.Guard { return a.cfg.Guard }
 
-// Close releases the client.
-func (a *Agent) Close() error { return a.client.Destroy() }
+// Close releases the clients.
+func (a *Agent) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	for _, c := range a.clients {
+		errs = append(errs, c.Destroy())
+	}
+	return errors.Join(errs...)
+}
 
-// statusTransport turns error answers into upstream.StatusError, which the SDK wraps with %w.
+type routeKeyCtx struct{}
+
+// statusTransport publishes the route key the request's context carries and turns error answers
+// into upstream.StatusError (named by the endpoint), which the SDK wraps with %w.
 type statusTransport struct {
-	name string
 	next http.RoundTripper
 }
 
 func (t statusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if key, ok := req.Context().Value(routeKeyCtx{}).(string); ok && key != "" {
+		req = req.Clone(req.Context())
+		req.Header.Set(RouteKeyHeader, key)
+	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil || resp.StatusCode < 400 {
 		return resp, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	return nil, upstream.NewStatusError(t.name, resp, time.Now())
+	return nil, upstream.NewStatusError(req.URL.Scheme+"://"+req.URL.Host+req.URL.Path, resp, time.Now())
 }
 
 // Run answers the turn.
@@ -93,6 +133,7 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Messag
 	for i, m := range history {
 		hist[i] = map[string]any{"seq": m.Seq, "turn_id": m.TurnID, "role": m.Role, "content": m.Content}
 	}
+	ctx = context.WithValue(ctx, routeKeyCtx{}, pool.RouteKey(turn))
 	var res agent.Result
 	err := a.cfg.Guard.Do(ctx, turn, sink, func(ctx context.Context, c *upstream.Call) error {
 		msg := &sdk.Message{
@@ -107,7 +148,27 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Messag
 	return res, err
 }
 
+// endpoint is where the call's request goes: the pool's pick, else the configured URL.
+func (a *Agent) endpoint(c *upstream.Call) string {
+	if c.Target != nil {
+		return c.Target.Address()
+	}
+	return a.cfg.URL
+}
+
+// notFound counts an answer "task not found" against the endpoint that gave it.
+func notFound(c *upstream.Call, err error) {
+	if ep, ok := c.Target.(*pool.Endpoint); ok && errors.Is(err, sdk.ErrTaskNotFound) {
+		ep.TaskNotFound()
+	}
+}
+
 func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, sink agent.Sink) (agent.Result, error) {
+	name := a.endpoint(c)
+	client, err := a.client(ctx, name)
+	if err != nil {
+		return agent.Result{}, err
+	}
 	var (
 		taskID   sdk.TaskID
 		out      strings.Builder
@@ -123,9 +184,10 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 		}
 		return nil
 	}
-	err := func() error {
-		for ev, err := range a.client.SendStreamingMessage(ctx, &sdk.MessageSendParams{Message: msg}) {
+	err = func() error {
+		for ev, err := range client.SendStreamingMessage(ctx, &sdk.MessageSendParams{Message: msg}) {
 			if err != nil {
+				notFound(c, err)
 				return fmt.Errorf("a2a message/stream: %w", err)
 			}
 			c.Responded()
@@ -142,7 +204,7 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 					final = append(final, texts(art.Parts)...)
 				}
 				if e.Status.State.Terminal() || interrupted(e.Status.State) {
-					return a.terminal(e.Status, &final, &finished, &state)
+					return a.terminal(name, e.Status, &final, &finished, &state)
 				}
 			case *sdk.TaskArtifactUpdateEvent:
 				taskID = e.TaskID
@@ -157,14 +219,14 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 					}
 				}
 				if e.Final || e.Status.State.Terminal() || interrupted(e.Status.State) {
-					return a.terminal(e.Status, &final, &finished, &state)
+					return a.terminal(name, e.Status, &final, &finished, &state)
 				}
 			}
 		}
 		return nil
 	}()
 	if ctx.Err() != nil && taskID != "" && !finished {
-		a.cancel(ctx, taskID)
+		a.cancel(ctx, c, client, taskID)
 	}
 	if err != nil {
 		return agent.Result{}, err
@@ -173,7 +235,7 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 		return agent.Result{}, context.Cause(ctx)
 	}
 	if !finished {
-		return agent.Result{}, &upstream.StreamError{Upstream: a.cfg.URL, Message: "stream ended before the task finished"}
+		return agent.Result{}, &upstream.StreamError{Upstream: name, Message: "stream ended before the task finished"}
 	}
 	if out.Len() == 0 && len(final) > 0 {
 		text := strings.Join(final, "")
@@ -192,14 +254,17 @@ func interrupted(s sdk.TaskState) bool {
 	return s == sdk.TaskStateInputRequired || s == sdk.TaskStateAuthRequired
 }
 
-// cancel forwards the turn's end to the remote task, on a context of its own.
-func (a *Agent) cancel(ctx context.Context, id sdk.TaskID) {
+// cancel forwards the turn's end to the remote task, on a context of its own, through the client
+// of the endpoint that runs the task (under affinity, the replica holding the session).
+func (a *Agent) cancel(ctx context.Context, c *upstream.Call, client *a2aclient.Client, id sdk.TaskID) {
 	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.CancelTimeout)
 	defer stop()
-	_, _ = a.client.CancelTask(cctx, &sdk.TaskIDParams{ID: id})
+	if _, err := client.CancelTask(cctx, &sdk.TaskIDParams{ID: id}); err != nil {
+		notFound(c, err)
+	}
 }
 
-func (a *Agent) terminal(st sdk.TaskStatus, final *[]string, finished *bool, state *string) error {
+func (a *Agent) terminal(name string, st sdk.TaskStatus, final *[]string, finished *bool, state *string) error {
 	var msg string
 	if st.Message != nil {
 		msg = strings.Join(texts(st.Message.Parts), "")
@@ -215,7 +280,7 @@ func (a *Agent) terminal(st sdk.TaskStatus, final *[]string, finished *bool, sta
 		}
 		return nil
 	case sdk.TaskStateFailed:
-		return &upstream.StreamError{Upstream: a.cfg.URL, Message: "task failed: " + msg}
+		return &upstream.StreamError{Upstream: name, Message: "task failed: " + msg}
 	case sdk.TaskStateCanceled:
 		return fmt.Errorf("a2a task was cancelled by the remote agent: %s", msg)
 	default:

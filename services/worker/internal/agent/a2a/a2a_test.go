@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,13 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(replicaEnv); addr != "" {
+		serveReplica(addr)
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // executor is a remote A2A agent playing a scenario, served by the a2a-go server stack.
 type executor struct {

@@ -22,6 +22,12 @@
 // When the turn's context ends while a task is running (a cancel request, a lost lease, a drain),
 // `tasks/cancel` is forwarded to the remote agent with a short context of its own.
 //
+// Over a pool of replicas (package pool) the agent keeps one SDK client per endpoint and sends each
+// request, and the cancel of its task, through the client of the endpoint the pool picked; every
+// request carries the route key in x-a2a-route-key, and a "task not found" answer is counted
+// against the endpoint that gave it. Endpoint entries may be Agent Card URLs ("card+<URL>",
+// CardSource), and the pool probes the Agent Card by default (ProbePath).
+//
 // The SDK reports non-200 answers as a bare string, so the agent's HTTP transport turns them into
 // upstream.StatusError (with Retry-After) before the SDK sees them: 429/503 then shrink the adaptive
 // limit like for every other upstream.

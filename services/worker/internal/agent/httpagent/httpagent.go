@@ -15,6 +15,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/sse"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/pool"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
 )
 
@@ -41,7 +42,7 @@ type Agent struct{ cfg Config }
 
 // New returns an agent.
 func New(cfg Config) (*Agent, error) {
-	if cfg.URL == "" {
+	if cfg.URL == "" && (cfg.Guard == nil || !cfg.Guard.Balanced()) {
 		return nil, errors.New("http agent: URL is required")
 	}
 	if cfg.HeaderTimeout <= 0 {
@@ -57,7 +58,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.MaxResponseBytes = 16 << 20
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: cfg.HeaderTimeout}}
+		cfg.Client = &http.Client{Transport: upstream.NewTransport(cfg.HeaderTimeout)}
 	}
 	if cfg.Guard == nil {
 		cfg.Guard = upstream.New(upstream.Config{Name: cfg.URL})
@@ -145,16 +146,25 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Messag
 	return res, nil
 }
 
+// RouteKeyHeader carries every request's route key (see pool.RouteKey), so an L7 proxy in front
+// of the replicas can hash on it.
+const RouteKeyHeader = "X-Turnstile-Route-Key"
+
 func (a *Agent) call(ctx context.Context, c *upstream.Call, turn agent.Turn, payload []byte, sink agent.Sink) (agent.Result, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.URL, bytes.NewReader(payload))
+	target := a.cfg.URL
+	if c.Target != nil {
+		target = c.Target.Address()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(payload))
 	if err != nil {
 		return agent.Result{}, fmt.Errorf("build http agent request: %w", errors.Join(err, agent.ErrPermanent))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/x-ndjson, text/event-stream")
 	req.Header.Set("Idempotency-Key", turn.TurnID)
+	req.Header.Set(RouteKeyHeader, pool.RouteKey(turn))
 	if !turn.Deadline.IsZero() {
 		req.Header.Set("X-Turnstile-Deadline", turn.Deadline.UTC().Format(time.RFC3339Nano))
 	}
@@ -168,7 +178,7 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, turn agent.Turn, pay
 	defer func() { _ = resp.Body.Close() }()
 	c.Responded()
 	if resp.StatusCode != http.StatusOK {
-		return agent.Result{}, upstream.NewStatusError(a.cfg.URL, resp, time.Now())
+		return agent.Result{}, upstream.NewStatusError(target, resp, time.Now())
 	}
 	errIdle := errors.New("http agent: idle timeout between events")
 	idle := time.AfterFunc(a.cfg.IdleTimeout, func() { cancel(errIdle) })
@@ -225,7 +235,7 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, turn agent.Turn, pay
 				return agent.Result{}, fmt.Errorf("http agent reported: %s: %w", msg, agent.ErrPermanent)
 			}
 			return agent.Result{}, &upstream.StreamError{
-				Upstream: a.cfg.URL, Message: msg, Status: ev.Status, Overload: ev.Overloaded,
+				Upstream: target, Message: msg, Status: ev.Status, Overload: ev.Overloaded,
 				RetryAfter: time.Duration(ev.RetryAfter * float64(time.Second)),
 			}
 		case "done":

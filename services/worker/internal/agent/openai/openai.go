@@ -15,6 +15,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/sse"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent/pool"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
 )
 
@@ -50,7 +51,7 @@ type Agent struct {
 
 // New returns an agent.
 func New(cfg Config) (*Agent, error) {
-	if cfg.BaseURL == "" {
+	if cfg.BaseURL == "" && (cfg.Guard == nil || !cfg.Guard.Balanced()) {
 		return nil, errors.New("openai agent: base URL is required")
 	}
 	if cfg.Model == "" {
@@ -67,7 +68,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.MaxSteps = 8
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: cfg.HeaderTimeout}}
+		cfg.Client = &http.Client{Transport: upstream.NewTransport(cfg.HeaderTimeout)}
 	}
 	if cfg.Guard == nil {
 		cfg.Guard = upstream.New(upstream.Config{Name: cfg.BaseURL})
@@ -144,8 +145,8 @@ var statusOf = map[string]int{
 // upstream.StreamError naming the HTTP status it stands for, so it is classified like that answer:
 // a numeric code is the status itself, a known code or type names one. The pause it asks for is
 // read from its message ("Please try again in 1.5s.") or else from the answer's Retry-After.
-func (a *Agent) streamError(e apiError, header http.Header) *upstream.StreamError {
-	se := &upstream.StreamError{Upstream: a.cfg.BaseURL, Message: e.Message}
+func (a *Agent) streamError(name string, e apiError, header http.Header) *upstream.StreamError {
+	se := &upstream.StreamError{Upstream: name, Message: e.Message}
 	switch c := e.Code.(type) {
 	case float64:
 		se.Status = int(c)
@@ -212,7 +213,7 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Messag
 		var st stepResult
 		err := a.cfg.Guard.Do(ctx, turn, sink, func(ctx context.Context, c *upstream.Call) error {
 			var err error
-			st, err = a.call(ctx, c, request{Model: a.cfg.Model, Messages: msgs, Stream: true, User: turn.SessionID}, sink)
+			st, err = a.call(ctx, c, pool.RouteKey(turn), request{Model: a.cfg.Model, Messages: msgs, Stream: true, User: turn.SessionID}, sink)
 			return err
 		})
 		out.WriteString(st.text)
@@ -307,19 +308,28 @@ type stepResult struct {
 	usage *agent.Usage
 }
 
-func (a *Agent) call(ctx context.Context, c *upstream.Call, body request, sink agent.Sink) (stepResult, error) {
+// RouteKeyHeader carries every request's route key (see pool.RouteKey), so an L7 proxy in front
+// of the replicas can hash on it.
+const RouteKeyHeader = "X-Turnstile-Route-Key"
+
+func (a *Agent) call(ctx context.Context, c *upstream.Call, key string, body request, sink agent.Sink) (stepResult, error) {
 	var st stepResult
+	base := a.cfg.BaseURL
+	if c.Target != nil {
+		base = strings.TrimRight(c.Target.Address(), "/")
+	}
 	body.StreamOptions.IncludeUsage = true
 	payload, err := json.Marshal(body)
 	if err != nil {
 		return st, fmt.Errorf("encode chat request: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.BaseURL+"/chat/completions", bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions", bytes.NewReader(payload))
 	if err != nil {
 		return st, fmt.Errorf("build chat request: %w", agent.ErrPermanent)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(RouteKeyHeader, key)
 	if a.cfg.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+a.cfg.APIKey)
 	}
@@ -330,7 +340,7 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, body request, sink a
 	defer func() { _ = resp.Body.Close() }()
 	c.Responded()
 	if resp.StatusCode != http.StatusOK {
-		return st, upstream.NewStatusError(a.cfg.BaseURL, resp, time.Now())
+		return st, upstream.NewStatusError(base, resp, time.Now())
 	}
 	calls := map[int]*toolCall{}
 	var out strings.Builder
@@ -346,7 +356,7 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, body request, sink a
 		}
 		if ev.Type == "error" {
 			st.text = out.String()
-			return st, a.streamError(eventError(ev.Data), resp.Header)
+			return st, a.streamError(base, eventError(ev.Data), resp.Header)
 		}
 		if strings.TrimSpace(ev.Data) == "[DONE]" {
 			break
@@ -358,7 +368,7 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, body request, sink a
 		}
 		if ch.Error != nil {
 			st.text = out.String()
-			return st, a.streamError(*ch.Error, resp.Header)
+			return st, a.streamError(base, *ch.Error, resp.Header)
 		}
 		if ch.Usage != nil {
 			st.usage = &agent.Usage{PromptTokens: ch.Usage.PromptTokens, CompletionTokens: ch.Usage.CompletionTokens}

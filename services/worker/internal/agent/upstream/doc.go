@@ -1,7 +1,10 @@
 // Package upstream protects what agents call — a model API, a user's HTTP service, a remote A2A
 // agent — and protects the worker from it.
 //
-// One Guard per upstream combines three mechanisms:
+// One Guard per upstream combines three mechanisms, and balances over the upstream's replicas when
+// it has a Picker (package pool): its limit and budget are then the upstream's total, and each
+// endpoint (a Target) has its own adaptive limit and retry budget inside it — an endpoint's 429/503
+// shrink only its own limit, and a retry after its failure spends from its budget and the total:
 //
 //   - an adaptive concurrency limit (Limiter) that grows by about one slot per window of calls that
 //     succeed within a latency target and is multiplied down when the upstream says it is overloaded

@@ -30,6 +30,11 @@ type Config struct {
 	// Backoff is the base pause before a retry without Retry-After; it doubles per retry, with
 	// jitter. Defaults to 100ms.
 	Backoff time.Duration
+	// Picker, when set, balances the upstream's requests over several endpoints (see Target):
+	// the guard's limit and budget are then the upstream's total, overload signals shrink only
+	// the answering endpoint's limit, and a retry spends from both budgets. Nil: one endpoint,
+	// which the agent names itself.
+	Picker Picker
 }
 
 // Guard wraps every call to one upstream. Safe for concurrent use.
@@ -55,6 +60,9 @@ func New(cfg Config) *Guard {
 	return &Guard{cfg: cfg, limiter: NewLimiter(cfg.Limiter), budget: NewBudget(cfg.RetryRatio, cfg.RetryReserve, cfg.RetryPerSecond)}
 }
 
+// Balanced reports whether the guard picks an endpoint for each request (Config.Picker is set).
+func (g *Guard) Balanced() bool { return g.cfg.Picker != nil }
+
 // Limiter returns the guard's limiter.
 func (g *Guard) Limiter() *Limiter { return g.limiter }
 
@@ -70,7 +78,9 @@ func (g *Guard) Failures(c Class) int64 { return g.outcome[c].Load() }
 // Call is one attempt at an upstream call.
 type Call struct {
 	// Retry counts from 0 for the first attempt.
-	Retry     int
+	Retry int
+	// Target is the endpoint the guard's Picker chose for this request, nil without a Picker.
+	Target    Target
 	start     time.Time
 	responded time.Time
 	emitted   bool
@@ -150,7 +160,10 @@ func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn fun
 	if turn.Attempt > 1 {
 		maxRetries = 0
 	}
-	var last error
+	var (
+		last     error
+		previous Target
+	)
 	retries, requests := 0, 0
 	for {
 		permit, err := g.limiter.acquire(ctx, func() error {
@@ -160,9 +173,17 @@ func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn fun
 		if err != nil {
 			return g.stopped(ctx, last, requests, fmt.Errorf("wait for a %s slot: %w", g.cfg.Name, err))
 		}
+		target, tpermit, err := g.pick(ctx, turn, w, previous, last, requests == 0)
+		if err != nil {
+			permit.Release(Terminal, true, 0)
+			return g.stopped(ctx, last, requests, err)
+		}
 		g.calls.Add(1)
 		requests++
-		c := &Call{Retry: requests - 1, start: permit.Started()}
+		c := &Call{Retry: requests - 1, start: permit.Started(), Target: target}
+		if tpermit != nil {
+			c.start = tpermit.Started()
+		}
 		err = fn(ctx, c)
 		latency := time.Since(c.start)
 		if !c.responded.IsZero() {
@@ -172,7 +193,16 @@ func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn fun
 		if err != nil && ctx.Err() != nil {
 			class = Terminal
 		}
-		permit.Release(class, err != nil, latency)
+		total := class
+		if target != nil {
+			tpermit.Release(class, err != nil, latency)
+			target.Finished(class, err, latency)
+			if class == Overload {
+				// One replica's refusal shrinks its own limit; the others may have room.
+				total = Retryable
+			}
+		}
+		permit.Release(total, err != nil, latency)
 		if err == nil {
 			return nil
 		}
@@ -180,13 +210,15 @@ func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn fun
 		if class == Terminal || c.emitted {
 			return err
 		}
-		last = err
+		last, previous = err, target
 		if class == Retryable {
 			switch {
 			case retries >= maxRetries && turn.Attempt > 1:
 				return err
 			case retries >= maxRetries:
 				return &GaveUpError{Last: err, Requests: requests, Reason: fmt.Sprintf("%d retries spent", retries)}
+			case target != nil && !target.Budget().TryRetry():
+				return &GaveUpError{Last: err, Requests: requests, Reason: "the retry budget of " + target.Address() + " spent"}
 			case !g.budget.TryRetry():
 				return &GaveUpError{Last: err, Requests: requests, Reason: g.cfg.Name + " retry budget spent"}
 			}
@@ -210,6 +242,31 @@ func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn fun
 			return g.stopped(ctx, err, requests, werr)
 		}
 	}
+}
+
+// pick asks the Picker, when there is one, for the endpoint of the next request and waits for a
+// slot under that endpoint's own limit; first says the request is the call's first, which earns
+// the endpoint's retry budget its share. Without a Picker both results are nil.
+func (g *Guard) pick(ctx context.Context, turn agent.Turn, w *waits, previous Target, last error, first bool) (Target, *Permit, error) {
+	if g.cfg.Picker == nil {
+		return nil, nil, nil
+	}
+	target, err := g.cfg.Picker.Pick(ctx, turn, previous, last)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pick a %s endpoint: %w", g.cfg.Name, err)
+	}
+	if first {
+		target.Budget().First()
+	}
+	tpermit, err := target.Limiter().acquire(ctx, func() error {
+		return w.begin(agent.Wait{Reason: wire.WaitConcurrencyLimit, Err: last})
+	})
+	w.end()
+	if err != nil {
+		target.Finished(Terminal, err, 0)
+		return nil, nil, fmt.Errorf("wait for a slot of %s: %w", target.Address(), err)
+	}
+	return target, tpermit, nil
 }
 
 // pause waits until next, and first, for an overload refusal, for a retry the budget allows: the

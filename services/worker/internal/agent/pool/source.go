@@ -1,0 +1,176 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
+)
+
+// Source names some of a pool's endpoints. Resolve is asked again every ResolveInterval; when it
+// fails, the pool keeps the source's last answer (a failed lookup never empties a pool).
+// Implementations must be safe for concurrent use.
+type Source interface {
+	Resolve(ctx context.Context) ([]string, error)
+}
+
+// Static is a fixed list of endpoint URLs.
+type Static []string
+
+// Resolve returns the list.
+func (s Static) Resolve(context.Context) ([]string, error) { return s, nil }
+
+// DNS is a URL whose host name is resolved to its addresses (a Kubernetes headless Service has
+// one A record per ready pod): each address is an endpoint, the URL with the address in place of
+// the name. Meant for plain-HTTP endpoints inside a cluster: an https endpoint's certificate
+// names the host, not its address.
+type DNS struct {
+	URL *url.URL
+	// Resolver defaults to net.DefaultResolver.
+	Resolver *net.Resolver
+}
+
+// Resolve looks the host up.
+func (d DNS) Resolve(ctx context.Context) ([]string, error) {
+	r := d.Resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	host, port := d.URL.Hostname(), d.URL.Port()
+	if port == "" {
+		port = "80"
+		if d.URL.Scheme == "https" {
+			port = "443"
+		}
+	}
+	ips, err := r.LookupHost(ctx, host)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", host, err)
+	}
+	slices.Sort(ips)
+	out := make([]string, 0, len(ips))
+	for _, ip := range ips {
+		u := *d.URL
+		u.Host = net.JoinHostPort(ip, port)
+		out = append(out, u.String())
+	}
+	return out, nil
+}
+
+// DNSPrefix marks an endpoint entry to be re-resolved through DNS: "dns+http://agent.ns.svc:8080/".
+const DNSPrefix = "dns+"
+
+// Parse reads endpoint entries (a comma list's items): a URL is one endpoint, "dns+<URL>" a DNS
+// name re-resolved periodically, and an entry with a prefix of more (for example the A2A
+// adapter's "card+") is read by that prefix's function.
+func Parse(entries []string, more map[string]func(rest string) (Source, error)) ([]Source, error) {
+	var out []Source
+	var static Static
+	for _, e := range entries {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		var src Source
+		for prefix, fn := range more {
+			if rest, ok := strings.CutPrefix(e, prefix); ok {
+				s, err := fn(rest)
+				if err != nil {
+					return nil, err
+				}
+				src = s
+			}
+		}
+		if src != nil {
+			out = append(out, src)
+			continue
+		}
+		dns := false
+		if rest, ok := strings.CutPrefix(e, DNSPrefix); ok {
+			e, dns = rest, true
+		}
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("endpoint %q: want an http(s) URL", e)
+		}
+		if dns {
+			out = append(out, DNS{URL: u})
+			continue
+		}
+		static = append(static, u.String())
+	}
+	if len(static) > 0 {
+		out = append([]Source{static}, out...)
+	}
+	return out, nil
+}
+
+// resolveLoop resolves the sources at once and then every ResolveInterval, and forgets idle
+// sessions.
+func (p *Pool) resolveLoop(ctx context.Context) {
+	p.resolve(ctx)
+	for ctx.Err() == nil && !p.known() {
+		// Until the first answer, retry sooner than the interval: turns wait for it.
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			p.resolve(ctx)
+		}
+		t.Stop()
+	}
+	// The sweep is as frequent as the resolve, which is often enough for an idle time of minutes.
+	lifecycle.Every(ctx, p.cfg.ResolveInterval, func(ctx context.Context) {
+		p.resolve(ctx)
+		p.mu.Lock()
+		p.sweep(p.now().Add(-p.cfg.AffinityIdle))
+		p.mu.Unlock()
+	})
+}
+
+func (p *Pool) known() bool {
+	select {
+	case <-p.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// resolve asks every source for its endpoints, keeping the last answer of one that fails, and
+// sets the union.
+func (p *Pool) resolve(ctx context.Context) {
+	var all []string
+	for i, s := range p.sources {
+		if _, ok := s.(Static); !ok {
+			rctx, cancel := context.WithTimeout(ctx, p.cfg.ProbeTimeout+3*time.Second)
+			addrs, err := s.Resolve(rctx)
+			cancel()
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return
+			case err != nil:
+				p.cfg.Log.Warn("upstream pool source failed; keeping its last endpoints", "upstream", p.cfg.Name,
+					"error", err, "kept", len(p.last[i]))
+			case len(addrs) == 0:
+				p.cfg.Log.Warn("upstream pool source named no endpoint; keeping its last endpoints", "upstream", p.cfg.Name,
+					"kept", len(p.last[i]))
+			default:
+				p.last[i] = addrs
+			}
+		}
+		for _, a := range p.last[i] {
+			if !slices.Contains(all, a) {
+				all = append(all, a)
+			}
+		}
+	}
+	if len(all) > 0 {
+		p.Set(all)
+	}
+}
