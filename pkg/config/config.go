@@ -15,7 +15,7 @@ import (
 
 // Defaults, exported so tests and docs can name them.
 const (
-	RolesDefault           = "broker,intake,worker,gateway"
+	RolesDefault           = "broker,intake,worker,gateway,langgraph"
 	HTTPAddrDefault        = "127.0.0.1:8080"
 	LogFormatDefault       = "text"
 	LogLevelDefault        = "info"
@@ -50,7 +50,8 @@ const (
 
 // Config is every setting of every role. Roles read only the fields they need.
 type Config struct {
-	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway.
+	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway,
+	// langgraph.
 	Roles string `env:"TURNSTILE_ROLES"`
 	// HTTPAddr is where the process serves its API, /healthz, /readyz and /metrics.
 	HTTPAddr string `env:"TURNSTILE_HTTP_ADDR"`
@@ -116,6 +117,8 @@ type Config struct {
 	Gateway GatewaySettings
 	Agents  AgentSettings
 	Ops     OpsSettings
+	// LangGraph configures the langgraph role.
+	LangGraph LangGraphSettings
 }
 
 // Load reads the environment and fills defaults. It does not validate; call Validate.
@@ -202,6 +205,7 @@ func (c *Config) ApplyDefaults() {
 	c.Gateway.applyDefaults()
 	c.Agents.applyDefaults()
 	c.Ops.applyDefaults()
+	c.LangGraph.applyDefaults()
 }
 
 // nameVariables rewrites the parser's Go field names ("LeaseTTL") into the variables an operator
@@ -279,11 +283,11 @@ func splitList(s string) []string {
 
 // Validate checks every bound and returns all violations joined.
 func (c Config) Validate() error {
-	known := map[string]bool{"broker": true, "intake": true, "worker": true, "gateway": true}
+	known := map[string]bool{"broker": true, "intake": true, "worker": true, "gateway": true, "langgraph": true}
 	var errs []error
 	for _, r := range c.RoleList() {
 		if !known[r] {
-			errs = append(errs, fmt.Errorf("TURNSTILE_ROLES: unknown role %q (want broker, intake, worker, gateway)", r))
+			errs = append(errs, fmt.Errorf("TURNSTILE_ROLES: unknown role %q (want broker, intake, worker, gateway, langgraph)", r))
 		}
 	}
 	checks := []struct {
@@ -319,6 +323,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Gateway.validate()...)
 	errs = append(errs, c.Agents.validate()...)
 	errs = append(errs, c.Ops.validate()...)
+	errs = append(errs, c.LangGraph.validate()...)
 	return errors.Join(errs...)
 }
 
