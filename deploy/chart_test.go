@@ -128,7 +128,7 @@ func TestChartDefaults(t *testing.T) {
 		kinds[o.kind()]++
 	}
 	require.Equal(t, map[string]int{
-		"Deployment": 3, "Service": 3, "PodDisruptionBudget": 3, "ConfigMap": 1,
+		"Deployment": 4, "Service": 4, "PodDisruptionBudget": 4, "ConfigMap": 1,
 		"Secret": 2, "Job": 1, "Ingress": 1, "ScaledObject": 1, "HorizontalPodAutoscaler": 2, "PrometheusRule": 1,
 	}, kinds)
 
@@ -150,6 +150,10 @@ func TestChartDefaults(t *testing.T) {
 	require.Equal(t, "ts-turnstile-gateway", get(ing, "spec.rules.0.http.paths.0.backend.service.name"))
 	require.Equal(t, "/v1", get(ing, "spec.rules.0.http.paths.1.path"))
 	require.Equal(t, "ts-turnstile-intake", get(ing, "spec.rules.0.http.paths.1.backend.service.name"))
+	require.Equal(t, "/threads", get(ing, "spec.rules.0.http.paths.2.path"))
+	require.Equal(t, "ts-turnstile-langgraph", get(ing, "spec.rules.0.http.paths.2.backend.service.name"))
+	lg := get(r.find("Deployment", "ts-turnstile-langgraph"), "spec.template.spec.containers.0.env")
+	require.Contains(t, fmt.Sprint(lg), "http://ts-turnstile-intake:8080", "the front door reaches intake through its service")
 
 	job := r.find("Job", "ts-turnstile-migrate")
 	require.Equal(t, "pre-install,pre-upgrade", get(job, "metadata.annotations").(map[string]any)["helm.sh/hook"])
@@ -177,7 +181,7 @@ func TestChartDefaults(t *testing.T) {
 // checkDeployments asserts probes, preStop and grace periods of the three Deployments.
 func checkDeployments(t *testing.T, r rendered, longestTurn, drain int) {
 	t.Helper()
-	for _, svc := range []string{"intake", "worker", "gateway"} {
+	for _, svc := range []string{"intake", "worker", "gateway", "langgraph"} {
 		d := r.find("Deployment", "ts-turnstile-"+svc)
 		require.NotNil(t, d, svc)
 		spec := get(d, "spec.template.spec")
