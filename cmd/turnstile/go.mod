@@ -13,6 +13,7 @@ require (
 	github.com/turnstile-run/turnstile/pkg v0.0.0
 	github.com/turnstile-run/turnstile/services/gateway v0.0.0
 	github.com/turnstile-run/turnstile/services/intake v0.0.0
+	github.com/turnstile-run/turnstile/services/langgraph v0.0.0
 	github.com/turnstile-run/turnstile/services/worker v0.0.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
@@ -79,5 +80,6 @@ replace (
 	github.com/turnstile-run/turnstile/pkg => ../../pkg
 	github.com/turnstile-run/turnstile/services/gateway => ../../services/gateway
 	github.com/turnstile-run/turnstile/services/intake => ../../services/intake
+	github.com/turnstile-run/turnstile/services/langgraph => ../../services/langgraph
 	github.com/turnstile-run/turnstile/services/worker => ../../services/worker
 )

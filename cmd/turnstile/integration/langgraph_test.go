@@ -1,0 +1,226 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/demo"
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+)
+
+// langgraphProject is clients/langgraph, the Node project that holds the LangGraph SDK tests and
+// the useStream page. Its node_modules come from `make node` (npm ci); without them the tests
+// fail rather than skip.
+func langgraphProject(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "..", "clients", "langgraph"))
+	require.NoError(t, err)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@langchain", "langgraph-sdk", "package.json")); err != nil {
+		t.Fatalf("clients/langgraph has no node_modules (%v): run make node", err)
+	}
+	return dir
+}
+
+// runNode runs node with args in the project directory and the given extra environment, and
+// returns its combined output.
+func runNode(t *testing.T, ctx context.Context, dir string, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "node", args...) //nolint:gosec // runs this repository's own Node tests
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// startLangGraphStack composes intake, a worker, the gateway and the langgraph role in this process
+// on a fixed port: the front door calls the native API on its own listener.
+func startLangGraphStack(t *testing.T, env *testenv.Env) string {
+	t.Helper()
+	cfg := env.Config
+	cfg.Roles = "intake,worker,gateway,langgraph"
+	cfg.HTTPAddr = testenv.FreeAddr(t)
+	startStackCfg(t, env, cfg)
+	return "http://" + cfg.HTTPAddr
+}
+
+// TestLangGraphSDK runs clients/langgraph's node:test suite: @langchain/langgraph-sdk's Client,
+// unmodified, creating threads, streaming and joining runs, background runs, cancel, double-texting
+// with reject and interrupt, idempotent creation, state and history.
+func TestLangGraphSDK(t *testing.T) {
+	dir := langgraphProject(t)
+	env := testenv.New(t, testenv.Options{})
+	base := startLangGraphStack(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	out, err := runNode(t, ctx, dir, []string{"TURNSTILE_URL=" + base}, "--test", "--test-reporter=spec", "test/sdk.test.js")
+	t.Log(out)
+	require.NoError(t, err, "the SDK suite failed")
+	require.Contains(t, out, "# fail 0")
+}
+
+// TestLangGraphWorkerKilledMidRun: the SDK streams a run while the worker running it is SIGKILLed;
+// another worker takes the turn over, and the same stream shows the takeover and the run's one
+// completion (clients/langgraph/crash).
+func TestLangGraphWorkerKilledMidRun(t *testing.T) {
+	dir := langgraphProject(t)
+	c := newCluster(t, clusterOptions{Partitions: 1, FrontRoles: "broker,intake,gateway,langgraph"})
+	c.startWorker("w1")
+	thread := "kill-" + testenv.RandomHex(6)
+	resp, err := http.Post(c.base+"/threads", "application/json", strings.NewReader(fmt.Sprintf(`{"thread_id":%q}`, thread)))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp.Body.Close()
+
+	mark := filepath.Join(t.TempDir(), "mark")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := runNode(t, ctx, dir, []string{"TURNSTILE_URL=" + c.base, "LG_THREAD_ID=" + thread, "LG_MARK_FILE=" + mark},
+			"--test", "--test-reporter=spec", "crash/worker-kill.test.js")
+		done <- result{out, err}
+	}()
+	var runID string
+	testenv.WaitFor(t, 60*time.Second, "the SDK to receive the run's first chunks", func() bool {
+		b, err := os.ReadFile(mark)
+		runID = string(b)
+		return err == nil && runID != ""
+	})
+	require.Equal(t, "running", c.turn(runID).Status)
+	c.kill("w1")
+	c.startWorker("w2")
+	res := <-done
+	t.Log(res.out)
+	require.NoError(t, res.err, "the SDK's stream did not see the run through")
+	require.Contains(t, res.out, "# fail 0")
+	row := c.turn(runID)
+	require.Equal(t, "succeeded", row.Status)
+	require.GreaterOrEqual(t, row.Attempt, 2, "the turn was taken over")
+}
+
+// TestLangGraphUseStreamReload: the useStream page in real Chromium streams a run in, is reloaded
+// mid-run, and with reconnectOnMount rejoins the run and shows the rest of the answer, once.
+func TestLangGraphUseStreamReload(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	base := startLangGraphStack(t, env)
+	const tokens = 60
+	want := demo.Output("reload me", demo.Knobs{Tokens: tokens})
+
+	ctx := chromium(t)
+	errs := listenForErrors(ctx, t)
+	runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	type shown struct {
+		Status   string     `json:"status"`
+		Messages [][]string `json:"messages"`
+		Stored   string     `json:"stored"`
+	}
+	page := func() shown {
+		raw, err := chromedp.Run(runCtx, chromedp.Evaluate[string](`JSON.stringify({
+			status: (document.querySelector('[data-testid="status"]') || {}).textContent || "",
+			messages: Array.from(document.querySelectorAll('[data-testid="messages"] li')).map(function (li) {
+				return [li.dataset.type, li.querySelector(".content").textContent];
+			}),
+			stored: Object.keys(sessionStorage).filter(function (k) { return k.indexOf("lg:stream:") === 0; }).join(","),
+		})`))
+		require.NoError(t, err)
+		var s shown
+		require.NoError(t, json.Unmarshal([]byte(raw), &s))
+		return s
+	}
+	aiText := func(s shown) string {
+		for _, m := range s.Messages {
+			if m[0] == "ai" {
+				return m[1]
+			}
+		}
+		return ""
+	}
+
+	require.NoError(t, chromedp.Do(runCtx,
+		chromedp.Navigate(fmt.Sprintf("%s/langgraph/?tokens=%d&duration_ms=6000", base, tokens)),
+		chromedp.WaitVisible(chromedp.ByQuery(`[data-testid="input"]`)),
+		chromedp.SendKeys(chromedp.ByQuery(`[data-testid="input"]`), "reload me"),
+		chromedp.Click(chromedp.ByQuery(`[data-testid="send"]`)),
+	))
+	testenv.WaitFor(t, 30*time.Second, "the answer to begin streaming in", func() bool {
+		s := page()
+		return len(strings.Fields(aiText(s))) >= 5 && s.Stored != ""
+	})
+	before := page()
+	require.NotEqual(t, want, aiText(before), "the reload comes mid-run")
+	shot, err := chromedp.Run(runCtx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(artifactDir(t, "browser"), "langgraph-usestream-mid-run.png"), shot, 0o644))
+
+	require.NoError(t, chromedp.Do(runCtx, chromedp.Reload()))
+	testenv.WaitFor(t, 60*time.Second, "the rejoined run's whole answer after the reload", func() bool {
+		s := page()
+		return aiText(s) == want && s.Status == "idle"
+	})
+	after := page()
+	require.Equal(t, [][]string{{"human", "reload me"}, {"ai", want}}, after.Messages, "one question, one whole answer")
+	require.Empty(t, after.Stored, "the finished run is no longer stored for a rejoin")
+	shot, err = chromedp.Run(runCtx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	path := filepath.Join(artifactDir(t, "browser"), "langgraph-usestream-after-reload.png")
+	require.NoError(t, os.WriteFile(path, shot, 0o644))
+	t.Logf("screenshot: %s", path)
+	require.Empty(t, errs.list(), "the page reported errors")
+}
+
+// TestLangGraphPageBundleCurrent: the committed useStream bundle (services/langgraph/internal/web/
+// static) is what clients/langgraph's sources build.
+func TestLangGraphPageBundleCurrent(t *testing.T) {
+	dir := langgraphProject(t)
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	log, err := runNode(t, ctx, dir, []string{"LG_OUT_DIR=" + out}, filepath.Join("node_modules", "vite", "bin", "vite.js"), "build")
+	require.NoError(t, err, log)
+	committed := filepath.Join("..", "..", "..", "services", "langgraph", "internal", "web", "static")
+	read := func(root string) map[string]string {
+		files := map[string]string{}
+		require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			rel, _ := filepath.Rel(root, p)
+			files[rel] = string(b)
+			return err
+		}))
+		return files
+	}
+	built, have := read(out), read(committed)
+	names := func(m map[string]string) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		return out
+	}
+	require.ElementsMatch(t, names(built), names(have), "rebuild the page: cd clients/langgraph && npm run build")
+	for name, b := range built {
+		require.Equal(t, b, have[name], "%s differs: rebuild the page (cd clients/langgraph && npm run build)", name)
+	}
+}
