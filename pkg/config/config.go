@@ -48,6 +48,9 @@ const (
 	ShutdownTimeoutDefault = 45 * time.Second
 )
 
+// KnownRoles is every role a process may run, in start order.
+var KnownRoles = []string{"broker", "intake", "worker", "gateway", "a2a", "langgraph", "aisdk"}
+
 // Config is every setting of every role. Roles read only the fields they need.
 type Config struct {
 	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway,
@@ -119,6 +122,8 @@ type Config struct {
 	Ops     OpsSettings
 	// LangGraph configures the langgraph role.
 	LangGraph LangGraphSettings
+	// FrontDoor is where the protocol front doors find the native API.
+	FrontDoor FrontDoorSettings
 }
 
 // Load reads the environment and fills defaults. It does not validate; call Validate.
@@ -283,11 +288,14 @@ func splitList(s string) []string {
 
 // Validate checks every bound and returns all violations joined.
 func (c Config) Validate() error {
-	known := map[string]bool{"broker": true, "intake": true, "worker": true, "gateway": true, "langgraph": true}
+	known := map[string]bool{}
+	for _, r := range KnownRoles {
+		known[r] = true
+	}
 	var errs []error
 	for _, r := range c.RoleList() {
 		if !known[r] {
-			errs = append(errs, fmt.Errorf("TURNSTILE_ROLES: unknown role %q (want broker, intake, worker, gateway, langgraph)", r))
+			errs = append(errs, fmt.Errorf("TURNSTILE_ROLES: unknown role %q (want one of %s)", r, strings.Join(KnownRoles, ", ")))
 		}
 	}
 	checks := []struct {
@@ -324,6 +332,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Agents.validate()...)
 	errs = append(errs, c.Ops.validate()...)
 	errs = append(errs, c.LangGraph.validate()...)
+	errs = append(errs, c.FrontDoor.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -45,7 +45,7 @@ func New(ctx context.Context, d *app.Deps) (*LangGraph, error) {
 		}
 		ownPool = pool
 	}
-	fd := frontdoor.New(frontdoor.FromConfig(cfg))
+	fd := frontdoor.New(frontdoor.FromConfig(cfg, d.LocalURL()))
 	h := api.New(api.Config{
 		Assistants: cfg.LangGraph.AssistantList(), Auth: cfg.Auth.Enabled(),
 		KeepAlive: cfg.KeepAlive, MaxBody: cfg.MaxBody, RetryAfter: cfg.Intake.RetryAfter,
