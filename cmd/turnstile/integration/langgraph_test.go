@@ -70,7 +70,7 @@ func TestLangGraphSDK(t *testing.T) {
 	out, err := runNode(t, ctx, dir, []string{"TURNSTILE_URL=" + base}, "--test", "--test-reporter=spec", "test/sdk.test.js")
 	t.Log(out)
 	require.NoError(t, err, "the SDK suite failed")
-	require.Contains(t, out, "# fail 0")
+	require.Contains(t, out, "ℹ fail 0")
 }
 
 // TestLangGraphWorkerKilledMidRun: the SDK streams a run while the worker running it is SIGKILLed;
@@ -111,7 +111,7 @@ func TestLangGraphWorkerKilledMidRun(t *testing.T) {
 	res := <-done
 	t.Log(res.out)
 	require.NoError(t, res.err, "the SDK's stream did not see the run through")
-	require.Contains(t, res.out, "# fail 0")
+	require.Contains(t, res.out, "ℹ fail 0")
 	row := c.turn(runID)
 	require.Equal(t, "succeeded", row.Status)
 	require.GreaterOrEqual(t, row.Attempt, 2, "the turn was taken over")
@@ -158,9 +158,9 @@ func TestLangGraphUseStreamReload(t *testing.T) {
 
 	require.NoError(t, chromedp.Do(runCtx,
 		chromedp.Navigate(fmt.Sprintf("%s/langgraph/?tokens=%d&duration_ms=6000", base, tokens)),
-		chromedp.WaitVisible(chromedp.ByQuery(`[data-testid="input"]`)),
-		chromedp.SendKeys(chromedp.ByQuery(`[data-testid="input"]`), "reload me"),
-		chromedp.Click(chromedp.ByQuery(`[data-testid="send"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="input"]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="input"]`), "reload me"),
+		chromedp.Click(chromedp.CSS(`[data-testid="send"]`)),
 	))
 	testenv.WaitFor(t, 30*time.Second, "the answer to begin streaming in", func() bool {
 		s := page()
