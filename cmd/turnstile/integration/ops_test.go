@@ -20,7 +20,7 @@ import (
 func TestMetricsDocumented(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{Partitions: 2})
-	stack := startStack(t, env, "intake,worker,gateway")
+	stack := startStack(t, env, "intake,worker,gateway,langgraph")
 	base := "http://" + stack.Addr()
 	postTurn(t, base, "metrics", "count me in")
 	s := testenv.OpenSSE(t, base+"/v1/sessions/metrics/events", "")
