@@ -36,9 +36,8 @@ func langgraphProject(t *testing.T) string {
 
 // runNode runs node with args in the project directory and the given extra environment, and
 // returns its combined output.
-func runNode(t *testing.T, ctx context.Context, dir string, env []string, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, "node", args...) //nolint:gosec // runs this repository's own Node tests
+func runNode(ctx context.Context, dir string, env []string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "node", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
@@ -67,7 +66,7 @@ func TestLangGraphSDK(t *testing.T) {
 	base := startLangGraphStack(t, env)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	out, err := runNode(t, ctx, dir, []string{"TURNSTILE_URL=" + base}, "--test", "--test-reporter=spec", "test/sdk.test.js")
+	out, err := runNode(ctx, dir, []string{"TURNSTILE_URL=" + base}, "--test", "--test-reporter=spec", "test/sdk.test.js")
 	t.Log(out)
 	require.NoError(t, err, "the SDK suite failed")
 	require.Contains(t, out, "ℹ fail 0")
@@ -95,7 +94,7 @@ func TestLangGraphWorkerKilledMidRun(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := runNode(t, ctx, dir, []string{"TURNSTILE_URL=" + c.base, "LG_THREAD_ID=" + thread, "LG_MARK_FILE=" + mark},
+		out, err := runNode(ctx, dir, []string{"TURNSTILE_URL=" + c.base, "LG_THREAD_ID=" + thread, "LG_MARK_FILE=" + mark},
 			"--test", "--test-reporter=spec", "crash/worker-kill.test.js")
 		done <- result{out, err}
 	}()
@@ -173,6 +172,13 @@ func TestLangGraphUseStreamReload(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(artifactDir(t, "browser"), "langgraph-usestream-mid-run.png"), shot, 0o644))
 
 	require.NoError(t, chromedp.Do(runCtx, chromedp.Reload()))
+	// The reloaded page rejoins the run while it still runs (the stored run ID, joinStream), rather
+	// than only reading the finished thread afterwards.
+	testenv.WaitFor(t, 30*time.Second, "the reloaded page to stream the rejoined run", func() bool {
+		s := page()
+		text := aiText(s)
+		return s.Status == "streaming" && text != "" && text != want
+	})
 	testenv.WaitFor(t, 60*time.Second, "the rejoined run's whole answer after the reload", func() bool {
 		s := page()
 		return aiText(s) == want && s.Status == "idle"
@@ -195,7 +201,7 @@ func TestLangGraphPageBundleCurrent(t *testing.T) {
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	log, err := runNode(t, ctx, dir, []string{"LG_OUT_DIR=" + out}, filepath.Join("node_modules", "vite", "bin", "vite.js"), "build")
+	log, err := runNode(ctx, dir, []string{"LG_OUT_DIR=" + out}, filepath.Join("node_modules", "vite", "bin", "vite.js"), "build")
 	require.NoError(t, err, log)
 	committed := filepath.Join("..", "..", "..", "services", "langgraph", "internal", "web", "static")
 	read := func(root string) map[string]string {

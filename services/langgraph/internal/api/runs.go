@@ -386,7 +386,7 @@ func (h *Handler) waitTerminal(ctx context.Context, drained <-chan struct{}, thr
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	for {
 		ev, err := st.Next()
 		if err != nil {

@@ -11,20 +11,15 @@ import (
 //go:embed static
 var files embed.FS
 
-// Routes mounts the page at /langgraph/ and its bundle under /langgraph/assets/.
+// Routes mounts the page at /langgraph/ (and /langgraph) and its bundle under /langgraph/assets/.
 func Routes(r chi.Router) {
 	static, _ := fs.Sub(files, "static")
 	page := func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
 		http.ServeFileFS(w, req, static, "index.html")
 	}
-	r.Get("/langgraph", func(w http.ResponseWriter, req *http.Request) {
-		target := "/langgraph/"
-		if req.URL.RawQuery != "" {
-			target += "?" + req.URL.RawQuery
-		}
-		http.Redirect(w, req, target, http.StatusMovedPermanently)
-	})
+	// The bundle names its assets by absolute path, so the page works with or without the slash.
+	r.Get("/langgraph", page)
 	r.Get("/langgraph/", page)
 	assets := http.StripPrefix("/langgraph", http.FileServerFS(static))
 	r.Get("/langgraph/assets/*", func(w http.ResponseWriter, req *http.Request) {
