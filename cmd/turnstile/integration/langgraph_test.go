@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/demo"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
@@ -229,4 +230,58 @@ func TestLangGraphPageBundleCurrent(t *testing.T) {
 	for name, b := range built {
 		require.Equal(t, b, have[name], "%s differs: rebuild the page (cd clients/langgraph && npm run build)", name)
 	}
+}
+
+// TestLangGraphAuth: with TURNSTILE_AUTH=on the SDK's x-api-key is the native API key. The whole
+// SDK suite passes with a tenant's key; a request without one is refused; another tenant sees
+// neither the thread nor its runs, and the same thread ID is its own thread.
+func TestLangGraphAuth(t *testing.T) {
+	dir := langgraphProject(t)
+	env := testenv.New(t, testenv.Options{})
+	cfg := authConfig(env, "intake,worker,gateway,langgraph")
+	stack := startStackCfg(t, env, cfg)
+	base := "http://" + stack.Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	_, keyA, err := apikey.Create(ctx, env.Pool, "acme")
+	require.NoError(t, err)
+	_, keyB, err := apikey.Create(ctx, env.Pool, "globex")
+	require.NoError(t, err)
+
+	call := func(method, path, key, body string) (int, map[string]any) {
+		req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("X-Api-Key", key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	status, problem := call("POST", "/threads", "", `{}`)
+	require.Equal(t, http.StatusUnauthorized, status)
+	require.Equal(t, "https://turnstile.dev/problems/unauthenticated", problem["type"])
+
+	thread := "shared-" + testenv.RandomHex(4)
+	status, _ = call("POST", "/threads", keyA, fmt.Sprintf(`{"thread_id":%q,"metadata":{"owner":"acme"}}`, thread))
+	require.Equal(t, http.StatusOK, status)
+	status, values := call("POST", "/threads/"+thread+"/runs/wait", keyA, `{"assistant_id":"agent","input":{"messages":[{"type":"human","content":"secret"}]},"metadata":{"demo":{"tokens":2}}}`)
+	require.Equal(t, http.StatusOK, status, values)
+	status, _ = call("GET", "/threads/"+thread, keyB, "")
+	require.Equal(t, http.StatusNotFound, status, "another tenant's thread does not exist for it")
+	status, own := call("POST", "/threads", keyB, fmt.Sprintf(`{"thread_id":%q}`, thread))
+	require.Equal(t, http.StatusOK, status, "the same ID is the other tenant's own thread")
+	require.Equal(t, map[string]any{}, own["metadata"])
+	status, state := call("GET", "/threads/"+thread+"/state", keyB, "")
+	require.Equal(t, http.StatusOK, status)
+	require.NotContains(t, fmt.Sprint(state), "secret", "nothing of the first tenant's session is visible")
+
+	out, err := runNode(ctx, dir, []string{"TURNSTILE_URL=" + base, "TURNSTILE_API_KEY=" + keyA}, "--test", "--test-reporter=spec", "test/sdk.test.js")
+	t.Log(out)
+	require.NoError(t, err, "the SDK suite failed with auth on")
+	require.Contains(t, out, "ℹ fail 0")
 }
