@@ -85,6 +85,10 @@ func (l *LangGraph) Drain(ctx context.Context) {
 	l.handler.Drain(ctx)
 }
 
+// CutStreams ends every open run stream without an end event while the role keeps serving, so
+// clients rejoin here with Last-Event-ID. Tests use it to cut connections mid-run.
+func (l *LangGraph) CutStreams() { l.handler.Cut() }
+
 // Stop ends every stream and waits for them within ctx. Safe twice and before Start.
 func (l *LangGraph) Stop(ctx context.Context) error {
 	l.life.Lock()

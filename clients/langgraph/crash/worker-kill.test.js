@@ -1,8 +1,9 @@
-// A worker SIGKILLed while the SDK streams a run: run by cmd/turnstile/integration
-// (TestLangGraphWorkerKilledMidRun), which names the thread (LG_THREAD_ID), waits for this test to
-// write LG_MARK_FILE (the first chunks have arrived), kills the worker that runs the turn and
-// starts another. The stream, unbroken from the SDK's side, shows the takeover and the run's one
-// completion.
+// A fault while the SDK streams a run: run by cmd/turnstile/integration, which names the thread
+// (LG_THREAD_ID) and waits for this test to write LG_MARK_FILE (the first chunks have arrived).
+// TestLangGraphWorkerKilledMidRun then kills the worker running the turn and starts another
+// (LG_EXPECT_TAKEOVER=1): the stream, unbroken from the SDK's side, shows the takeover and the run's
+// one completion. TestLangGraphStreamCutRejoins cuts the stream instead: the SDK rejoins by
+// itself (Location, Last-Event-ID) and the run reads as one gap-free stream.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
@@ -38,7 +39,11 @@ test("the run completes once and the stream shows it", async () => {
     byAttempt.set(a, [...(byAttempt.get(a) ?? []), p.data[0].content]);
   }
   const attempts = [...byAttempt.keys()];
-  assert.ok(attempts.length >= 2, `the takeover's attempt streams too (attempts seen: ${attempts})`);
+  if (process.env.LG_EXPECT_TAKEOVER === "1") {
+    assert.ok(attempts.length >= 2, `the takeover's attempt streams too (attempts seen: ${attempts})`);
+  } else {
+    assert.deepEqual(attempts, [1], "one attempt");
+  }
   const last = Math.max(...attempts);
   assert.deepEqual(byAttempt.get(last), words, "the last attempt streams the whole answer, in order, once");
   const ids = parts.filter((p) => p.id !== undefined).map((p) => p.id);

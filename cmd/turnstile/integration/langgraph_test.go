@@ -20,6 +20,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/demo"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/services/langgraph"
 )
 
 // langgraphProject is clients/langgraph, the Node project that holds the LangGraph SDK tests and
@@ -95,7 +96,7 @@ func TestLangGraphWorkerKilledMidRun(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := runNode(ctx, dir, []string{"TURNSTILE_URL=" + c.base, "LG_THREAD_ID=" + thread, "LG_MARK_FILE=" + mark},
+		out, err := runNode(ctx, dir, []string{"TURNSTILE_URL=" + c.base, "LG_THREAD_ID=" + thread, "LG_MARK_FILE=" + mark, "LG_EXPECT_TAKEOVER=1"},
 			"--test", "--test-reporter=spec", "crash/worker-kill.test.js")
 		done <- result{out, err}
 	}()
@@ -115,6 +116,50 @@ func TestLangGraphWorkerKilledMidRun(t *testing.T) {
 	row := c.turn(runID)
 	require.Equal(t, "succeeded", row.Status)
 	require.GreaterOrEqual(t, row.Attempt, 2, "the turn was taken over")
+}
+
+// TestLangGraphStreamCutRejoins: the role ends the SDK's run stream mid-run (as a draining replica
+// does); the SDK follows the stream's Location with Last-Event-ID by itself, and the run reads as
+// one stream with no gap and no duplicate.
+func TestLangGraphStreamCutRejoins(t *testing.T) {
+	dir := langgraphProject(t)
+	env := testenv.New(t, testenv.Options{})
+	cfg := env.Config
+	cfg.Roles = "intake,worker,gateway,langgraph"
+	stack := startStackCfg(t, env, cfg)
+	base := "http://" + stack.Addr()
+	lg, ok := stack.Component("langgraph").(*langgraph.LangGraph)
+	require.True(t, ok)
+	thread := "cut-" + testenv.RandomHex(6)
+	resp, err := http.Post(base+"/threads", "application/json", strings.NewReader(fmt.Sprintf(`{"thread_id":%q}`, thread)))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp.Body.Close()
+
+	mark := filepath.Join(t.TempDir(), "mark")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := runNode(ctx, dir, []string{"TURNSTILE_URL=" + base, "LG_THREAD_ID=" + thread, "LG_MARK_FILE=" + mark},
+			"--test", "--test-reporter=spec", "crash/worker-kill.test.js")
+		done <- result{out, err}
+	}()
+	testenv.WaitFor(t, 60*time.Second, "the SDK to receive the run's first chunks", func() bool {
+		b, err := os.ReadFile(mark)
+		return err == nil && len(b) > 0
+	})
+	lg.CutStreams()
+	res := <-done
+	t.Log(res.out)
+	require.NoError(t, res.err, "the SDK did not read the run through the cut")
+	require.Contains(t, res.out, "ℹ fail 0")
+	require.Equal(t, 1.0, scrape(t, stack.Addr(), `turnstile_langgraph_requests_total{outcome="ok",route="join_stream"}`),
+		"the SDK rejoined once, by itself")
 }
 
 // TestLangGraphUseStreamReload: the useStream page in real Chromium streams a run in, is reloaded

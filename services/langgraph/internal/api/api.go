@@ -88,6 +88,10 @@ type Handler struct {
 	drained   chan struct{}
 	drainOnce sync.Once
 	streams   sync.WaitGroup
+	// cut is closed (and replaced) by Cut: the streams open then end, as on a drain, but the
+	// handler keeps serving.
+	cutMu sync.Mutex
+	cut   chan struct{}
 }
 
 // New builds the handler. pool holds the thread table and, with auth on, the API keys.
@@ -95,7 +99,7 @@ func New(cfg Config, fd *frontdoor.Client, pool *pgxpool.Pool, log *slog.Logger,
 	cfg.applyDefaults()
 	h := &Handler{
 		cfg: cfg, assistants: map[string]bool{}, fd: fd, threads: threads.New(pool), pool: pool, log: log,
-		drained: make(chan struct{}),
+		drained: make(chan struct{}), cut: make(chan struct{}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_langgraph_requests_total",
 			Help: "LangGraph API requests by route and outcome (ok, or the problem type answered).",
@@ -142,6 +146,22 @@ func (h *Handler) Drain(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 	}
+}
+
+// Cut ends every open stream as a drain does (no end event, so each client rejoins with
+// Last-Event-ID) while the handler keeps serving; the rejoins land here again. Tests use it to
+// cut connections mid-run.
+func (h *Handler) Cut() {
+	h.cutMu.Lock()
+	defer h.cutMu.Unlock()
+	close(h.cut)
+	h.cut = make(chan struct{})
+}
+
+func (h *Handler) cutSignal() <-chan struct{} {
+	h.cutMu.Lock()
+	defer h.cutMu.Unlock()
+	return h.cut
 }
 
 // caller is who a request comes from: the credential forwarded to the native API and the tenant

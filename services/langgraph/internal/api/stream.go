@@ -139,6 +139,7 @@ type nextResult struct {
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route string, a streamArgs) {
 	drained, release := h.track()
 	defer release()
+	cut := h.cutSignal()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	st, err := h.fd.OpenStream(ctx, frontdoor.StreamRequest{
@@ -199,6 +200,8 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route stri
 	for {
 		select {
 		case <-drained:
+			return
+		case <-cut:
 			return
 		case <-ctx.Done():
 			return
