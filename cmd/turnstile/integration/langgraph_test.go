@@ -300,7 +300,7 @@ func TestLangGraphAuth(t *testing.T) {
 		if key != "" {
 			req.Header.Set("X-Api-Key", key)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := apiClient.Do(req) // checks each request and answer against the OpenAPI document
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		var out map[string]any
@@ -322,6 +322,10 @@ func TestLangGraphAuth(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, "the same ID is the other tenant's own thread")
 	require.Equal(t, map[string]any{}, own["metadata"])
 	status, state := call("GET", "/threads/"+thread+"/state", keyB, "")
+	require.Equal(t, http.StatusOK, status)
+	status, history := call("POST", "/threads/"+thread+"/history", keyA, `{"limit":5}`)
+	require.Equal(t, http.StatusOK, status, history)
+	status, _ = call("GET", "/threads/"+thread, keyA, "")
 	require.Equal(t, http.StatusOK, status)
 	require.NotContains(t, fmt.Sprint(state), "secret", "nothing of the first tenant's session is visible")
 
