@@ -85,19 +85,19 @@ func viewRun(threadID string, t frontdoor.Turn) runJSON {
 
 // runBody is the body of the run-creating routes (what the SDK sends; the rest is ignored).
 type runBody struct {
-	AssistantID string          `json:"assistant_id"`
-	Input       json.RawMessage `json:"input"`
-	Command     json.RawMessage `json:"command"`
-	Metadata    map[string]any  `json:"metadata"`
-	StreamMode  json.RawMessage `json:"stream_mode"`
-	Multitask   string          `json:"multitask_strategy"`
-	IfNotExists string          `json:"if_not_exists"`
-	Checkpoint  json.RawMessage `json:"checkpoint"`
-	CheckpointI string          `json:"checkpoint_id"`
-	Interrupt   json.RawMessage `json:"interrupt_before"`
-	InterruptA  json.RawMessage `json:"interrupt_after"`
-	AfterSecs   float64         `json:"after_seconds"`
-	Webhook     string          `json:"webhook"`
+	AssistantID     string          `json:"assistant_id"`
+	Input           json.RawMessage `json:"input"`
+	Command         json.RawMessage `json:"command"`
+	Metadata        map[string]any  `json:"metadata"`
+	StreamMode      json.RawMessage `json:"stream_mode"`
+	Multitask       string          `json:"multitask_strategy"`
+	IfNotExists     string          `json:"if_not_exists"`
+	Checkpoint      json.RawMessage `json:"checkpoint"`
+	CheckpointID    string          `json:"checkpoint_id"`
+	InterruptBefore json.RawMessage `json:"interrupt_before"`
+	InterruptAfter  json.RawMessage `json:"interrupt_after"`
+	AfterSeconds    float64         `json:"after_seconds"`
+	Webhook         string          `json:"webhook"`
 }
 
 // newRun is a validated run request.
@@ -143,11 +143,11 @@ func (h *Handler) parseRun(w http.ResponseWriter, r *http.Request, route string)
 		refusal = "if_not_exists must be create or reject"
 	case isSet(body.Command):
 		refusal = "command (resuming an interrupt) is not supported: turnstile's runs do not pause for input"
-	case isSet(body.Checkpoint) || body.CheckpointI != "":
+	case isSet(body.Checkpoint) || body.CheckpointID != "":
 		refusal = "checkpoint is not supported: a run always continues the thread's latest state"
-	case isSet(body.Interrupt) || isSet(body.InterruptA):
+	case isSet(body.InterruptBefore) || isSet(body.InterruptAfter):
 		refusal = "interrupt_before and interrupt_after are not supported"
-	case body.AfterSecs != 0:
+	case body.AfterSeconds != 0:
 		refusal = "after_seconds is not supported"
 	case body.Webhook != "":
 		refusal = "webhook is not supported on this route"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -57,8 +58,6 @@ type streamArgs struct {
 	from     cursor
 	// metadata sends the metadata event first (a stream from the run's start).
 	metadata bool
-	// contextKnown says run.Prior is already right (never for a run still to start).
-	contextKnown bool
 }
 
 // streamRun queues a run and streams it (POST /threads/{thread_id}/runs/stream).
@@ -196,7 +195,9 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route stri
 	tick := time.NewTicker(h.cfg.KeepAlive)
 	defer tick.Stop()
 	prev, skip := a.from.native, a.from.skip
-	contextKnown := a.contextKnown
+	// The run's context (earlier messages, its input) is read at its first event: by then every
+	// earlier turn of the session has ended.
+	contextKnown := false
 	for {
 		select {
 		case <-drained:
@@ -245,10 +246,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route stri
 
 // loadRunContext reads the thread's turns once the run has begun (every earlier turn of the
 // session is terminal by then): the messages before the run, and its input when not known yet.
-func (h *Handler) loadRunContext(ctx context.Context, a streamArgs, log interface {
-	WarnContext(context.Context, string, ...any)
-},
-) {
+func (h *Handler) loadRunContext(ctx context.Context, a streamArgs, log *slog.Logger) {
 	turns, err := h.threadTurns(ctx, a.caller, a.threadID)
 	if err != nil {
 		log.WarnContext(ctx, "thread history unavailable; values carry the run's messages only", "err", err)
