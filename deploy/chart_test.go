@@ -129,7 +129,7 @@ func TestChartDefaults(t *testing.T) {
 		kinds[o.kind()]++
 	}
 	require.Equal(t, map[string]int{
-		"Deployment": 4, "Service": 4, "PodDisruptionBudget": 4, "ConfigMap": 1,
+		"Deployment": 5, "Service": 5, "PodDisruptionBudget": 5, "ConfigMap": 1,
 		"Secret": 2, "Job": 1, "Ingress": 1, "ScaledObject": 1, "HorizontalPodAutoscaler": 2, "PrometheusRule": 1,
 	}, kinds)
 
@@ -151,8 +151,8 @@ func TestChartDefaults(t *testing.T) {
 	require.Equal(t, "ts-turnstile-gateway", get(ing, "spec.rules.0.http.paths.0.backend.service.name"))
 	require.Equal(t, "/v1", get(ing, "spec.rules.0.http.paths.1.path"))
 	require.Equal(t, "ts-turnstile-intake", get(ing, "spec.rules.0.http.paths.1.backend.service.name"))
-	require.Equal(t, "/threads", get(ing, "spec.rules.0.http.paths.2.path"))
-	require.Equal(t, "ts-turnstile-langgraph", get(ing, "spec.rules.0.http.paths.2.backend.service.name"))
+	require.Equal(t, "/threads", get(ing, "spec.rules.0.http.paths.4.path"))
+	require.Equal(t, "ts-turnstile-langgraph", get(ing, "spec.rules.0.http.paths.4.backend.service.name"))
 	lg := get(r.find("Deployment", "ts-turnstile-langgraph"), "spec.template.spec.containers.0.env")
 	require.Contains(t, fmt.Sprint(lg), "http://ts-turnstile-intake:8080", "the front door reaches intake through its service")
 
@@ -179,10 +179,10 @@ func TestChartDefaults(t *testing.T) {
 	checkEnvironments(t, r)
 }
 
-// checkDeployments asserts probes, preStop and grace periods of the three Deployments.
+// checkDeployments asserts probes, preStop and grace periods of the Deployments.
 func checkDeployments(t *testing.T, r rendered, longestTurn, drain int) {
 	t.Helper()
-	for _, svc := range []string{"intake", "worker", "gateway", "langgraph"} {
+	for _, svc := range []string{"intake", "worker", "gateway", "a2a", "langgraph"} {
 		d := r.find("Deployment", "ts-turnstile-"+svc)
 		require.NotNil(t, d, svc)
 		spec := get(d, "spec.template.spec")
@@ -195,6 +195,16 @@ func checkDeployments(t *testing.T, r rendered, longestTurn, drain int) {
 		grace := num(t, get(spec, "terminationGracePeriodSeconds"))
 		require.Greater(t, grace, preStop, svc)
 		require.Equal(t, true, get(spec, "securityContext.runAsNonRoot"), svc)
+		if svc == "a2a" {
+			env := map[string]string{}
+			for _, e := range get(c, "env").([]any) {
+				if v, ok := get(e, "value").(string); ok {
+					env[get(e, "name").(string)] = v
+				}
+			}
+			require.Equal(t, "http://ts-turnstile-intake:8080", env["TURNSTILE_INTAKE_URL"], "the front door calls the intake service")
+			require.Equal(t, "http://ts-turnstile-gateway:8080", env["TURNSTILE_GATEWAY_URL"], "and the gateway service")
+		}
 		if svc != "worker" {
 			continue
 		}

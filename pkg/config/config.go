@@ -15,7 +15,7 @@ import (
 
 // Defaults, exported so tests and docs can name them.
 const (
-	RolesDefault           = "broker,intake,worker,gateway,langgraph"
+	RolesDefault           = "broker,intake,worker,gateway,a2a,langgraph"
 	HTTPAddrDefault        = "127.0.0.1:8080"
 	LogFormatDefault       = "text"
 	LogLevelDefault        = "info"
@@ -53,7 +53,7 @@ var KnownRoles = []string{"broker", "intake", "worker", "gateway", "a2a", "langg
 
 // Config is every setting of every role. Roles read only the fields they need.
 type Config struct {
-	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway,
+	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway, a2a,
 	// langgraph.
 	Roles string `env:"TURNSTILE_ROLES"`
 	// HTTPAddr is where the process serves its API, /healthz, /readyz and /metrics.
@@ -124,6 +124,7 @@ type Config struct {
 	LangGraph LangGraphSettings
 	// FrontDoor is where the protocol front doors find the native API.
 	FrontDoor FrontDoorSettings
+	A2A       A2ASettings
 }
 
 // Load reads the environment and fills defaults. It does not validate; call Validate.
@@ -210,6 +211,7 @@ func (c *Config) ApplyDefaults() {
 	c.Gateway.applyDefaults()
 	c.Agents.applyDefaults()
 	c.Ops.applyDefaults()
+	c.A2A.applyDefaults()
 	c.LangGraph.applyDefaults()
 }
 
@@ -333,6 +335,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Ops.validate()...)
 	errs = append(errs, c.LangGraph.validate()...)
 	errs = append(errs, c.FrontDoor.validate()...)
+	errs = append(errs, c.A2A.validate()...)
 	return errors.Join(errs...)
 }
 

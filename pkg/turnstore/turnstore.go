@@ -26,10 +26,10 @@ type Turn struct {
 	Attempt   int             `json:"attempts"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	Output    json.RawMessage `json:"output,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	// Metadata is the turn's metadata object as the client posted it; absent until a worker has
-	// claimed the turn (intake's queued row does not carry it).
+	// Metadata is the turn's metadata as the client posted it; empty until a worker claims the turn
+	// (the queued row does not hold it).
 	Metadata   json.RawMessage `json:"metadata,omitempty"`
+	Error      string          `json:"error,omitempty"`
 	AcceptedAt time.Time       `json:"accepted_at"`
 	Deadline   *time.Time      `json:"deadline,omitempty"`
 	StartedAt  *time.Time      `json:"started_at,omitempty"`
@@ -46,13 +46,13 @@ type Store struct{ pool *pgxpool.Pool }
 // New returns a store over pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-const turnColumns = `turn_id, session_id, tenant, status, attempt, input, output, coalesce(error, ''), metadata,
+const turnColumns = `turn_id, session_id, tenant, status, attempt, input, output, metadata, coalesce(error, ''),
 	accepted_at, deadline, started_at, finished_at, cancel_requested, client_turn_id`
 
 func scanTurn(row pgx.Row) (Turn, error) {
 	var t Turn
 	var status string
-	err := row.Scan(&t.TurnID, &t.SessionID, &t.Tenant, &status, &t.Attempt, &t.Input, &t.Output, &t.Error, &t.Metadata,
+	err := row.Scan(&t.TurnID, &t.SessionID, &t.Tenant, &status, &t.Attempt, &t.Input, &t.Output, &t.Metadata, &t.Error,
 		&t.AcceptedAt, &t.Deadline, &t.StartedAt, &t.FinishedAt, &t.CancelReq, &t.ClientTurnID)
 	t.Status = wire.Status(status)
 	return t, err

@@ -51,7 +51,7 @@ type clusterOptions struct {
 	DrainTimeout   time.Duration
 	// WorkerEnv adds variables to every worker process.
 	WorkerEnv []string
-	// FrontRoles are the front process's roles. Defaults to broker,intake,gateway.
+	// FrontRoles are the roles of the front process. Defaults to broker,intake,gateway.
 	FrontRoles string
 }
 
