@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -128,7 +129,7 @@ func TestChartDefaults(t *testing.T) {
 		kinds[o.kind()]++
 	}
 	require.Equal(t, map[string]int{
-		"Deployment": 5, "Service": 5, "PodDisruptionBudget": 5, "ConfigMap": 1,
+		"Deployment": 6, "Service": 6, "PodDisruptionBudget": 6, "ConfigMap": 1,
 		"Secret": 2, "Job": 1, "Ingress": 1, "ScaledObject": 1, "HorizontalPodAutoscaler": 2, "PrometheusRule": 1,
 	}, kinds)
 
@@ -160,6 +161,10 @@ func TestChartDefaults(t *testing.T) {
 	}
 	require.Equal(t, "http://ts-turnstile-intake:8080", aisdkEnv["TURNSTILE_INTAKE_URL"], "the AI SDK front door reaches intake through its service")
 	require.Equal(t, "http://ts-turnstile-gateway:8080", aisdkEnv["TURNSTILE_GATEWAY_URL"])
+	require.Equal(t, "/threads", get(ing, "spec.rules.0.http.paths.6.path"))
+	require.Equal(t, "ts-turnstile-langgraph", get(ing, "spec.rules.0.http.paths.6.backend.service.name"))
+	lg := get(r.find("Deployment", "ts-turnstile-langgraph"), "spec.template.spec.containers.0.env")
+	require.Contains(t, fmt.Sprint(lg), "http://ts-turnstile-intake:8080", "the front door reaches intake through its service")
 
 	job := r.find("Job", "ts-turnstile-migrate")
 	require.Equal(t, "pre-install,pre-upgrade", get(job, "metadata.annotations").(map[string]any)["helm.sh/hook"])
@@ -187,7 +192,7 @@ func TestChartDefaults(t *testing.T) {
 // checkDeployments asserts probes, preStop and grace periods of the Deployments.
 func checkDeployments(t *testing.T, r rendered, longestTurn, drain int) {
 	t.Helper()
-	for _, svc := range []string{"intake", "worker", "gateway", "a2a", "aisdk"} {
+	for _, svc := range []string{"intake", "worker", "gateway", "a2a", "aisdk", "langgraph"} {
 		d := r.find("Deployment", "ts-turnstile-"+svc)
 		require.NotNil(t, d, svc)
 		spec := get(d, "spec.template.spec")

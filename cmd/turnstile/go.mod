@@ -16,6 +16,7 @@ require (
 	github.com/turnstile-run/turnstile/services/aisdk v0.0.0
 	github.com/turnstile-run/turnstile/services/gateway v0.0.0
 	github.com/turnstile-run/turnstile/services/intake v0.0.0
+	github.com/turnstile-run/turnstile/services/langgraph v0.0.0
 	github.com/turnstile-run/turnstile/services/worker v0.0.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
@@ -35,7 +36,6 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/go-redis/redis_rate/v10 v10.0.1 // indirect
-	github.com/gorilla/mux v1.8.1 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -84,5 +84,6 @@ replace (
 	github.com/turnstile-run/turnstile/services/aisdk => ../../services/aisdk
 	github.com/turnstile-run/turnstile/services/gateway => ../../services/gateway
 	github.com/turnstile-run/turnstile/services/intake => ../../services/intake
+	github.com/turnstile-run/turnstile/services/langgraph => ../../services/langgraph
 	github.com/turnstile-run/turnstile/services/worker => ../../services/worker
 )

@@ -15,7 +15,7 @@ import (
 
 // Defaults, exported so tests and docs can name them.
 const (
-	RolesDefault           = "broker,intake,worker,gateway,a2a,aisdk"
+	RolesDefault           = "broker,intake,worker,gateway,a2a,aisdk,langgraph"
 	HTTPAddrDefault        = "127.0.0.1:8080"
 	LogFormatDefault       = "text"
 	LogLevelDefault        = "info"
@@ -53,7 +53,8 @@ var KnownRoles = []string{"broker", "intake", "worker", "gateway", "a2a", "langg
 
 // Config is every setting of every role. Roles read only the fields they need.
 type Config struct {
-	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway, a2a, aisdk.
+	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway, a2a, aisdk,
+	// langgraph.
 	Roles string `env:"TURNSTILE_ROLES"`
 	// HTTPAddr is where the process serves its API, /healthz, /readyz and /metrics.
 	HTTPAddr string `env:"TURNSTILE_HTTP_ADDR"`
@@ -119,6 +120,8 @@ type Config struct {
 	Gateway GatewaySettings
 	Agents  AgentSettings
 	Ops     OpsSettings
+	// LangGraph configures the langgraph role.
+	LangGraph LangGraphSettings
 	// FrontDoor is where the protocol front doors find the native API.
 	FrontDoor FrontDoorSettings
 	A2A       A2ASettings
@@ -209,6 +212,7 @@ func (c *Config) ApplyDefaults() {
 	c.Agents.applyDefaults()
 	c.Ops.applyDefaults()
 	c.A2A.applyDefaults()
+	c.LangGraph.applyDefaults()
 }
 
 // nameVariables rewrites the parser's Go field names ("LeaseTTL") into the variables an operator
@@ -329,6 +333,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Gateway.validate()...)
 	errs = append(errs, c.Agents.validate()...)
 	errs = append(errs, c.Ops.validate()...)
+	errs = append(errs, c.LangGraph.validate()...)
 	errs = append(errs, c.FrontDoor.validate()...)
 	errs = append(errs, c.A2A.validate()...)
 	return errors.Join(errs...)

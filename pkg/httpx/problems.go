@@ -42,6 +42,10 @@ var (
 	// way, so a tenant cannot learn that it exists.
 	ProblemSessionNotFound = ProblemType{"session-not-found", http.StatusNotFound}
 	ProblemTurnNotFound    = ProblemType{"turn-not-found", http.StatusNotFound}
+	// ProblemThreadNotFound and ProblemAssistantNotFound are the LangGraph front door's: a thread
+	// the tenant never created, an assistant ID no TURNSTILE_LANGGRAPH_ASSISTANTS entry names.
+	ProblemThreadNotFound    = ProblemType{"thread-not-found", http.StatusNotFound}
+	ProblemAssistantNotFound = ProblemType{"assistant-not-found", http.StatusNotFound}
 	// ProblemNotFound is a path no route serves.
 	ProblemNotFound = ProblemType{"not-found", http.StatusNotFound}
 
@@ -52,6 +56,8 @@ var (
 
 	// ProblemSessionBusy is multitask=reject while the session has a live turn (409).
 	ProblemSessionBusy = ProblemType{"session-busy", http.StatusConflict}
+	// ProblemThreadExists is POST /threads with the ID of an existing thread and if_exists=raise.
+	ProblemThreadExists = ProblemType{"thread-exists", http.StatusConflict}
 
 	// Quotas (429, with Retry-After).
 	ProblemRateLimited = ProblemType{"rate-limited", http.StatusTooManyRequests}
@@ -70,7 +76,8 @@ func ProblemTypes() []ProblemType {
 		ProblemInvalidSession, ProblemInvalidBody, ProblemBodyTooLarge, ProblemUnsupportedType,
 		ProblemValidation, ProblemInvalidDeadline, ProblemInvalidTurnID, ProblemInvalidCursor,
 		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemSessionNotFound,
-		ProblemTurnNotFound, ProblemNotFound, ProblemMethodNotAllowed, ProblemHeaderTooLarge, ProblemSessionBusy, ProblemRateLimited, ProblemQueueQuota,
+		ProblemTurnNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemNotFound, ProblemMethodNotAllowed,
+		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemRateLimited, ProblemQueueQuota,
 		ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail,
 	}
 }

@@ -20,7 +20,7 @@ import (
 func TestMetricsDocumented(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{Partitions: 2})
-	stack := startStack(t, env, "intake,worker,gateway,a2a")
+	stack := startStack(t, env, "intake,worker,gateway,a2a,langgraph")
 	base := "http://" + stack.Addr()
 	postTurn(t, base, "metrics", "count me in")
 	// One A2A request, so the front door's request counter has a series.

@@ -1,0 +1,217 @@
+// @langchain/langgraph-sdk's Client, unmodified, against turnstile's LangGraph routes. Run by
+// cmd/turnstile/integration (TestLangGraphSDK), which starts the stack and sets TURNSTILE_URL;
+// by hand: TURNSTILE_URL=http://127.0.0.1:8080 npm test (with `make dev` running).
+//
+// The demo agent's knobs travel in run metadata: {demo: {tokens: N}} streams "w0 ", "w1 ", …
+// "wN-1", so order, gaps and duplicates are visible in the chunks themselves.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Client } from "@langchain/langgraph-sdk";
+
+const apiUrl = process.env.TURNSTILE_URL;
+assert.ok(apiUrl, "TURNSTILE_URL must name the stack (set by the Go test)");
+const apiKey = process.env.TURNSTILE_API_KEY || undefined;
+const client = new Client({ apiUrl, apiKey });
+
+const human = (content) => ({ messages: [{ type: "human", content }] });
+const demo = (knobs) => ({ demo: knobs });
+const words = (n) => Array.from({ length: n }, (_, i) => (i < n - 1 ? `w${i} ` : `w${i}`));
+const lastAI = (values) => values.messages.filter((m) => m.type === "ai").at(-1);
+
+// collect reads a run stream into its events; stopAfter(part, parts) true cuts it there.
+async function collect(stream, stopAfter) {
+  const parts = [];
+  for await (const part of stream) {
+    parts.push(part);
+    if (stopAfter?.(part, parts)) break;
+  }
+  return parts;
+}
+const chunks = (parts) => parts.filter((p) => p.event === "messages").map((p) => p.data[0].content);
+
+// waitStatus polls a run's status (the API's own answer) until it is one of want.
+async function waitStatus(threadId, runId, want, timeoutMs = 20000) {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const run = await client.runs.get(threadId, runId);
+    if (want.includes(run.status)) return run;
+    if (Date.now() > until) assert.fail(`run ${runId} is ${run.status}, want ${want}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+test("a thread exists before any run, with its metadata", async () => {
+  const created = await client.threads.create({ metadata: { owner: "ann" } });
+  assert.match(created.thread_id, /^[0-9a-f-]{36}$/);
+  const got = await client.threads.get(created.thread_id);
+  assert.equal(got.thread_id, created.thread_id);
+  assert.equal(got.metadata.owner, "ann");
+  assert.equal(got.status, "idle");
+  // A client-named thread, and if_exists.
+  const id = crypto.randomUUID();
+  await client.threads.create({ threadId: id });
+  await assert.rejects(client.threads.create({ threadId: id }), (e) => e.status === 409);
+  const again = await client.threads.create({ threadId: id, ifExists: "do_nothing" });
+  assert.equal(again.thread_id, id);
+  await assert.rejects(client.threads.get(crypto.randomUUID()), (e) => e.status === 404);
+});
+
+test("a streamed run: metadata first, message chunks in order, values and updates", async () => {
+  const { thread_id } = await client.threads.create();
+  let created;
+  const parts = await collect(
+    client.runs.stream(thread_id, "agent", {
+      input: human("hello"),
+      streamMode: ["values", "messages-tuple", "updates"],
+      metadata: demo({ tokens: 12 }),
+      onRunCreated: (meta) => (created = meta),
+    }),
+  );
+  assert.equal(parts[0].event, "metadata");
+  assert.ok(created, "onRunCreated was called from Content-Location");
+  assert.equal(parts[0].data.run_id, created.run_id);
+  assert.equal(created.thread_id, thread_id);
+  assert.deepEqual(chunks(parts), words(12));
+  const ids = parts.filter((p) => p.id !== undefined).map((p) => p.id);
+  assert.equal(new Set(ids).size, ids.length, "event ids are unique");
+  const updates = parts.filter((p) => p.event === "updates");
+  assert.equal(updates.at(-1).data.agent.messages[0].content, words(12).join(""));
+  const values = parts.filter((p) => p.event === "values");
+  assert.equal(values[0].data.messages.at(-1).content, "hello");
+  assert.equal(lastAI(values.at(-1).data).content, words(12).join(""));
+  assert.equal(parts.at(-1).event, "end");
+  const run = await client.runs.get(thread_id, created.run_id);
+  assert.equal(run.status, "success");
+  assert.equal(run.assistant_id, "agent");
+  assert.deepEqual(run.metadata, demo({ tokens: 12 }));
+});
+
+test("cut the stream, joinStream with the last event id: no gap, no duplicate", async () => {
+  const { thread_id } = await client.threads.create();
+  const n = 40;
+  const abort = new AbortController();
+  let runId;
+  const first = await collect(
+    client.runs.stream(thread_id, "agent", {
+      input: human("long"),
+      streamMode: ["messages-tuple", "values"],
+      metadata: demo({ tokens: n, duration_ms: 2000 }),
+      signal: abort.signal,
+      onRunCreated: (m) => (runId = m.run_id),
+    }),
+    (_, ps) => chunks(ps).length === 10,
+  );
+  abort.abort();
+  const lastEventId = first.at(-1).id;
+  assert.ok(lastEventId, "events carry ids");
+  const rest = await collect(client.runs.joinStream(thread_id, runId, { lastEventId, streamMode: ["messages-tuple", "values"] }));
+  assert.deepEqual([...chunks(first), ...chunks(rest)], words(n));
+  const ids = [...first, ...rest].filter((p) => p.id !== undefined).map((p) => p.id);
+  assert.equal(new Set(ids).size, ids.length, "no event twice");
+  assert.equal(lastAI(rest.filter((p) => p.event === "values").at(-1).data).content, words(n).join(""));
+  // A join from inside one native event's protocol events (values then end of the completion)
+  // resumes with exactly what follows.
+  const tail = rest.slice(-2);
+  assert.deepEqual(tail.map((p) => p.event), ["values", "end"]);
+  const beforeTail = rest.at(-3).id;
+  const replay = await collect(client.runs.joinStream(thread_id, runId, { lastEventId: beforeTail, streamMode: ["messages-tuple", "values"] }));
+  assert.deepEqual(replay.map((p) => p.event), ["values", "end"]);
+  const midTail = tail[0].id;
+  const afterValues = await collect(client.runs.joinStream(thread_id, runId, { lastEventId: midTail, streamMode: ["messages-tuple", "values"] }));
+  assert.deepEqual(afterValues.map((p) => p.event), ["end"]);
+});
+
+test("a background run and runs.join", async () => {
+  const { thread_id } = await client.threads.create();
+  const run = await client.runs.create(thread_id, "agent", { input: human("bg"), metadata: demo({ tokens: 5 }) });
+  assert.equal(run.status, "pending");
+  assert.equal(run.thread_id, thread_id);
+  const values = await client.runs.join(thread_id, run.run_id);
+  assert.equal(lastAI(values).content, words(5).join(""));
+  assert.equal((await client.runs.get(thread_id, run.run_id)).status, "success");
+});
+
+test("runs.wait answers the thread's values", async () => {
+  const { thread_id } = await client.threads.create();
+  const values = await client.runs.wait(thread_id, "agent", { input: human("w"), metadata: demo({ tokens: 3 }) });
+  assert.equal(lastAI(values).content, words(3).join(""));
+});
+
+test("cancel interrupts a running run", async () => {
+  const { thread_id } = await client.threads.create();
+  const run = await client.runs.create(thread_id, "agent", { input: human("c"), metadata: demo({ tokens: 50, duration_ms: 20000 }) });
+  await waitStatus(thread_id, run.run_id, ["running"]);
+  await client.runs.cancel(thread_id, run.run_id, true);
+  assert.equal((await client.runs.get(thread_id, run.run_id)).status, "interrupted");
+});
+
+test("double-texting: reject refuses, interrupt replaces the running run", async () => {
+  const { thread_id } = await client.threads.create();
+  const long = await client.runs.create(thread_id, "agent", { input: human("first"), metadata: demo({ tokens: 50, duration_ms: 20000 }) });
+  await waitStatus(thread_id, long.run_id, ["running"]);
+  await assert.rejects(
+    client.runs.create(thread_id, "agent", { input: human("second"), multitaskStrategy: "reject" }),
+    (e) => e.status === 409,
+  );
+  const parts = await collect(
+    client.runs.stream(thread_id, "agent", {
+      input: human("third"),
+      multitaskStrategy: "interrupt",
+      streamMode: ["messages-tuple"],
+      metadata: demo({ tokens: 4 }),
+    }),
+  );
+  assert.deepEqual(chunks(parts), words(4));
+  assert.equal((await client.runs.get(thread_id, long.run_id)).status, "interrupted");
+  await assert.rejects(
+    client.runs.create(thread_id, "agent", { input: human("x"), multitaskStrategy: "rollback" }),
+    (e) => e.status === 422,
+  );
+});
+
+test("state and history after two runs", async () => {
+  const { thread_id } = await client.threads.create();
+  await client.runs.wait(thread_id, "agent", { input: human("one"), metadata: demo({ tokens: 2 }) });
+  await client.runs.wait(thread_id, "agent", { input: human("two"), metadata: demo({ tokens: 3 }) });
+  const state = await client.threads.getState(thread_id);
+  assert.deepEqual(
+    state.values.messages.map((m) => [m.type, m.content]),
+    [["human", "one"], ["ai", "w0 w1"], ["human", "two"], ["ai", "w0 w1 w2"]],
+  );
+  const history = await client.threads.getHistory(thread_id);
+  assert.equal(history.length, 2);
+  assert.equal(history[0].checkpoint.checkpoint_id, state.checkpoint.checkpoint_id);
+  assert.equal(history[1].values.messages.length, 2);
+  assert.equal(history[0].parent_checkpoint.checkpoint_id, history[1].checkpoint.checkpoint_id);
+  const older = await client.threads.getHistory(thread_id, { before: history[0].checkpoint });
+  assert.equal(older.length, 1);
+  const thread = await client.threads.get(thread_id);
+  assert.equal(thread.values.messages.length, 4);
+});
+
+test("a retried create with the same Idempotency-Key returns the same run", async () => {
+  const { thread_id } = await client.threads.create();
+  const key = crypto.randomUUID();
+  const keyed = new Client({ apiUrl, apiKey, defaultHeaders: { "Idempotency-Key": key } });
+  const payload = { input: human("once"), metadata: demo({ tokens: 2 }), multitaskStrategy: "enqueue" };
+  const a = await keyed.runs.create(thread_id, "agent", payload);
+  const b = await keyed.runs.create(thread_id, "agent", payload);
+  assert.equal(b.run_id, a.run_id);
+  await client.runs.join(thread_id, a.run_id);
+  assert.equal((await client.runs.list(thread_id)).length, 1);
+});
+
+test("refusals: unknown assistant, unknown thread, unsupported stream mode", async () => {
+  const { thread_id } = await client.threads.create();
+  await assert.rejects(client.runs.create(thread_id, "nobody", { input: human("x") }), (e) => e.status === 404);
+  await assert.rejects(client.runs.create(crypto.randomUUID(), "agent", { input: human("x") }), (e) => e.status === 404);
+  await assert.rejects(
+    client.runs.create(thread_id, "agent", { input: human("x"), streamMode: ["debug"] }),
+    (e) => e.status === 422,
+  );
+  // if_not_exists=create makes the thread.
+  const fresh = crypto.randomUUID();
+  const values = await client.runs.wait(fresh, "agent", { input: human("new"), ifNotExists: "create", metadata: demo({ tokens: 1 }) });
+  assert.equal(lastAI(values).content, "w0");
+  assert.equal((await client.threads.get(fresh)).thread_id, fresh);
+});

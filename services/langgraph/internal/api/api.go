@@ -1,0 +1,263 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/turnstile-run/turnstile/pkg/apikey"
+	"github.com/turnstile-run/turnstile/pkg/frontdoor"
+	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/services/langgraph/internal/threads"
+)
+
+// Defaults of Config.
+const (
+	// KeepAliveDefault is the SSE comment interval of a stream that has nothing to say. The SDK
+	// measures these intervals to tell a half-open connection from a quiet one.
+	KeepAliveDefault = 15 * time.Second
+	// MaxBodyDefault bounds a request body.
+	MaxBodyDefault = 256 << 10
+	// StoreTimeoutDefault bounds one thread-table statement or API-key lookup.
+	StoreTimeoutDefault = 5 * time.Second
+	// RetryAfterDefault is the base of the jittered Retry-After of a 503 this handler answers
+	// itself (the thread table unreachable).
+	RetryAfterDefault = 2 * time.Second
+	// historyTurns is the most turns of a thread that state and history read.
+	historyTurns = 1000
+	// turnPage is the page size of those reads (intake's maximum).
+	turnPage = 100
+)
+
+// defaultTenant is the tenant of every request with TURNSTILE_AUTH=off, as intake names it.
+const defaultTenant = "default"
+
+// Config configures the handler; zero fields take the defaults above.
+type Config struct {
+	// Assistants are the assistant IDs runs may name.
+	Assistants []string
+	// Auth says whether API keys are required (TURNSTILE_AUTH=on).
+	Auth         bool
+	KeepAlive    time.Duration
+	MaxBody      int64
+	StoreTimeout time.Duration
+	RetryAfter   time.Duration
+}
+
+func (c *Config) applyDefaults() {
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = KeepAliveDefault
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = MaxBodyDefault
+	}
+	if c.StoreTimeout <= 0 {
+		c.StoreTimeout = StoreTimeoutDefault
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = RetryAfterDefault
+	}
+}
+
+// Handler serves the LangGraph routes.
+type Handler struct {
+	cfg        Config
+	assistants map[string]bool
+	fd         *frontdoor.Client
+	threads    *threads.Store
+	pool       *pgxpool.Pool
+	log        *slog.Logger
+
+	requests *prometheus.CounterVec
+	open     atomic.Int64
+
+	// drained ends every open stream (cleanly, so clients rejoin elsewhere); streams counts them.
+	drained   chan struct{}
+	drainOnce sync.Once
+	streams   sync.WaitGroup
+	// cut is closed (and replaced) by Cut: the streams open then end, as on a drain, but the
+	// handler keeps serving.
+	cutMu sync.Mutex
+	cut   chan struct{}
+}
+
+// New builds the handler. pool holds the thread table and, with auth on, the API keys.
+func New(cfg Config, fd *frontdoor.Client, pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Registerer) *Handler {
+	cfg.applyDefaults()
+	h := &Handler{
+		cfg: cfg, assistants: map[string]bool{}, fd: fd, threads: threads.New(pool), pool: pool, log: log,
+		drained: make(chan struct{}), cut: make(chan struct{}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnstile_langgraph_requests_total",
+			Help: "LangGraph API requests by route and outcome (ok, or the problem type answered).",
+		}, []string{"route", "outcome"}),
+	}
+	for _, a := range cfg.Assistants {
+		h.assistants[a] = true
+	}
+	reg.MustRegister(h.requests, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "turnstile_langgraph_streams",
+		Help: "Open LangGraph run streams (runs/stream, joins, waits) on this replica.",
+	}, func() float64 { return float64(h.open.Load()) }))
+	return h
+}
+
+// Routes mounts LangGraph's paths. They do not overlap the native /v1 paths.
+func (h *Handler) Routes(r chi.Router) {
+	r.Post("/threads", h.createThread)
+	const thread = "/threads/{thread_id}"
+	r.Get(thread, h.getThread)
+	r.Get(thread+"/state", h.getState)
+	r.Post(thread+"/history", h.getHistory)
+	r.Get(thread+"/runs", h.listRuns)
+	r.Post(thread+"/runs", h.createRun)
+	r.Post(thread+"/runs/stream", h.streamRun)
+	r.Post(thread+"/runs/wait", h.waitRun)
+	r.Get(thread+"/runs/{run_id}", h.getRun)
+	r.Get(thread+"/runs/{run_id}/stream", h.joinStream)
+	r.Get(thread+"/runs/{run_id}/join", h.joinRun)
+	r.Post(thread+"/runs/{run_id}/cancel", h.cancelRun)
+}
+
+// Drain ends every open stream without an end event, so each client reconnects (the SDK follows
+// the stream's Location with Last-Event-ID) and resumes on another replica, then waits for the
+// streams' handlers to return or ctx to end.
+func (h *Handler) Drain(ctx context.Context) {
+	h.drainOnce.Do(func() { close(h.drained) })
+	done := make(chan struct{})
+	go func() {
+		h.streams.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// Cut ends every open stream as a drain does (no end event, so each client rejoins with
+// Last-Event-ID) while the handler keeps serving; the rejoins land here again. Tests use it to
+// cut connections mid-run.
+func (h *Handler) Cut() {
+	h.cutMu.Lock()
+	defer h.cutMu.Unlock()
+	close(h.cut)
+	h.cut = make(chan struct{})
+}
+
+func (h *Handler) cutSignal() <-chan struct{} {
+	h.cutMu.Lock()
+	defer h.cutMu.Unlock()
+	return h.cut
+}
+
+// caller is who a request comes from: the credential forwarded to the native API and the tenant
+// that names its threads.
+type caller struct {
+	cred   frontdoor.Credential
+	tenant string
+}
+
+// authenticate reads the caller's API key (x-api-key, as the SDK sends it, or a Bearer header) and
+// resolves its tenant. With auth off every caller is the default tenant and its key, if any, is
+// forwarded for intake to ignore.
+func (h *Handler) authenticate(r *http.Request) (caller, *httpx.Problem) {
+	key := strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	if key == "" {
+		key = httpx.BearerToken(r)
+	}
+	var c caller
+	if key != "" {
+		c.cred = frontdoor.Credential("Bearer " + key)
+	}
+	if !h.cfg.Auth {
+		c.tenant = defaultTenant
+		return c, nil
+	}
+	if key == "" || !apikey.WellFormed(key) {
+		p := httpx.ProblemUnauthenticated.Problem("an API key is required: send it as x-api-key (the LangGraph SDK's apiKey) or Authorization: Bearer")
+		return c, &p
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StoreTimeout)
+	defer cancel()
+	k, err := apikey.Resolve(ctx, h.pool, key)
+	switch {
+	case errors.Is(err, apikey.ErrUnknown):
+		p := httpx.ProblemUnauthenticated.Problem("unknown or revoked API key")
+		return c, &p
+	case err != nil:
+		h.log.WarnContext(r.Context(), "api key lookup failed", "err", err)
+		p := h.storeDown("the API key cannot be checked now")
+		return c, &p
+	}
+	c.tenant = k.Tenant
+	return c, nil
+}
+
+func (h *Handler) storeDown(detail string) httpx.Problem {
+	p := httpx.ProblemStoreUnavail.Problem(detail)
+	p.RetryAfter = httpx.Jitter(h.cfg.RetryAfter)
+	return p
+}
+
+// refuse answers a problem of this handler's own and counts it.
+func (h *Handler) refuse(w http.ResponseWriter, route string, p httpx.Problem) {
+	h.requests.WithLabelValues(route, p.Type).Inc()
+	httpx.WriteProblem(w, p)
+}
+
+// relay answers an error of the native API: its own problem document as is, so status, type and
+// Retry-After reach the client unchanged.
+func (h *Handler) relay(w http.ResponseWriter, r *http.Request, route string, err error) {
+	var p *frontdoor.Problem
+	if errors.As(err, &p) {
+		h.requests.WithLabelValues(route, p.Type).Inc()
+		p.Write(w)
+		return
+	}
+	h.log.WarnContext(r.Context(), "native api call failed", "route", route, "err", err)
+	h.refuse(w, route, h.storeDown("the native API did not answer"))
+}
+
+func (h *Handler) ok(route string) { h.requests.WithLabelValues(route, "ok").Inc() }
+
+// decodeBody reads a JSON request body into v; an empty body leaves v as it is.
+func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) *httpx.Problem {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			p := httpx.ProblemUnsupportedType.Problem("send the body as application/json")
+			return &p
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			p := httpx.ProblemBodyTooLarge.Problem(fmt.Sprintf("the body is over %d bytes", h.cfg.MaxBody))
+			return &p
+		}
+		p := httpx.ProblemInvalidBody.Problem("the body could not be read")
+		return &p
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		p := httpx.ProblemInvalidBody.Problem("the body is not the JSON object this route takes: " + err.Error())
+		return &p
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+// Package api serves LangGraph's threads-and-runs API (the Agent Protocol routes that
+// @langchain/langgraph-sdk's Client and its React useStream hook call) as a translator in front of
+// turnstile's native API, through pkg/frontdoor.
+//
+// The mapping:
+//   - A thread is the session of the same ID in the caller's tenant; POST /threads stores the thread
+//     (internal/threads) so it exists, with its metadata, before any run. Thread IDs are minted as
+//     UUIDv7 unless the client names one (a valid session ID).
+//   - A run is a turn: run_id is the turn ID, the run's input messages (their human text, joined by
+//     blank lines) are the turn's input, its metadata the turn's metadata (so the demo agent's knobs
+//     pass through), plus a "langgraph" member recording the assistant and the stream modes, which
+//     a join without stream_mode renders. An Idempotency-Key header is forwarded, so a retried
+//     create returns the same run.
+//   - assistant_id must be one of TURNSTILE_LANGGRAPH_ASSISTANTS (404 otherwise); every assistant
+//     runs the workers' agent.
+//   - multitask_strategy reject (LangGraph's default), enqueue and interrupt are the native
+//     multitask strategies; rollback is refused with 422, as are stream modes other than values,
+//     messages-tuple and updates (internal/render), and inputs this front door cannot run (a
+//     command, no human text).
+//   - State and history are the thread's turns as messages: one checkpoint per finished turn, named
+//     by its run ID.
+//
+// Streams: the SSE id of each event is the native event's id ("<epoch>:<entry>"), so a join with
+// Last-Event-ID resumes the native stream exactly, with its epoch rule (a native stream.reset
+// becomes an error event named StreamReset). When one native event becomes several protocol
+// events, all but the last carry "<previous native id>~<k>": resuming from it re-renders that
+// native event and skips its first k+1 protocol events, so no event is lost or repeated either way.
+// Every stream answer names the run in Content-Location and its join route in Location, so the SDK
+// reconnects by itself (with Last-Event-ID) when a stream ends before the run: a draining replica
+// ends its streams that way.
+//
+// Auth: the SDK sends its API key as x-api-key; it is forwarded as the native Bearer credential,
+// so auth, tenancy, admission and quotas are intake's. The thread table is read for the tenant the
+// key names (apikey), "default" with TURNSTILE_AUTH=off. Refusals are problem documents, whose
+// detail member is what LangGraph clients print.
+package api

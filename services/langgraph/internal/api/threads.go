@@ -1,0 +1,333 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/turnstile-run/turnstile/pkg/frontdoor"
+	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/langgraph/internal/render"
+	"github.com/turnstile-run/turnstile/services/langgraph/internal/threads"
+)
+
+// threadJSON is LangGraph's Thread.
+type threadJSON struct {
+	ThreadID   string          `json:"thread_id"`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	Metadata   json.RawMessage `json:"metadata"`
+	Status     string          `json:"status"` // idle, busy, error, interrupted
+	Values     any             `json:"values"`
+	Interrupts map[string]any  `json:"interrupts"`
+}
+
+type createThreadBody struct {
+	ThreadID   string          `json:"thread_id"`
+	Metadata   json.RawMessage `json:"metadata"`
+	IfExists   string          `json:"if_exists"` // raise (default) or do_nothing
+	Supersteps json.RawMessage `json:"supersteps"`
+	TTL        json.RawMessage `json:"ttl"`
+}
+
+func (h *Handler) createThread(w http.ResponseWriter, r *http.Request) {
+	const route = "create_thread"
+	c, p := h.authenticate(r)
+	if p != nil {
+		h.refuse(w, route, *p)
+		return
+	}
+	var body createThreadBody
+	if p := h.decodeBody(w, r, &body); p != nil {
+		h.refuse(w, route, *p)
+		return
+	}
+	switch {
+	case body.ThreadID != "" && !wire.SessionIDValid(body.ThreadID):
+		h.refuse(w, route, httpx.ProblemInvalidSession.Problem("thread_id must be "+wire.SessionIDRule+" (it is the session ID)"))
+		return
+	case body.IfExists != "" && body.IfExists != "raise" && body.IfExists != "do_nothing":
+		h.refuse(w, route, httpx.ProblemValidation.Problem(`if_exists must be "raise" or "do_nothing"`))
+		return
+	case isSet(body.Supersteps):
+		h.refuse(w, route, httpx.ProblemValidation.Problem("supersteps are not supported: a thread's state is the messages of its runs"))
+		return
+	case isSet(body.TTL):
+		h.refuse(w, route, httpx.ProblemValidation.Problem("ttl is not supported: threads are kept until deleted with their tenant"))
+		return
+	case isSet(body.Metadata) && !isObject(body.Metadata):
+		h.refuse(w, route, httpx.ProblemValidation.Problem("metadata must be an object"))
+		return
+	}
+	id := body.ThreadID
+	if id == "" {
+		id = uuid.Must(uuid.NewV7()).String()
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StoreTimeout)
+	defer cancel()
+	th, created, err := h.threads.Create(ctx, c.tenant, id, body.Metadata)
+	if err != nil {
+		h.log.WarnContext(r.Context(), "create thread failed", "session_id", id, "err", err)
+		h.refuse(w, route, h.storeDown("the thread cannot be stored now"))
+		return
+	}
+	if !created && body.IfExists != "do_nothing" {
+		h.refuse(w, route, httpx.ProblemThreadExists.Problem("thread "+id+" exists (send if_exists=do_nothing to get it)"))
+		return
+	}
+	h.ok(route)
+	httpx.WriteJSON(w, http.StatusOK, threadJSON{
+		ThreadID: th.ID, CreatedAt: th.CreatedAt, UpdatedAt: th.UpdatedAt, Metadata: th.Metadata,
+		Status: "idle", Values: map[string]any{}, Interrupts: map[string]any{},
+	})
+}
+
+func (h *Handler) getThread(w http.ResponseWriter, r *http.Request) {
+	const route = "get_thread"
+	c, th, ok := h.thread(w, r, route)
+	if !ok {
+		return
+	}
+	turns, err := h.threadTurns(r.Context(), c, th.ID)
+	if err != nil {
+		h.relay(w, r, route, err)
+		return
+	}
+	out := threadJSON{
+		ThreadID: th.ID, CreatedAt: th.CreatedAt, UpdatedAt: th.UpdatedAt, Metadata: th.Metadata,
+		Status: threadStatus(turns), Values: map[string]any{}, Interrupts: map[string]any{},
+	}
+	if len(turns) > 0 {
+		out.Values = map[string]any{"messages": render.ThreadMessages(renderTurns(turns))}
+	}
+	h.ok(route)
+	httpx.WriteJSON(w, http.StatusOK, out)
+}
+
+// threadStatus is LangGraph's thread status of a thread whose turns are given oldest first.
+func threadStatus(turns []frontdoor.Turn) string {
+	if len(turns) == 0 {
+		return "idle"
+	}
+	switch last := turns[len(turns)-1]; {
+	case !last.Status.Terminal():
+		return "busy"
+	case last.Status == wire.StatusFailed || last.Status == wire.StatusExpired:
+		return "error"
+	}
+	return "idle"
+}
+
+// stateJSON is LangGraph's ThreadState: a checkpoint after each finished run.
+type stateJSON struct {
+	Values           any             `json:"values"`
+	Next             []string        `json:"next"`
+	Tasks            []any           `json:"tasks"`
+	Checkpoint       *checkpointJSON `json:"checkpoint"`
+	ParentCheckpoint *checkpointJSON `json:"parent_checkpoint"`
+	Metadata         map[string]any  `json:"metadata"`
+	CreatedAt        *time.Time      `json:"created_at"`
+}
+
+type checkpointJSON struct {
+	ThreadID      string `json:"thread_id"`
+	CheckpointNS  string `json:"checkpoint_ns"`
+	CheckpointID  string `json:"checkpoint_id"`
+	CheckpointMap any    `json:"checkpoint_map"`
+}
+
+// states lists the thread's checkpoints newest first: after the k-th finished turn, the messages
+// of the turns up to it. A thread without a finished turn has none.
+func states(threadID string, turns []frontdoor.Turn) []stateJSON {
+	rts := renderTurns(turns)
+	var out []stateJSON
+	var parent *checkpointJSON
+	for i, t := range turns {
+		if !t.Status.Terminal() {
+			break
+		}
+		cp := &checkpointJSON{ThreadID: threadID, CheckpointID: rts[i].ID}
+		at := t.AcceptedAt
+		if t.FinishedAt != nil {
+			at = *t.FinishedAt
+		}
+		out = append(out, stateJSON{
+			Values: map[string]any{"messages": render.ThreadMessages(rts[:i+1])},
+			Next:   []string{}, Tasks: []any{}, Checkpoint: cp, ParentCheckpoint: parent,
+			Metadata:  map[string]any{"source": "loop", "step": i + 1, "run_id": rts[i].ID, "thread_id": threadID},
+			CreatedAt: &at,
+		})
+		parent = cp
+	}
+	slices.Reverse(out)
+	return out
+}
+
+func (h *Handler) getState(w http.ResponseWriter, r *http.Request) {
+	const route = "get_state"
+	c, th, ok := h.thread(w, r, route)
+	if !ok {
+		return
+	}
+	turns, err := h.threadTurns(r.Context(), c, th.ID)
+	if err != nil {
+		h.relay(w, r, route, err)
+		return
+	}
+	h.ok(route)
+	if st := states(th.ID, turns); len(st) > 0 {
+		httpx.WriteJSON(w, http.StatusOK, st[0])
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, stateJSON{
+		Values: map[string]any{}, Next: []string{}, Tasks: []any{}, Metadata: map[string]any{},
+	})
+}
+
+type historyBody struct {
+	Limit  int `json:"limit"`
+	Before *struct {
+		CheckpointID string `json:"checkpoint_id"`
+	} `json:"before"`
+}
+
+func (h *Handler) getHistory(w http.ResponseWriter, r *http.Request) {
+	const route = "get_history"
+	c, th, ok := h.thread(w, r, route)
+	if !ok {
+		return
+	}
+	body := historyBody{Limit: 10}
+	if p := h.decodeBody(w, r, &body); p != nil {
+		h.refuse(w, route, *p)
+		return
+	}
+	if body.Limit < 1 || body.Limit > historyTurns {
+		h.refuse(w, route, httpx.ProblemValidation.Problem("limit must be between 1 and 1000"))
+		return
+	}
+	turns, err := h.threadTurns(r.Context(), c, th.ID)
+	if err != nil {
+		h.relay(w, r, route, err)
+		return
+	}
+	st := states(th.ID, turns)
+	if body.Before != nil && body.Before.CheckpointID != "" {
+		i := slices.IndexFunc(st, func(s stateJSON) bool { return s.Checkpoint.CheckpointID == body.Before.CheckpointID })
+		if i < 0 {
+			st = nil
+		} else {
+			st = st[i+1:]
+		}
+	}
+	if len(st) > body.Limit {
+		st = st[:body.Limit]
+	}
+	if st == nil {
+		st = []stateJSON{}
+	}
+	h.ok(route)
+	httpx.WriteJSON(w, http.StatusOK, st)
+}
+
+// thread authenticates the request and loads its path's thread, answering the refusal itself when
+// it cannot.
+func (h *Handler) thread(w http.ResponseWriter, r *http.Request, route string) (caller, threads.Thread, bool) {
+	c, p := h.authenticate(r)
+	if p != nil {
+		h.refuse(w, route, *p)
+		return caller{}, threads.Thread{}, false
+	}
+	th, p := h.loadThread(r, c, chi.URLParam(r, "thread_id"))
+	if p != nil {
+		h.refuse(w, route, *p)
+		return caller{}, threads.Thread{}, false
+	}
+	return c, th, true
+}
+
+func (h *Handler) loadThread(r *http.Request, c caller, id string) (threads.Thread, *httpx.Problem) {
+	if !wire.SessionIDValid(id) {
+		p := httpx.ProblemThreadNotFound.Problem("no thread " + id)
+		return threads.Thread{}, &p
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StoreTimeout)
+	defer cancel()
+	th, err := h.threads.Get(ctx, c.tenant, id)
+	switch {
+	case errors.Is(err, threads.ErrNotFound):
+		p := httpx.ProblemThreadNotFound.Problem("no thread " + id + " (create it with POST /threads, or run with if_not_exists=create)")
+		return threads.Thread{}, &p
+	case err != nil:
+		h.log.WarnContext(r.Context(), "read thread failed", "session_id", id, "err", err)
+		p := h.storeDown("the thread cannot be read now")
+		return threads.Thread{}, &p
+	}
+	return th, nil
+}
+
+// threadTurns reads the session's turns through the native API, oldest first, at most
+// historyTurns of the newest.
+func (h *Handler) threadTurns(ctx context.Context, c caller, sessionID string) ([]frontdoor.Turn, error) {
+	var out []frontdoor.Turn
+	cursor := ""
+	for len(out) < historyTurns {
+		page, err := h.fd.ListTurns(ctx, c.cred, sessionID, turnPage, cursor)
+		if err != nil {
+			var p *frontdoor.Problem
+			if errors.As(err, &p) && p.Status == http.StatusNotFound {
+				break // a session without turns yet
+			}
+			return nil, err
+		}
+		out = append(out, page.Turns...)
+		if page.NextCursor == "" || len(page.Turns) == 0 {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// renderTurns maps turns to what rendering needs of them.
+func renderTurns(turns []frontdoor.Turn) []render.Turn {
+	out := make([]render.Turn, len(turns))
+	for i, t := range turns {
+		out[i] = renderTurn(t)
+	}
+	return out
+}
+
+func renderTurn(t frontdoor.Turn) render.Turn {
+	return render.Turn{
+		ID: t.TurnID.String(), Status: t.Status, Attempt: t.Attempt,
+		Input: textOf(t.Input), Output: textOf(t.Output),
+	}
+}
+
+// textOf reads the text member of a turn's input or output.
+func textOf(raw json.RawMessage) string {
+	var v struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &v)
+	return v.Text
+}
+
+func isSet(raw json.RawMessage) bool {
+	s := string(raw)
+	return len(raw) > 0 && s != "null"
+}
+
+func isObject(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(raw, &m) == nil && m != nil
+}

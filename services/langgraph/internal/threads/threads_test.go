@@ -1,0 +1,66 @@
+package threads_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/services/langgraph/internal/threads"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestStore(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{})
+	s := threads.New(env.Pool)
+	ctx := context.Background()
+
+	t.Run("CreateThenGet", func(t *testing.T) {
+		th, created, err := s.Create(ctx, "acme", "th-1", json.RawMessage(`{"user":"ann"}`))
+		require.NoError(t, err)
+		require.True(t, created)
+		require.JSONEq(t, `{"user":"ann"}`, string(th.Metadata))
+		got, err := s.Get(ctx, "acme", "th-1")
+		require.NoError(t, err)
+		require.Equal(t, th.CreatedAt, got.CreatedAt)
+	})
+	t.Run("CreateExistingKeepsIt", func(t *testing.T) {
+		th, created, err := s.Create(ctx, "acme", "th-1", json.RawMessage(`{"user":"bob"}`))
+		require.NoError(t, err)
+		require.False(t, created)
+		require.JSONEq(t, `{"user":"ann"}`, string(th.Metadata))
+	})
+	t.Run("NullMetadataIsEmptyObject", func(t *testing.T) {
+		th, _, err := s.Create(ctx, "acme", "th-2", nil)
+		require.NoError(t, err)
+		require.JSONEq(t, `{}`, string(th.Metadata))
+	})
+	t.Run("OtherTenantCannotSeeIt", func(t *testing.T) {
+		_, err := s.Get(ctx, "evil", "th-1")
+		require.ErrorIs(t, err, threads.ErrNotFound)
+		// The same ID is the other tenant's own thread.
+		_, created, err := s.Create(ctx, "evil", "th-1", nil)
+		require.NoError(t, err)
+		require.True(t, created)
+	})
+	t.Run("TouchMovesUpdatedAt", func(t *testing.T) {
+		before, err := s.Get(ctx, "acme", "th-2")
+		require.NoError(t, err)
+		require.NoError(t, s.Touch(ctx, "acme", "th-2"))
+		after, err := s.Get(ctx, "acme", "th-2")
+		require.NoError(t, err)
+		require.False(t, after.UpdatedAt.Before(before.UpdatedAt))
+	})
+	t.Run("StoreDownIsAnError", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err := s.Get(cctx, "acme", "th-1")
+		require.Error(t, err)
+		require.NotErrorIs(t, err, threads.ErrNotFound)
+	})
+}
