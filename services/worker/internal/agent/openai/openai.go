@@ -67,12 +67,30 @@ func New(cfg Config) (*Agent, error) {
 		cfg.MaxSteps = 8
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: cfg.HeaderTimeout}}
+		cfg.Client = &http.Client{Transport: newTransport(cfg.HeaderTimeout)}
 	}
 	if cfg.Guard == nil {
 		cfg.Guard = upstream.New(upstream.Config{Name: cfg.BaseURL})
 	}
 	return &Agent{cfg: cfg}, nil
+}
+
+// newTransport is the default client's transport. A worker holds one model stream per running
+// turn, for the whole answer, so what a stream holds is held thousands of times over:
+//   - HTTP/2 wherever the upstream offers it over TLS (OpenAI and most hosted models do): streams
+//     share a few connections, and a stream costs no goroutines of its own, where each HTTP/1.1
+//     connection holds a read and a write goroutine and their buffers for its whole life;
+//   - a small write buffer, since a request is written once, and idle connections kept for as many
+//     turns as the upstream guard lets through, so a finished answer's connection serves the next.
+func newTransport(headerTimeout time.Duration) *http.Transport {
+	return &http.Transport{
+		ResponseHeaderTimeout: headerTimeout,
+		ForceAttemptHTTP2:     true,
+		WriteBufferSize:       1 << 10,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+	}
 }
 
 // Guard returns the agent's upstream guard.
