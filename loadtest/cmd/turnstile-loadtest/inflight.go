@@ -86,7 +86,7 @@ func runInflight(ctx context.Context, o options) error {
 	}
 	defer chat.stop()
 
-	ports, err := freePorts(3)
+	ports, err := freePorts(ctx, 3)
 	if err != nil {
 		return err
 	}
@@ -199,11 +199,13 @@ func printInflight(r *inflight.Result, files []string) {
 	fmt.Printf("  Redis round trips      %.3f per token (worker publish pipelines)\n", r.PublishesPerToken)
 	fmt.Printf("  token delivery         p50 %.2f ms, p99 %.2f ms   floor XADD→XREAD p50 %.2f ms, p99 %.2f ms   p99 +%.2f ms (target ≤ 10): %s\n",
 		r.Delivery.P50, r.Delivery.P99, r.Floor.P50, r.Floor.P99, r.Delivery.P99-r.Floor.P99, ok[r.Delivery.P99-r.Floor.P99 <= 10])
+	fmt.Printf("  POST→202               p50 %.1f ms, p99 %.1f ms; 202→first token p50 %.1f ms, p99 %.1f ms (the model's first pause is %v)\n",
+		r.Post.P50, r.Post.P99, r.FirstToken.P50, r.FirstToken.P99, r.Interval)
 	fmt.Printf("  report: %s\n", strings.Join(files, ", "))
 }
 
 // freePorts returns n loopback addresses free a moment ago, for the children to listen on.
-func freePorts(n int) ([]string, error) {
+func freePorts(ctx context.Context, n int) ([]string, error) {
 	var out []string
 	var lns []net.Listener
 	defer func() {
@@ -212,7 +214,7 @@ func freePorts(n int) ([]string, error) {
 		}
 	}()
 	for range n {
-		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+		l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
@@ -226,7 +228,8 @@ func freePorts(n int) ([]string, error) {
 type child struct {
 	name string
 	cmd  *exec.Cmd
-	done chan error
+	done chan struct{} // closed when the process has exited; err is then how
+	err  error
 }
 
 func (c *child) stop() {
@@ -246,8 +249,11 @@ func start(name string, cmd *exec.Cmd) (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, done: make(chan error, 1)}
-	go func() { c.done <- cmd.Wait() }()
+	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
 	return c, nil
 }
 
@@ -303,9 +309,8 @@ func startService(ctx context.Context, name string, cmd *exec.Cmd, addr string) 
 			}
 		}
 		select {
-		case err := <-c.done:
-			c.done <- err
-			return nil, fmt.Errorf("%s exited: %w", name, errors.Join(err, errors.New("see its log above")))
+		case <-c.done:
+			return nil, fmt.Errorf("%s exited: %w", name, errors.Join(c.err, errors.New("see its log above")))
 		case <-ctx.Done():
 			c.stop()
 			return nil, ctx.Err()

@@ -100,6 +100,11 @@ type Sample struct {
 	Renewals   float64 `json:"lease_renewal_rounds"`
 	Publishes  float64 `json:"publish_pipelines"`
 	Leases     float64 `json:"leases_renewed"`
+	// The model's upstream guard: its adaptive limit, the calls it lets through and the turns
+	// waiting for a slot.
+	UpstreamLimit    float64 `json:"upstream_limit"`
+	UpstreamInflight float64 `json:"upstream_inflight"`
+	UpstreamWaiting  float64 `json:"upstream_waiting"`
 }
 
 // Latency is a distribution summary in milliseconds.
@@ -112,21 +117,21 @@ type Latency struct {
 
 // Result is the report of one run.
 type Result struct {
-	Turns      int           `json:"turns"`
-	Tokens     int           `json:"tokens_per_turn"`
-	Interval   time.Duration `json:"interval_ns"`
-	Completed  int           `json:"completed"`
+	Turns     int           `json:"turns"`
+	Tokens    int           `json:"tokens_per_turn"`
+	Interval  time.Duration `json:"interval_ns"`
+	Completed int           `json:"completed"`
 	// Retried counts attempts that started a turn over after a takeover (a lease that expired
 	// unrenewed): each streams the answer again from its first token.
-	Retried int `json:"retried_attempts"`
-	Delivered  int           `json:"tokens_delivered"`
-	PeakHeld   float64       `json:"peak_inflight"`
-	Idle       Sample        `json:"idle"`
-	Plateau    Sample        `json:"plateau"`
-	HeapPerTurn  float64     `json:"heap_bytes_per_turn"`
-	StackPerTurn float64     `json:"stack_bytes_per_turn"`
-	GoroutinesPerTurn float64 `json:"goroutines_per_turn"`
-	CPUPerToken  time.Duration `json:"cpu_per_token_ns"`
+	Retried           int           `json:"retried_attempts"`
+	Delivered         int           `json:"tokens_delivered"`
+	PeakHeld          float64       `json:"peak_inflight"`
+	Idle              Sample        `json:"idle"`
+	Plateau           Sample        `json:"plateau"`
+	HeapPerTurn       float64       `json:"heap_bytes_per_turn"`
+	StackPerTurn      float64       `json:"stack_bytes_per_turn"`
+	GoroutinesPerTurn float64       `json:"goroutines_per_turn"`
+	CPUPerToken       time.Duration `json:"cpu_per_token_ns"`
 	// RenewalsPerHeartbeat is lease-renewal statements per heartbeat interval while at least 90% of
 	// the peak was held: RenewalStatements statements over RenewalHeartbeats heartbeat intervals,
 	// renewing LeasesPerStatement leases each on average.
@@ -137,9 +142,13 @@ type Result struct {
 	// PublishesPerToken is the worker's publish pipelines (one Redis round trip each) per token.
 	PublishesPerToken float64 `json:"redis_round_trips_per_token"`
 	// Delivery is model→browser per token; Floor is XADD→XREAD on the same Redis meanwhile.
-	Delivery Latency  `json:"delivery"`
-	Floor    Latency  `json:"floor"`
-	Timeline []Sample `json:"timeline"`
+	Delivery Latency `json:"delivery"`
+	// Post is POST → 202; FirstToken is 202 → the turn's first token at its stream's reader, which
+	// includes the model's first Interval.
+	Post       Latency  `json:"post"`
+	FirstToken Latency  `json:"first_token"`
+	Floor      Latency  `json:"floor"`
+	Timeline   []Sample `json:"timeline"`
 	// Problems lists what went wrong (tokens lost, repeated or out of order, failed turns, stream
 	// errors); empty on a clean run.
 	Problems []string `json:"problems,omitempty"`
@@ -160,16 +169,20 @@ var metricNames = []string{
 	"turnstile_worker_inflight_turns", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes",
 	"go_goroutines", "process_cpu_seconds_total", "turnstile_worker_lease_renewal_rounds_total",
 	`turnstile_worker_batch_duration_seconds_count{kind="publish"}`, "turnstile_worker_lease_renewals_total",
+	"turnstile_worker_upstream_limit", "turnstile_worker_upstream_waiting", "turnstile_worker_upstream_inflight",
 }
 
 type runner struct {
 	cfg   Config
-	hc    *http.Client
+	hc    *http.Client // streams and metrics
+	pc    *http.Client // posts
 	start time.Time
 
 	mu        sync.Mutex
 	res       Result
 	lat       []time.Duration
+	postLat   []time.Duration
+	starts    []time.Duration
 	done      int
 	streaming int
 }
@@ -182,8 +195,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer cancel()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 1024
-	r := &runner{cfg: cfg, hc: &http.Client{Transport: tr}}
+	// Posts go through a few reused connections of their own: thousands of turns opening a fresh
+	// connection each at once overflow the listener's backlog, and the SYN retries (1s, 3s, 7s)
+	// would show as seconds of intake latency. Each stream holds a connection of its own anyway.
+	ptr := http.DefaultTransport.(*http.Transport).Clone()
+	ptr.MaxConnsPerHost, ptr.MaxIdleConnsPerHost = 256, 256
+	r := &runner{cfg: cfg, hc: &http.Client{Transport: tr}, pc: &http.Client{Transport: ptr}}
 	defer tr.CloseIdleConnections()
+	defer ptr.CloseIdleConnections()
 	r.res = Result{Turns: cfg.Turns, Tokens: cfg.Tokens, Interval: cfg.Interval}
 
 	idle, err := r.sample(ctx)
@@ -225,6 +244,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	res := r.res
 	res.Delivery, res.Floor = summarise(r.lat), summarise(floor)
+	res.Post, res.FirstToken = summarise(r.postLat), summarise(r.starts)
 	r.analyse(&res)
 	if res.problemN > len(res.Problems) {
 		res.Problems = append(res.Problems, fmt.Sprintf("… %d problems in all", res.problemN))
@@ -291,6 +311,7 @@ func (r *runner) sample(ctx context.Context) (Sample, error) {
 		Inflight: m[metricNames[0]], HeapBytes: m[metricNames[1]], StackBytes: m[metricNames[2]],
 		Goroutines: m[metricNames[3]], CPUSeconds: m[metricNames[4]], Renewals: m[metricNames[5]],
 		Publishes: m[metricNames[6]], Leases: m[metricNames[7]],
+		UpstreamLimit: m[metricNames[8]], UpstreamWaiting: m[metricNames[9]], UpstreamInflight: m[metricNames[10]],
 	}
 	if !r.start.IsZero() {
 		s.T = time.Since(r.start).Seconds()
@@ -355,8 +376,10 @@ func (r *runner) floor(ctx context.Context) []time.Duration {
 			return lat
 		case <-tick.C:
 		}
-		_ = r.cfg.Redis.XAdd(ctx, &redis.XAddArgs{Stream: r.cfg.FloorKey, MaxLen: 1000, Approx: true,
-			Values: []string{"t", strconv.FormatInt(time.Now().UnixNano(), 10)}}).Err()
+		_ = r.cfg.Redis.XAdd(ctx, &redis.XAddArgs{
+			Stream: r.cfg.FloorKey, MaxLen: 1000, Approx: true,
+			Values: []string{"t", strconv.FormatInt(time.Now().UnixNano(), 10)},
+		}).Err()
 	}
 }
 
@@ -369,7 +392,10 @@ type eventData struct {
 func (r *runner) turn(ctx context.Context, i int) {
 	sid := "inflight-" + strconv.Itoa(i) + "-" + uuid.NewString()[:8]
 	tid := uuid.Must(uuid.NewV7()).String()
-	if err := r.post(ctx, sid, tid); err != nil {
+	posted := time.Now()
+	err := r.post(ctx, sid, tid)
+	accepted := time.Now()
+	if err != nil {
 		r.mu.Lock()
 		r.res.problem("turn %d: post: %v", i, err)
 		r.mu.Unlock()
@@ -378,6 +404,7 @@ func (r *runner) turn(ctx context.Context, i int) {
 	next, attempt, lastID, final := 0, 0, "", ""
 	lat := make([]time.Duration, 0, r.cfg.Tokens)
 	streaming := false
+	var first time.Time
 	for conn := 0; final == "" && ctx.Err() == nil && conn < 20; conn++ {
 		err := r.follow(ctx, sid, tid, &lastID, func(ev sse.Event) bool {
 			now := time.Now()
@@ -410,7 +437,7 @@ func (r *runner) turn(ctx context.Context, i int) {
 					lat = append(lat, now.Sub(t.Sent))
 				}
 				if !streaming {
-					streaming = true
+					streaming, first = true, now
 					r.mu.Lock()
 					r.streaming++
 					r.mu.Unlock()
@@ -432,6 +459,10 @@ func (r *runner) turn(ctx context.Context, i int) {
 	}
 	r.lat = append(r.lat, lat...)
 	r.res.Delivered += len(lat)
+	r.postLat = append(r.postLat, accepted.Sub(posted))
+	if !first.IsZero() {
+		r.starts = append(r.starts, first.Sub(accepted))
+	}
 	switch {
 	case final == "turn.completed" && next == r.cfg.Tokens:
 		r.res.Completed++
@@ -460,7 +491,7 @@ func (r *runner) post(ctx context.Context, sid, tid string) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := r.hc.Do(req)
+	resp, err := r.pc.Do(req)
 	if err != nil {
 		return err
 	}
