@@ -133,6 +133,13 @@ func baseConfig(o options) (config.Config, error) {
 	// the default (2m) a 60s burst on such a machine can pass the limit, and intake then refuses
 	// turns with 503 — correct admission control, but not the queue behaviour under test. Unless the
 	// environment sets it.
+	// The burst's backlog is a minute of the workers' capacity, followed over open streams that
+	// must fit the open-file limit (see fitsOpenFiles); its figures are calibrated for the capacity
+	// of one worker at 64 turns in flight, so the stack it starts keeps that unless the environment
+	// sets it.
+	if o.scenario == "burst" && os.Getenv("TURNSTILE_WORKER_MAX_INFLIGHT") == "" {
+		cfg.MaxInflight = burstMaxInflight
+	}
 	if o.scenario == "burst" && os.Getenv("TURNSTILE_MAX_BACKLOG_AGE") == "" {
 		cfg.Intake.MaxBacklogAge = max(cfg.Intake.MaxBacklogAge, burstBacklogAgeLimit(o.burst))
 	}
@@ -159,6 +166,9 @@ func runProfiled(ctx context.Context, o options) error {
 	<-done
 	return err
 }
+
+// burstMaxInflight is the in-flight limit of the burst scenario's worker.
+const burstMaxInflight = 64
 
 // burstBacklogAgeLimit is the admission limit the burst scenario gives the stack it starts.
 func burstBacklogAgeLimit(burst time.Duration) time.Duration { return 3 * burst }
