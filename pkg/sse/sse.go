@@ -51,7 +51,7 @@ type Reader struct {
 // maxBytes), so it bounds no event; it is small because a held stream keeps it for its whole life
 // (a worker holding thousands of model streams holds thousands of them) and a stream's events are
 // mostly far smaller.
-const readBufferSize = 4 << 10
+const readBufferSize = 1 << 10
 
 // NewReader reads events from r. No line and no event's data may exceed maxBytes; zero or less
 // means DefaultMaxBytes.

@@ -128,6 +128,7 @@ func runInflight(ctx context.Context, o options) error {
 		IntakeURL: "http://" + frontAddr, WorkerMetricsURL: "http://" + workerAddr + "/metrics",
 		Redis: rdb, FloorKey: cfg.KeyPrefix + ":floor", Turns: o.turns, Tokens: o.turnTokens,
 		Interval: o.tokenInterval, Ramp: o.ramp, Heartbeat: cfg.Heartbeat,
+		Processes: map[string]int{"front": fp.cmd.Process.Pid, "model": chat.cmd.Process.Pid},
 		Progress: func(done, held int) {
 			if !o.quiet {
 				fmt.Fprintf(os.Stderr, "\r%d done, %d held by the worker   ", done, held)
@@ -201,6 +202,9 @@ func printInflight(r *inflight.Result, files []string) {
 		r.Delivery.P50, r.Delivery.P99, r.Floor.P50, r.Floor.P99, r.Delivery.P99-r.Floor.P99, ok[r.Delivery.P99-r.Floor.P99 <= 10])
 	fmt.Printf("  POST→202               p50 %.1f ms, p99 %.1f ms; 202→first token p50 %.1f ms, p99 %.1f ms (the model's first pause is %v)\n",
 		r.Post.P50, r.Post.P99, r.FirstToken.P50, r.FirstToken.P99, r.Interval)
+	cores := r.CoresUsed()
+	fmt.Printf("  cores used on average  worker %.2f, front (broker, intake, gateway) %.2f, model %.2f, generator %.2f\n",
+		cores["worker"], cores["front"], cores["model"], cores["generator"])
 	fmt.Printf("  report: %s\n", strings.Join(files, ", "))
 }
 

@@ -128,7 +128,7 @@ func Serve(ctx context.Context, addr, certFile string, s *Server, ready func(add
 			return err
 		}
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
-		srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1000}
+		srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 100} // of the order hosted models advertise: streams spread over connections
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
 	ready(ln.Addr().String())

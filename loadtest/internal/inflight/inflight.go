@@ -9,8 +9,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +56,9 @@ type Config struct {
 	Heartbeat time.Duration
 	// Timeout bounds the whole run. Defaults to Ramp + Tokens×Interval + 2m.
 	Timeout time.Duration
+	// Processes names other processes of the run (the front, the model) by PID; each sample reads
+	// their CPU time from /proc, beside the generator's own, to show where the cores go.
+	Processes map[string]int
 	// Progress, when set, is called every second with the turns done and in flight.
 	Progress func(done, inflight int)
 }
@@ -105,6 +110,8 @@ type Sample struct {
 	UpstreamLimit    float64 `json:"upstream_limit"`
 	UpstreamInflight float64 `json:"upstream_inflight"`
 	UpstreamWaiting  float64 `json:"upstream_waiting"`
+	// ProcessCPU is the CPU seconds so far of Config.Processes and of the generator ("generator").
+	ProcessCPU map[string]float64 `json:"process_cpu_seconds,omitempty"`
 }
 
 // Latency is a distribution summary in milliseconds.
@@ -255,8 +262,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return &res, nil
 }
 
-// analyse derives the per-turn figures from the timeline: the plateau is the sample with the most
-// turns in flight (the latest of equals), and memory per turn is its growth over the idle worker.
+// analyse derives the per-turn figures from the timeline: memory per turn is the growth over the
+// idle worker at the plateau, divided by the turns held then.
 func (r *runner) analyse(res *Result) {
 	tl := res.Timeline
 	if len(tl) == 0 {
@@ -268,22 +275,29 @@ func (r *runner) analyse(res *Result) {
 			best = i
 		}
 	}
-	p := tl[best]
-	res.Plateau, res.PeakHeld = p, p.Inflight
-	if p.Inflight > 0 {
-		res.HeapPerTurn = (p.HeapBytes - res.Idle.HeapBytes) / p.Inflight
-		res.StackPerTurn = (p.StackBytes - res.Idle.StackBytes) / p.Inflight
-		res.GoroutinesPerTurn = (p.Goroutines - res.Idle.Goroutines) / p.Inflight
-	}
-	// Renewal statements per heartbeat over the samples that held at least 90% of the peak.
+	peak := tl[best].Inflight
+	res.PeakHeld = peak
+	// The plateau: the samples that held at least 90% of the peak. Memory is read at the one whose
+	// heap was lowest — just after a collection, so the heap is the live one and not the garbage a
+	// collection cycle lets accumulate (up to as much again at the default GOGC).
 	var first, last *Sample
+	p := tl[best]
 	for i := range tl {
-		if tl[i].Inflight >= 0.9*p.Inflight {
+		if tl[i].Inflight >= 0.9*peak {
 			if first == nil {
 				first = &tl[i]
 			}
 			last = &tl[i]
+			if tl[i].HeapBytes/tl[i].Inflight < p.HeapBytes/p.Inflight {
+				p = tl[i]
+			}
 		}
+	}
+	res.Plateau = p
+	if p.Inflight > 0 {
+		res.HeapPerTurn = (p.HeapBytes - res.Idle.HeapBytes) / p.Inflight
+		res.StackPerTurn = (p.StackBytes - res.Idle.StackBytes) / p.Inflight
+		res.GoroutinesPerTurn = (p.Goroutines - res.Idle.Goroutines) / p.Inflight
 	}
 	if first != nil && last.T > first.T {
 		res.RenewalStatements = last.Renewals - first.Renewals
@@ -315,6 +329,10 @@ func (r *runner) sample(ctx context.Context) (Sample, error) {
 	}
 	if !r.start.IsZero() {
 		s.T = time.Since(r.start).Seconds()
+	}
+	s.ProcessCPU = map[string]float64{"generator": procCPU(os.Getpid())}
+	for name, pid := range r.cfg.Processes {
+		s.ProcessCPU[name] = procCPU(pid)
 	}
 	return s, nil
 }
@@ -540,6 +558,42 @@ func (r *runner) follow(ctx context.Context, sid, tid string, lastID *string, on
 			return nil
 		}
 	}
+}
+
+// procCPU is a process's user and system CPU seconds from /proc/<pid>/stat, zero if unreadable.
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // clock ticks at Linux's USER_HZ
+}
+
+// CoresUsed is each process's average CPU (in cores) between the idle sample and the end.
+func (r *Result) CoresUsed() map[string]float64 {
+	out := map[string]float64{}
+	if len(r.Timeline) == 0 {
+		return out
+	}
+	end := r.Timeline[len(r.Timeline)-1]
+	if end.T <= 0 {
+		return out
+	}
+	out["worker"] = (end.CPUSeconds - r.Idle.CPUSeconds) / end.T
+	for name, v := range end.ProcessCPU {
+		out[name] = (v - r.Idle.ProcessCPU[name]) / end.T
+	}
+	return out
 }
 
 func summarise(d []time.Duration) Latency {
