@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -280,17 +281,24 @@ func (r *runner) analyse(res *Result) {
 	// The plateau: the samples that held at least 90% of the peak. Memory is read at the one whose
 	// heap was lowest — just after a collection, so the heap is the live one and not the garbage a
 	// collection cycle lets accumulate (up to as much again at the default GOGC).
+	// Only a sample whose turns were held a second before as well counts for memory: a turn the
+	// worker has just claimed is in the gauge before its goroutines and model stream exist.
 	var first, last *Sample
 	p := tl[best]
+	settled := false
 	for i := range tl {
-		if tl[i].Inflight >= 0.9*peak {
-			if first == nil {
-				first = &tl[i]
-			}
-			last = &tl[i]
-			if tl[i].HeapBytes/tl[i].Inflight < p.HeapBytes/p.Inflight {
-				p = tl[i]
-			}
+		if tl[i].Inflight < 0.9*peak {
+			continue
+		}
+		if first == nil {
+			first = &tl[i]
+		}
+		last = &tl[i]
+		if i == 0 || math.Abs(tl[i].Inflight-tl[i-1].Inflight) > 0.02*tl[i].Inflight {
+			continue
+		}
+		if !settled || tl[i].HeapBytes/tl[i].Inflight < p.HeapBytes/p.Inflight {
+			p, settled = tl[i], true
 		}
 	}
 	res.Plateau = p

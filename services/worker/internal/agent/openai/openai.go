@@ -78,8 +78,8 @@ func New(cfg Config) (*Agent, error) {
 // newTransport is the default client's transport. A worker holds one model stream per running
 // turn, for the whole answer, so what a stream holds is held thousands of times over:
 //   - HTTP/2 wherever the upstream offers it over TLS (OpenAI and most hosted models do): streams
-//     share a few connections, and a stream costs no goroutines of its own, where each HTTP/1.1
-//     connection holds a read and a write goroutine and their buffers for its whole life;
+//     share a few connections, so thousands of held turns are a few sockets and TLS sessions, not
+//     one each (open files, handshakes);
 //   - a small write buffer, since a request is written once, and idle connections kept for as many
 //     turns as the upstream guard lets through, so a finished answer's connection serves the next.
 func newTransport(headerTimeout time.Duration) *http.Transport {
