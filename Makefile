@@ -60,11 +60,15 @@ bench: ## run the benchmarks, each beside its baseline (see docs/BENCHMARKS.md)
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...); done
 
 .PHONY: loadtest
-loadtest: build ## run the burst scenario (in process) and three rounds of the River comparison with the floor; reports in loadtest-out/ (see docs/BENCHMARKS.md)
+loadtest: build ## run every load-test scenario, each figure beside its floor; reports and plots in loadtest-out/ (see docs/BENCHMARKS.md)
 	@# Eight turns a session: the burst's backlog (a minute of the capacity) is followed over half the
 	@# streams four would take, two open files each with the stack in process (docs/BENCHMARKS.md).
 	./bin/turnstile-loadtest -scenario burst -turns-per-session 8 -out loadtest-out
 	./bin/turnstile-loadtest -scenario peer -rounds 3 -out loadtest-out
+	@# One worker process holding many 30-second model streams; INFLIGHT_TURNS sizes it.
+	./bin/turnstile-loadtest -scenario inflight -turns $(INFLIGHT_TURNS) -out loadtest-out
+
+INFLIGHT_TURNS ?= 10000
 
 COMPOSE_PROFILES ?=
 .PHONY: up

@@ -29,7 +29,7 @@ const (
 	PartitionsDefault      = 8
 	ConsumerGroupDefault   = "turnstile-workers"
 	KeyPrefixDefault       = "ts"
-	MaxInflightDefault     = 64
+	MaxInflightDefault     = 256
 	LeaseTTLDefault        = 15 * time.Second
 	HeartbeatDefault       = 3 * time.Second
 	MaxAttemptsDefault     = 3
@@ -88,6 +88,8 @@ type Config struct {
 	Partitions    int    `env:"TURNSTILE_KAFKA_PARTITIONS"`
 	ConsumerGroup string `env:"TURNSTILE_KAFKA_GROUP"`
 
+	// MaxInflight bounds the turns one worker runs at once. Defaults to 256, the upstream guard's
+	// default ceiling (README, "Turns in flight per worker", gives the measurement behind it).
 	MaxInflight     int           `env:"TURNSTILE_WORKER_MAX_INFLIGHT"`
 	LeaseTTL        time.Duration `env:"TURNSTILE_LEASE_TTL"`
 	Heartbeat       time.Duration `env:"TURNSTILE_HEARTBEAT_INTERVAL"`

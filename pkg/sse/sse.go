@@ -47,13 +47,19 @@ type Reader struct {
 	retrySeen bool
 }
 
+// readBufferSize is the reader's buffer. A line longer than it is gathered across reads (up to
+// maxBytes), so it bounds no event; it is small because a held stream keeps it for its whole life
+// (a worker holding thousands of model streams holds thousands of them) and a stream's events are
+// mostly far smaller.
+const readBufferSize = 1 << 10
+
 // NewReader reads events from r. No line and no event's data may exceed maxBytes; zero or less
 // means DefaultMaxBytes.
 func NewReader(r io.Reader, maxBytes int) *Reader {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	return &Reader{br: bufio.NewReaderSize(r, min(maxBytes, 16<<10)), max: maxBytes}
+	return &Reader{br: bufio.NewReaderSize(r, min(maxBytes, readBufferSize)), max: maxBytes}
 }
 
 // MaxBytes returns the reader's bound on one line and one event's data.

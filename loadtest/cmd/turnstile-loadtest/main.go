@@ -8,6 +8,10 @@
 //	        the backlog drains; checks the peak backlog and the drain time against Little's law
 //	        (within 15%)
 //	soak    steady load for a long -duration (default 10m)
+//	inflight  one worker process holding -turns (10,000) turns at once, each 30s of tokens from
+//	        the openai adapter against a fake model in another process; memory per held turn,
+//	        CPU per token, renewal statements per heartbeat, Redis round trips per token and token
+//	        delivery p99 beside the XADD→XREAD floor of the same run
 //	peer    the same no-op work through turnstile, through River and through the floor (the
 //	        least a pipeline of turnstile's shape does, on the raw clients), as ratios
 //
@@ -50,7 +54,10 @@ import (
 
 type options struct {
 	scenario, url, gatewayURL, metricsURL, dbURL, dbSchema, out    string
-	pprof                                                          string
+	pprof, serveChat, chatCert, turnstileBin                       string
+	plainModel                                                     bool
+	turns, turnTokens                                              int
+	tokenInterval, ramp                                            time.Duration
 	rate                                                           float64
 	duration, calibrate, rehearse, normal, burst, drainMax         time.Duration
 	calibrateRate                                                  float64
@@ -60,7 +67,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.scenario, "scenario", "steady", "steady, burst, soak or peer")
+	flag.StringVar(&o.scenario, "scenario", "steady", "steady, burst, soak, peer or inflight")
 	flag.StringVar(&o.url, "url", "", "intake base URL of a running stack; empty starts one in process")
 	flag.StringVar(&o.gatewayURL, "gateway-url", "", "gateway base URL (default: -url)")
 	flag.StringVar(&o.metricsURL, "metrics-url", "", "comma list of /metrics URLs to scrape for backlog age (default: -url/metrics)")
@@ -86,6 +93,14 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the in-process stack's schema and keys")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	flag.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) to profile the generator and the in-process stack")
+	flag.IntVar(&o.turns, "turns", 10000, "inflight: turns held at once, one per session")
+	flag.IntVar(&o.turnTokens, "turn-tokens", 150, "inflight: tokens the fake model streams per turn")
+	flag.DurationVar(&o.tokenInterval, "token-interval", 200*time.Millisecond, "inflight: the fake model's pause before each token")
+	flag.DurationVar(&o.ramp, "ramp", 20*time.Second, "inflight: time over which the turns are posted")
+	flag.StringVar(&o.turnstileBin, "turnstile-bin", "", "inflight: the turnstile binary to run the front and the worker (default: turnstile beside this binary)")
+	flag.StringVar(&o.serveChat, "serve-chat", "", "serve the inflight scenario's fake OpenAI-compatible model on this address and do nothing else")
+	flag.StringVar(&o.chatCert, "chat-cert", "", "with -serve-chat: serve HTTPS (and HTTP/2) with a self-signed certificate written to this file")
+	flag.BoolVar(&o.plainModel, "plain-model", false, "inflight: the fake model answers plain HTTP/1.1 instead of HTTPS with HTTP/2")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -118,6 +133,13 @@ func baseConfig(o options) (config.Config, error) {
 	// the default (2m) a 60s burst on such a machine can pass the limit, and intake then refuses
 	// turns with 503 — correct admission control, but not the queue behaviour under test. Unless the
 	// environment sets it.
+	// The burst's backlog is a minute of the workers' capacity, followed over open streams that
+	// must fit the open-file limit (see fitsOpenFiles); its figures are calibrated for the capacity
+	// of one worker at 64 turns in flight, so the stack it starts keeps that unless the environment
+	// sets it.
+	if o.scenario == "burst" && os.Getenv("TURNSTILE_WORKER_MAX_INFLIGHT") == "" {
+		cfg.MaxInflight = burstMaxInflight
+	}
 	if o.scenario == "burst" && os.Getenv("TURNSTILE_MAX_BACKLOG_AGE") == "" {
 		cfg.Intake.MaxBacklogAge = max(cfg.Intake.MaxBacklogAge, burstBacklogAgeLimit(o.burst))
 	}
@@ -145,11 +167,20 @@ func runProfiled(ctx context.Context, o options) error {
 	return err
 }
 
+// burstMaxInflight is the in-flight limit of the burst scenario's worker.
+const burstMaxInflight = 64
+
 // burstBacklogAgeLimit is the admission limit the burst scenario gives the stack it starts.
 func burstBacklogAgeLimit(burst time.Duration) time.Duration { return 3 * burst }
 
 func run(ctx context.Context, o options) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	switch {
+	case o.serveChat != "":
+		return serveChat(ctx, o)
+	case o.scenario == "inflight":
+		return runInflight(ctx, o)
+	}
 	if o.scenario == "peer" {
 		cfg, err := baseConfig(o)
 		if err != nil {

@@ -78,3 +78,21 @@ func line(dir, file, title, ylabel string, series ...any) (string, error) {
 	}
 	return path, nil
 }
+
+// Series is one named line of a plot.
+type Series struct {
+	Name   string
+	Points plotter.XYs
+}
+
+// Line saves a line plot of series over seconds since the start as <dir>/<file> and returns its path.
+func Line(dir, file, title, ylabel string, series ...Series) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // reports are meant to be read by anyone on the machine
+		return "", err
+	}
+	args := make([]any, 0, 2*len(series))
+	for _, s := range series {
+		args = append(args, s.Name, s.Points)
+	}
+	return line(dir, file, title, ylabel, args...)
+}

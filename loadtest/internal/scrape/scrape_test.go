@@ -22,3 +22,12 @@ func TestMax(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 }
+
+func TestSums(t *testing.T) {
+	t.Parallel()
+	text := "m_total{result=\"ok\"} 3\nm_total{result=\"error\"} 1\nm_total_extra 50\n" +
+		"b_count{kind=\"publish\"} 7\nb_count{kind=\"claim\"} 2\ng 4.5\n"
+	s, err := Sums(strings.NewReader(text), "m_total", `b_count{kind="publish"}`, "g", "absent")
+	require.NoError(t, err)
+	require.Equal(t, map[string]float64{"m_total": 4, `b_count{kind="publish"}`: 7, "g": 4.5}, s)
+}

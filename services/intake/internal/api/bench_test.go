@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turnstile-run/turnstile/pkg/kafka"
@@ -35,9 +37,10 @@ type benchResult struct {
 }
 
 // BenchmarkPostTurn measures POST /v1/sessions/{id}/turns under closed-loop load (16 concurrent
-// clients over keep-alive connections) for three handlers on the same in-process Kafka broker, in
+// clients over keep-alive connections) for several handlers on the same in-process Kafka broker, in
 // the same run: Bare answers 202 and produces nothing; Minimal decodes the body and produces it
-// synchronously (the floor of the job); Intake is the real handler with strict validation, an
+// synchronously (the floor of the job); MinimalKeyed adds the one Redis round trip of an
+// Idempotency-Key (the floor of a keyed request); Intake is the real handler with strict validation, an
 // Idempotency-Key per request (a Redis SET NX), the tenant's GCRA limit in Redis, backlog
 // admission, the session-owner check and the queued-row recorder writing to Postgres. IntakeHalfRate
 // then paces Intake open-loop at half the rate it reached, for its p99 there. Ratios are logged at
@@ -60,6 +63,29 @@ func BenchmarkPostTurn(b *testing.B) {
 		var req postTurnRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		v, _ := json.Marshal(req)
+		rec := &kgo.Record{Topic: env.Config.Topic, Key: []byte(r.PathValue("session_id")), Value: v}
+		if err := producer.ProduceSync(r.Context(), rec).FirstErr(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"status":"queued"}` + "\n"))
+	})
+	// MinimalKeyed is the floor of a keyed request: Minimal plus the one Redis round trip an
+	// Idempotency-Key needs (SET NX GET of the key, as intake's record does), before the produce.
+	minimalKeyed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req postTurnRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		key := env.Config.KeyPrefix + ":bench-idem:" + r.Header.Get("Idempotency-Key")
+		if err := env.Redis.SetArgs(r.Context(), key, "h", redis.SetArgs{Mode: "NX", Get: true, TTL: time.Hour}).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		v, _ := json.Marshal(req)
@@ -178,13 +204,14 @@ func BenchmarkPostTurn(b *testing.B) {
 	}
 	run("Bare", muxFor(bare), nil)
 	run("Minimal", muxFor(minimal), nil)
+	run("MinimalKeyed", muxFor(minimalKeyed), nil)
 	run("Intake", router, nil)
 	run("IntakeNoKey", router, nil, true)
 	run("IntakeHalfRate", router, func() float64 { return results["Intake"].rate / 2 })
-	bareR, minR, inR, half := results["Bare"], results["Minimal"], results["Intake"], results["IntakeHalfRate"]
-	if bareR.rate > 0 && minR.rate > 0 {
-		b.Logf("ratios: minimal/bare %.2f, intake/minimal %.2f, intake/bare %.2f; intake p99 at half its max rate (%.0f/s): %s",
-			minR.rate/bareR.rate, inR.rate/minR.rate, inR.rate/bareR.rate, half.rate, half.p99)
+	bareR, minR, keyedR, inR, half := results["Bare"], results["Minimal"], results["MinimalKeyed"], results["Intake"], results["IntakeHalfRate"]
+	if bareR.rate > 0 && minR.rate > 0 && keyedR.rate > 0 {
+		b.Logf("ratios: minimal/bare %.2f, intake/minimal %.2f, intake/minimal-keyed %.2f (the keyed floor), nokey/minimal %.2f, intake/bare %.2f; intake p99 at half its max rate (%.0f/s): %s",
+			minR.rate/bareR.rate, inR.rate/minR.rate, inR.rate/keyedR.rate, results["IntakeNoKey"].rate/minR.rate, inR.rate/bareR.rate, half.rate, half.p99)
 	}
 }
 

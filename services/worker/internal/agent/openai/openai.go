@@ -68,12 +68,27 @@ func New(cfg Config) (*Agent, error) {
 		cfg.MaxSteps = 8
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: upstream.NewTransport(cfg.HeaderTimeout)}
+		cfg.Client = &http.Client{Transport: newTransport(cfg.HeaderTimeout)}
 	}
 	if cfg.Guard == nil {
 		cfg.Guard = upstream.New(upstream.Config{Name: cfg.BaseURL})
 	}
 	return &Agent{cfg: cfg}, nil
+}
+
+// newTransport is the default client's transport. A worker holds one model stream per running
+// turn, for the whole answer, so what a stream holds is held thousands of times over:
+//   - HTTP/2 wherever the upstream offers it over TLS (OpenAI and most hosted models do): streams
+//     share a few connections, so thousands of held turns are a few sockets and TLS sessions, not
+//     one each (open files, handshakes);
+//   - a small write buffer, since a request is written once, and idle connections kept for as many
+//     turns as the upstream guard lets through, so a finished answer's connection serves the next.
+func newTransport(headerTimeout time.Duration) *http.Transport {
+	t := upstream.NewTransport(headerTimeout)
+	t.ForceAttemptHTTP2 = true
+	t.WriteBufferSize = 1 << 10
+	t.MaxIdleConnsPerHost = 1024
+	return t
 }
 
 // Guard returns the agent's upstream guard.
