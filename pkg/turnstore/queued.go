@@ -25,6 +25,18 @@ type QueuedParams struct {
 	// ClientTurnIDs are the IDs the clients minted (wire.ClientTurnKey), nil where the
 	// turn ID is the client's already.
 	ClientTurnIDs []*uuid.UUID
+	// The rest is what the turn's Kafka record holds beyond the above, so the record can be
+	// produced again from the row (intake's re-driver): the inputs' texts (the statement builds
+	// the stored object, as the claim does), the metadata objects as JSON (nil for none), the
+	// multitask strategies and W3C traceparents (empty for none), and where the record went:
+	// partition, offset and the topic's ID (nil when intake did not know it).
+	Inputs       pgarray.Texts
+	Metadata     [][]byte
+	Multitasks   []*string
+	Traceparents []*string
+	Partitions   pgarray.Ints
+	Offsets      pgarray.Ints
+	TopicIDs     []*uuid.UUID
 }
 
 // The insert takes the rows as arrays. DISTINCT ON keeps one row per turn (the earliest) when
@@ -54,7 +66,8 @@ func (s *Store) InsertQueued(ctx context.Context, p *QueuedParams) (int64, error
 			break
 		}
 	}
-	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionIDs, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession, p.ClientTurnIDs)
+	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionIDs, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession,
+		p.ClientTurnIDs, p.Inputs, p.Metadata, p.Multitasks, p.Traceparents, p.Partitions, p.Offsets, p.TopicIDs)
 	if err != nil {
 		return 0, fmt.Errorf("record queued turns: %w", err)
 	}
