@@ -179,6 +179,13 @@ func (i *Intake) Start(ctx context.Context) error {
 	if i.stopped {
 		return errors.New("start intake: stopped")
 	}
+	// The turns topic's ID, read before the first turn is accepted, goes with every queued row
+	// (package redrive). Bounded: Kafka may be down, and intake then refuses turns anyway.
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	if err := i.redriver.ReadTopic(tctx); err != nil {
+		i.deps.Log.Warn("the turns topic's ID is not known yet; rows of turns accepted meanwhile are re-driven by age if their records are lost", "err", err)
+	}
+	cancel()
 	if err := i.parts.Start(ctx); err != nil {
 		return err
 	}

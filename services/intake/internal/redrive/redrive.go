@@ -143,6 +143,14 @@ func (r *Redriver) TopicID() uuid.UUID {
 	return r.topicID
 }
 
+// ReadTopic reads the turns topic's state once, so TopicID knows the topic's ID; intake calls it
+// as it starts, before it accepts turns, so the rows of its first turns know where their records
+// went.
+func (r *Redriver) ReadTopic(ctx context.Context) error {
+	_, err := r.readTopic(ctx)
+	return err
+}
+
 // Start runs a round at once and then every Interval, and returns at once.
 func (r *Redriver) Start(ctx context.Context) error {
 	r.loop.Start(ctx, func(ctx context.Context) {
