@@ -40,9 +40,11 @@ type QueuedParams struct {
 }
 
 // The insert takes the rows as arrays. DISTINCT ON keeps one row per turn (the earliest) when
-// retries of one keyed request arrive in the same batch; ON CONFLICT DO NOTHING keeps whatever row
-// the turn has already (written by an earlier request, a worker's claim or a cancel: a queued row
-// never overwrites progress).
+// retries of one keyed request arrive in the same batch; on conflict the turn keeps whatever row
+// it has already (written by an earlier request, a worker's claim or a cancel: a queued row never
+// overwrites progress), except that a row the claim of this very record wrote first (same
+// partition and offset) learns the topic's ID, which only intake knows, so the re-driver can
+// tell whether that record is lost.
 var (
 	//go:embed queued.sql
 	queuedTemplate string
@@ -56,8 +58,8 @@ var (
 )
 
 // InsertQueued records the turns of p as queued, in one statement, and returns how many rows it
-// inserted: a turn that has a row already (an earlier request's, a worker's claim, a cancel) keeps
-// it. The sessions of turns marked NeedSession get their row unless they have one.
+// inserted (or completed with the topic's ID): a turn that has a row already (an earlier
+// request's, a worker's claim, a cancel) keeps it. The sessions of turns marked NeedSession get their row unless they have one.
 func (s *Store) InsertQueued(ctx context.Context, p *QueuedParams) (int64, error) {
 	sql := insertQueuedSQL
 	for _, need := range p.NeedSession {
