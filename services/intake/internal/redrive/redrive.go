@@ -284,8 +284,11 @@ func (r *Redriver) readTopic(ctx context.Context) (turnstore.Topic, error) {
 		return turnstore.Topic{}, fmt.Errorf("read topic %s: %w", r.cfg.Topic, err)
 	}
 	d, ok := details[r.cfg.Topic]
-	if !ok || d.Err != nil {
-		return turnstore.Topic{}, fmt.Errorf("read topic %s: not found: %v", r.cfg.Topic, d.Err)
+	if !ok {
+		return turnstore.Topic{}, fmt.Errorf("read topic %s: not in the metadata", r.cfg.Topic)
+	}
+	if d.Err != nil {
+		return turnstore.Topic{}, fmt.Errorf("read topic %s: %w", r.cfg.Topic, d.Err)
 	}
 	starts, err := r.adm.ListStartOffsets(ctx, r.cfg.Topic)
 	if err != nil {
@@ -298,8 +301,8 @@ func (r *Redriver) readTopic(ctx context.Context) (turnstore.Topic, error) {
 	n := len(d.Partitions)
 	t := turnstore.Topic{ID: uuid.UUID(d.ID), StartOffsets: make([]int64, n), EndOffsets: make([]int64, n)}
 	for p := range n {
-		s, sok := starts.Lookup(r.cfg.Topic, int32(p)) //nolint:gosec // a partition count fits int32
-		e, eok := ends.Lookup(r.cfg.Topic, int32(p))   //nolint:gosec // a partition count fits int32
+		s, sok := starts.Lookup(r.cfg.Topic, int32(p))
+		e, eok := ends.Lookup(r.cfg.Topic, int32(p))
 		if !sok || !eok || s.Err != nil || e.Err != nil {
 			return turnstore.Topic{}, fmt.Errorf("read offsets of %s/%d: missing or failed", r.cfg.Topic, p)
 		}

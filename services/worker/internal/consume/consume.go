@@ -538,10 +538,10 @@ func (c *Consumer) requeueDeferredLocked(s *session) {
 }
 
 // armRetryLocked schedules the next try of s's deferred records while nothing of the session runs
-// here: one timer per session, whose pause doubles from DeferRetryMin to DeferRetryMax.
+// here: one timer per session, whose pause doubles from DeferPauseFirst to DeferPauseLongest.
 func (c *Consumer) armRetryLocked(s *session) {
 	stopRetry(s)
-	s.pause = min(max(2*s.pause, DeferRetryMin), DeferRetryMax)
+	s.pause = min(max(2*s.pause, DeferPauseFirst), DeferPauseLongest)
 	s.retry = time.AfterFunc(s.pause, func() { c.retryDeferred(s) })
 }
 

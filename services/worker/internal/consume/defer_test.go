@@ -93,8 +93,8 @@ func TestDefer(t *testing.T) {
 			t.Fatal("the deferred record was never handed back")
 		}
 		mu.Lock()
-		require.GreaterOrEqual(t, at[1].Sub(at[0]), DeferRetryMin)
-		require.GreaterOrEqual(t, at[2].Sub(at[1]), 2*DeferRetryMin, "the pause grows")
+		require.GreaterOrEqual(t, at[1].Sub(at[0]), DeferPauseFirst)
+		require.GreaterOrEqual(t, at[2].Sub(at[1]), 2*DeferPauseFirst, "the pause grows")
 		mu.Unlock()
 		testenv.WaitFor(t, 30*time.Second, "the record to be committed", func() bool { return c.commitPoint() == 1 })
 	})

@@ -30,7 +30,7 @@ const (
 	// terminal: the claim said so). The record is held, uncommitted, and the session's later
 	// records may start meanwhile (the earlier turn may be among them: a re-driven record lands
 	// behind the records accepted after it); it is handed to the handler again when a record of
-	// its session ends, or after a pause that grows from DeferRetryMin to DeferRetryMax while
+	// its session ends, or after a pause that grows from DeferPauseFirst to DeferPauseLongest while
 	// nothing of the session runs here (its earlier turn runs elsewhere, or is yet to be
 	// re-driven).
 	Defer
@@ -38,8 +38,8 @@ const (
 
 // The pauses of a deferred record whose session has nothing else to run here.
 const (
-	DeferRetryMin = 250 * time.Millisecond
-	DeferRetryMax = 5 * time.Second
+	DeferPauseFirst   = 250 * time.Millisecond
+	DeferPauseLongest = 5 * time.Second
 )
 
 // ErrDraining is the cause with which the turn context ends when the drain grace period is over.
