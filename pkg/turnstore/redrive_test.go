@@ -218,4 +218,24 @@ func TestTakeLost(t *testing.T) {
 	require.Len(t, again, 1)
 	require.Equal(t, orphan, again[0].Envelope.TurnID)
 	require.False(t, again[0].HasInput)
+
+	// The claim of a record may write the turn's row before the recorder does: the queued row
+	// then only adds the topic's ID, which the worker does not know, and only for that record.
+	claimedFirst := uuid.Must(uuid.NewV7())
+	require.Equal(t, ClaimAcquired, claimOne(t, s, claimedFirst, "acme/i", now)) // partition 0, offset 0
+	_, err = s.InsertQueued(ctx, &QueuedParams{
+		TurnIDs: pgarray.UUIDs{pgarray.UUID(claimedFirst)}, SessionIDs: pgarray.Texts{"acme/i"},
+		Tenants: pgarray.Texts{"acme"}, AcceptedAt: pgarray.Times{pgarray.Time(now)},
+		Deadlines: pgarray.Times{pgarray.Time(dl)}, NeedSession: pgarray.Bools{false},
+		ClientTurnIDs: []*uuid.UUID{nil}, Inputs: pgarray.Texts{"late row"}, Metadata: [][]byte{nil},
+		Multitasks: []*string{nil}, Traceparents: []*string{nil}, Partitions: pgarray.Ints{0},
+		Offsets: pgarray.Ints{0}, TopicIDs: []*uuid.UUID{&topic},
+	})
+	require.NoError(t, err)
+	var status string
+	var learned *uuid.UUID
+	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT status, kafka_topic_id FROM turns WHERE turn_id = $1`, claimedFirst).Scan(&status, &learned))
+	require.Equal(t, "running", status, "the queued row never sets progress back")
+	require.NotNil(t, learned)
+	require.Equal(t, topic, *learned)
 }
