@@ -2,8 +2,8 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MODULES := pkg migrations services/intake services/worker services/gateway cmd/turnstile loadtest deploy
-SERVICES := intake worker gateway
+MODULES := pkg migrations services/intake services/worker services/gateway services/a2a cmd/turnstile loadtest deploy
+SERVICES := intake worker gateway a2a
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 15m
 export TURNSTILE_HTTP_ADDR ?= 127.0.0.1:8080
@@ -28,8 +28,13 @@ dev: build ## run every role on one port (8080) with the embedded Kafka broker a
 chromium: ## install Debian's chromium for the browser tests when it is missing
 	./scripts/ensure-chromium.sh
 
+.PHONY: node
+node: ## install the Node test clients (clients/*/) from their lockfiles with npm ci
+	@set -e; for d in clients/*/; do [ -f "$$d/package.json" ] || continue; \
+		echo "== npm ci $$d"; (cd "$$d" && npm ci --no-audit --no-fund --loglevel=error); done
+
 .PHONY: test
-test: chromium ## run every module's tests against real Postgres, Redis and the embedded broker
+test: chromium node ## run every module's tests against real Postgres, Redis and the embedded broker
 	@set -e; for m in $(MODULES); do \
 		echo "== $$m"; (cd $$m && $(GO) test $(TEST_FLAGS) ./...); \
 	done

@@ -128,7 +128,7 @@ func TestChartDefaults(t *testing.T) {
 		kinds[o.kind()]++
 	}
 	require.Equal(t, map[string]int{
-		"Deployment": 3, "Service": 3, "PodDisruptionBudget": 3, "ConfigMap": 1,
+		"Deployment": 4, "Service": 4, "PodDisruptionBudget": 4, "ConfigMap": 1,
 		"Secret": 2, "Job": 1, "Ingress": 1, "ScaledObject": 1, "HorizontalPodAutoscaler": 2, "PrometheusRule": 1,
 	}, kinds)
 
@@ -176,10 +176,10 @@ func TestChartDefaults(t *testing.T) {
 	checkEnvironments(t, r)
 }
 
-// checkDeployments asserts probes, preStop and grace periods of the three Deployments.
+// checkDeployments asserts probes, preStop and grace periods of the Deployments.
 func checkDeployments(t *testing.T, r rendered, longestTurn, drain int) {
 	t.Helper()
-	for _, svc := range []string{"intake", "worker", "gateway"} {
+	for _, svc := range []string{"intake", "worker", "gateway", "a2a"} {
 		d := r.find("Deployment", "ts-turnstile-"+svc)
 		require.NotNil(t, d, svc)
 		spec := get(d, "spec.template.spec")
@@ -192,6 +192,16 @@ func checkDeployments(t *testing.T, r rendered, longestTurn, drain int) {
 		grace := num(t, get(spec, "terminationGracePeriodSeconds"))
 		require.Greater(t, grace, preStop, svc)
 		require.Equal(t, true, get(spec, "securityContext.runAsNonRoot"), svc)
+		if svc == "a2a" {
+			env := map[string]string{}
+			for _, e := range get(c, "env").([]any) {
+				if v, ok := get(e, "value").(string); ok {
+					env[get(e, "name").(string)] = v
+				}
+			}
+			require.Equal(t, "http://ts-turnstile-intake:8080", env["TURNSTILE_INTAKE_URL"], "the front door calls the intake service")
+			require.Equal(t, "http://ts-turnstile-gateway:8080", env["TURNSTILE_GATEWAY_URL"], "and the gateway service")
+		}
 		if svc != "worker" {
 			continue
 		}

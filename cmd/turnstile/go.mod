@@ -3,6 +3,7 @@ module github.com/turnstile-run/turnstile/cmd/turnstile
 go 1.26.0
 
 require (
+	github.com/a2aproject/a2a-go v0.3.3
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/getkin/kin-openapi v0.153.0
@@ -11,6 +12,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	github.com/turnstile-run/turnstile/pkg v0.0.0
+	github.com/turnstile-run/turnstile/services/a2a v0.0.0
 	github.com/turnstile-run/turnstile/services/gateway v0.0.0
 	github.com/turnstile-run/turnstile/services/intake v0.0.0
 	github.com/turnstile-run/turnstile/services/worker v0.0.0
@@ -22,7 +24,6 @@ require (
 )
 
 require (
-	github.com/a2aproject/a2a-go v0.3.3 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/caarlos0/env/v11 v11.4.2 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
@@ -77,6 +78,7 @@ require (
 replace (
 	github.com/turnstile-run/turnstile/migrations => ../../migrations
 	github.com/turnstile-run/turnstile/pkg => ../../pkg
+	github.com/turnstile-run/turnstile/services/a2a => ../../services/a2a
 	github.com/turnstile-run/turnstile/services/gateway => ../../services/gateway
 	github.com/turnstile-run/turnstile/services/intake => ../../services/intake
 	github.com/turnstile-run/turnstile/services/worker => ../../services/worker

@@ -47,6 +47,16 @@ type named struct {
 func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
 	s := &Stack{deps: deps, serveDone: make(chan error, 1)}
 	ctx = telemetry.WithProvider(ctx, deps.Tracing)
+	// Listen before the roles are built, so a role that calls the process's own API (a protocol
+	// front door in one process with intake and the gateway) knows its address (Deps.LocalURL).
+	// Connections wait in the listen queue until Serve starts.
+	ln, err := net.Listen("tcp", deps.Config.HTTPAddr)
+	if err != nil {
+		deps.Close() //nolint:contextcheck // Close bounds its own work (a 5 s trace flush)
+		return nil, fmt.Errorf("listen on TURNSTILE_HTTP_ADDR %s: %w", deps.Config.HTTPAddr, err)
+	}
+	s.listener = ln
+	deps.localURL = "http://" + ln.Addr().String()
 	r := chi.NewRouter()
 	r.NotFound(httpx.NotFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed)
@@ -65,6 +75,7 @@ func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
 		}
 	}
 	if err := s.roles.Start(ctx); err != nil {
+		_ = ln.Close()
 		// The group has stopped what it started, the failed role included.
 		deps.Close() //nolint:contextcheck // Close bounds its own work (a 5 s trace flush), so it runs even after ctx ended
 		return nil, err
@@ -75,11 +86,6 @@ func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
 	r.Get("/readyz", s.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{Registry: deps.Registry}))
 
-	ln, err := net.Listen("tcp", deps.Config.HTTPAddr)
-	if err != nil {
-		return nil, s.abort(ctx, fmt.Errorf("listen on TURNSTILE_HTTP_ADDR %s: %w", deps.Config.HTTPAddr, err))
-	}
-	s.listener = ln
 	s.server = httpx.NewServer(deps.Config.HTTPAddr, r)
 	s.server.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	go func() {
@@ -153,17 +159,10 @@ func (s *Stack) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// abort undoes a failed Start after the roles started: they stop, and the deps close.
-func (s *Stack) abort(ctx context.Context, err error) error {
-	// What started must stop even when Start's context has ended.
-	err = errors.Join(err, s.roles.Stop(context.WithoutCancel(ctx)))
-	s.deps.Close() //nolint:contextcheck // Close bounds its own work (a 5 s trace flush), so it runs even after ctx ended
-	return err
-}
-
 // abortBuild undoes a Start whose role failed to build: the roles built so far never started, but
 // may hold what their constructors opened (intake's producer), which their Stop releases.
 func (s *Stack) abortBuild(ctx context.Context, err error) error {
+	_ = s.listener.Close()
 	ctx = context.WithoutCancel(ctx)
 	for i := len(s.components) - 1; i >= 0; i-- {
 		if serr := s.components[i].c.Stop(ctx); serr != nil {

@@ -32,7 +32,14 @@ type Deps struct {
 
 	redisOnce sync.Once
 	redis     redis.UniversalClient
+
+	// localURL is the process's own HTTP listener, set by Start before any role is built.
+	localURL string
 }
+
+// LocalURL is the base URL of the process's own HTTP listener ("http://127.0.0.1:8080"); Start
+// sets it before it builds the roles.
+func (d *Deps) LocalURL() string { return d.localURL }
 
 // NewDeps returns deps with a fresh metrics registry that also carries the Go and process
 // collectors.

@@ -15,7 +15,7 @@ import (
 
 // Defaults, exported so tests and docs can name them.
 const (
-	RolesDefault           = "broker,intake,worker,gateway"
+	RolesDefault           = "broker,intake,worker,gateway,a2a"
 	HTTPAddrDefault        = "127.0.0.1:8080"
 	LogFormatDefault       = "text"
 	LogLevelDefault        = "info"
@@ -48,9 +48,12 @@ const (
 	ShutdownTimeoutDefault = 45 * time.Second
 )
 
+// KnownRoles is every role a process may run, in start order.
+var KnownRoles = []string{"broker", "intake", "worker", "gateway", "a2a", "langgraph", "aisdk"}
+
 // Config is every setting of every role. Roles read only the fields they need.
 type Config struct {
-	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway.
+	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway, a2a.
 	Roles string `env:"TURNSTILE_ROLES"`
 	// HTTPAddr is where the process serves its API, /healthz, /readyz and /metrics.
 	HTTPAddr string `env:"TURNSTILE_HTTP_ADDR"`
@@ -116,6 +119,9 @@ type Config struct {
 	Gateway GatewaySettings
 	Agents  AgentSettings
 	Ops     OpsSettings
+	// FrontDoor is where the protocol front doors find the native API.
+	FrontDoor FrontDoorSettings
+	A2A       A2ASettings
 }
 
 // Load reads the environment and fills defaults. It does not validate; call Validate.
@@ -202,6 +208,7 @@ func (c *Config) ApplyDefaults() {
 	c.Gateway.applyDefaults()
 	c.Agents.applyDefaults()
 	c.Ops.applyDefaults()
+	c.A2A.applyDefaults()
 }
 
 // nameVariables rewrites the parser's Go field names ("LeaseTTL") into the variables an operator
@@ -279,11 +286,14 @@ func splitList(s string) []string {
 
 // Validate checks every bound and returns all violations joined.
 func (c Config) Validate() error {
-	known := map[string]bool{"broker": true, "intake": true, "worker": true, "gateway": true}
+	known := map[string]bool{}
+	for _, r := range KnownRoles {
+		known[r] = true
+	}
 	var errs []error
 	for _, r := range c.RoleList() {
 		if !known[r] {
-			errs = append(errs, fmt.Errorf("TURNSTILE_ROLES: unknown role %q (want broker, intake, worker, gateway)", r))
+			errs = append(errs, fmt.Errorf("TURNSTILE_ROLES: unknown role %q (want one of %s)", r, strings.Join(KnownRoles, ", ")))
 		}
 	}
 	checks := []struct {
@@ -319,6 +329,8 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Gateway.validate()...)
 	errs = append(errs, c.Agents.validate()...)
 	errs = append(errs, c.Ops.validate()...)
+	errs = append(errs, c.FrontDoor.validate()...)
+	errs = append(errs, c.A2A.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -28,6 +28,9 @@ type Knobs struct {
 	// FailAfterToolAttempts fails the first N attempts right after the tool call and its result were
 	// published, leaving a half-finished turn for the next attempt.
 	FailAfterToolAttempts int `json:"fail_after_tool_attempts,omitempty"`
+	// EndState ends the turn waiting for the user: "input-required" or "auth-required" (see
+	// wire.Output.State); anything else is ignored.
+	EndState string `json:"end_state,omitempty"`
 }
 
 // Bounded returns k with every knob within its maximum (see MaxTokens).
@@ -38,6 +41,9 @@ func (k Knobs) Bounded() Knobs {
 	k.FailAttempts = clamp(k.FailAttempts, MaxFaultAttempts)
 	k.PanicAttempts = clamp(k.PanicAttempts, MaxFaultAttempts)
 	k.FailAfterToolAttempts = clamp(k.FailAfterToolAttempts, MaxFaultAttempts)
+	if k.EndState != EndInputRequired && k.EndState != EndAuthRequired {
+		k.EndState = ""
+	}
 	return k
 }
 
@@ -90,6 +96,13 @@ func knobsFromMap(m map[string]any) (Knobs, bool) {
 			n = &k.PanicAttempts
 		case "fail_after_tool_attempts":
 			n = &k.FailAfterToolAttempts
+		case "end_state":
+			s, ok := v.(string)
+			if !ok {
+				return Knobs{}, false
+			}
+			k.EndState = s
+			continue
 		case "tool":
 			b, ok := v.(bool)
 			if !ok {
@@ -110,6 +123,12 @@ func knobsFromMap(m map[string]any) (Knobs, bool) {
 	}
 	return k, true
 }
+
+// The end states a turn's EndState knob may ask for (the values of wire.Output.State).
+const (
+	EndInputRequired = "input-required"
+	EndAuthRequired  = "auth-required"
+)
 
 // Words returns the words the demo agent streams for an input without knobs.
 func Words(text string) []string { return Reply(text, Knobs{}) }

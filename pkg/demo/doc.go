@@ -11,5 +11,6 @@
 // call a "clock" tool before answering; fail_attempts fails the first N attempts with an error and
 // panic_attempts panics in the first N attempts; fail_after_tool_attempts fails the first N attempts
 // right after the tool call, and a later attempt reuses the tool result an earlier one published
-// (the result names the attempt that ran the tool).
+// (the result names the attempt that ran the tool); end_state ("input-required" or "auth-required")
+// ends the turn with that output state after its reply, as an agent that waits for the user does.
 package demo

@@ -17,10 +17,12 @@ type CompleteParams struct {
 	// Answers are the outputs' texts: the statement builds the stored output object from its text
 	// (see wire.Output), where a jsonb[] argument would have pgx copy every element to the heap.
 	Answers pgarray.Texts
+	// States are the outputs' states (wire.Output.State), empty for most.
+	States pgarray.Texts
 }
 
 // args are completeSQL's arguments.
-func (p *CompleteParams) args() []any { return []any{p.TurnIDs, p.Tokens, p.Answers} }
+func (p *CompleteParams) args() []any { return []any{p.TurnIDs, p.Tokens, p.Answers, p.States} }
 
 //go:embed complete.sql
 var completeTemplate string

@@ -19,13 +19,16 @@ var ErrNotFound = errors.New("turn not found")
 
 // Turn is the read model of a turn.
 type Turn struct {
-	TurnID     uuid.UUID       `json:"turn_id"`
-	SessionID  string          `json:"session_id"`
-	Tenant     string          `json:"-"`
-	Status     wire.Status     `json:"status"`
-	Attempt    int             `json:"attempts"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Output     json.RawMessage `json:"output,omitempty"`
+	TurnID    uuid.UUID       `json:"turn_id"`
+	SessionID string          `json:"session_id"`
+	Tenant    string          `json:"-"`
+	Status    wire.Status     `json:"status"`
+	Attempt   int             `json:"attempts"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	// Metadata is the turn's metadata as the client posted it; empty until a worker claims the turn
+	// (the queued row does not hold it).
+	Metadata   json.RawMessage `json:"metadata,omitempty"`
 	Error      string          `json:"error,omitempty"`
 	AcceptedAt time.Time       `json:"accepted_at"`
 	Deadline   *time.Time      `json:"deadline,omitempty"`
@@ -43,13 +46,13 @@ type Store struct{ pool *pgxpool.Pool }
 // New returns a store over pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-const turnColumns = `turn_id, session_id, tenant, status, attempt, input, output, coalesce(error, ''),
+const turnColumns = `turn_id, session_id, tenant, status, attempt, input, output, metadata, coalesce(error, ''),
 	accepted_at, deadline, started_at, finished_at, cancel_requested, client_turn_id`
 
 func scanTurn(row pgx.Row) (Turn, error) {
 	var t Turn
 	var status string
-	err := row.Scan(&t.TurnID, &t.SessionID, &t.Tenant, &status, &t.Attempt, &t.Input, &t.Output, &t.Error,
+	err := row.Scan(&t.TurnID, &t.SessionID, &t.Tenant, &status, &t.Attempt, &t.Input, &t.Output, &t.Metadata, &t.Error,
 		&t.AcceptedAt, &t.Deadline, &t.StartedAt, &t.FinishedAt, &t.CancelReq, &t.ClientTurnID)
 	t.Status = wire.Status(status)
 	return t, err

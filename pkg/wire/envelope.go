@@ -20,10 +20,27 @@ type Input struct {
 	Text string `json:"text"`
 }
 
-// Output is what the agent answered. The worker's completion stores it built from Text alone, as
-// it does Input.
+// Output is what the agent answered. The worker's completion statement builds the stored object
+// from Text and State (services/worker/internal/lease, pkg/turnstore's complete.sql): a field
+// added here must be added there, and TestInputAndOutputStoredAsEncoded fails until it is.
 type Output struct {
 	Text string `json:"text"`
+	// State is empty for an answer that ends the exchange, or OutputInputRequired or
+	// OutputAuthRequired when the agent ended its turn waiting for the user: the turn succeeded,
+	// and a protocol front door keeps its task open (A2A's input-required and auth-required)
+	// until the next turn of the session answers it.
+	State string `json:"state,omitempty"`
+}
+
+// Output states (Output.State).
+const (
+	OutputInputRequired = "input-required"
+	OutputAuthRequired  = "auth-required"
+)
+
+// OutputStateValid reports whether s is a state an Output may carry (the empty state included).
+func OutputStateValid(s string) bool {
+	return s == "" || s == OutputInputRequired || s == OutputAuthRequired
 }
 
 // Envelope is the Kafka record value of topic "turns". The record key is the session's key

@@ -20,9 +20,13 @@ import (
 func TestMetricsDocumented(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{Partitions: 2})
-	stack := startStack(t, env, "intake,worker,gateway")
+	stack := startStack(t, env, "intake,worker,gateway,a2a")
 	base := "http://" + stack.Addr()
 	postTurn(t, base, "metrics", "count me in")
+	// One A2A request, so the front door's request counter has a series.
+	a2aResp, err := http.Post(base+"/a2a", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`))
+	require.NoError(t, err)
+	a2aResp.Body.Close()
 	s := testenv.OpenSSE(t, base+"/v1/sessions/metrics/events", "")
 	s.Until(t, 30*time.Second, countCompleted(1))
 	s.Close()
@@ -30,7 +34,7 @@ func TestMetricsDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../../../docs/METRICS.md")
 	require.NoError(t, err)
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(turnstile_[a-z_]+)` \\|").FindAllStringSubmatch(string(doc), -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `(turnstile_[a-z0-9_]+)` \\|").FindAllStringSubmatch(string(doc), -1) {
 		documented[m[1]] = true
 	}
 	resp, err := http.Get(base + "/metrics")
@@ -51,6 +55,7 @@ func TestMetricsDocumented(t *testing.T) {
 	for _, name := range []string{
 		"turnstile_backlog_age_seconds", "turnstile_intake_requests_total",
 		"turnstile_worker_attempts_total", "turnstile_gateway_events_sent_total", "turnstile_gateway_delivery_lag_seconds",
+		"turnstile_a2a_requests_total", "turnstile_a2a_streams",
 	} {
 		require.True(t, exposed[name], "%s is not exposed after a turn", name)
 	}

@@ -51,6 +51,8 @@ type clusterOptions struct {
 	DrainTimeout   time.Duration
 	// WorkerEnv adds variables to every worker process.
 	WorkerEnv []string
+	// FrontRoles are the roles of the front process. Defaults to broker,intake,gateway.
+	FrontRoles string
 }
 
 func newCluster(t *testing.T, o clusterOptions) *cluster {
@@ -77,7 +79,10 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	brokerAddr := testenv.FreeAddr(t)
 	env.Config.KafkaBrokers = brokerAddr
 	frontAddr := testenv.FreeAddr(t)
-	frontEnv := append(env.Environ("broker,intake,gateway", frontAddr, "front"), "TURNSTILE_BROKER_ADDR="+brokerAddr)
+	if o.FrontRoles == "" {
+		o.FrontRoles = "broker,intake,gateway"
+	}
+	frontEnv := append(env.Environ(o.FrontRoles, frontAddr, "front"), "TURNSTILE_BROKER_ADDR="+brokerAddr)
 	front := testenv.StartProcess(t, "front", frontEnv, frontAddr)
 	allowShortSessions(t, brokerAddr)
 	c := &cluster{

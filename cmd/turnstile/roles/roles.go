@@ -1,13 +1,15 @@
 // Package roles lists every turnstile role in start order: the embedded broker first, so the roles
-// after it can reach it, and the gateway last, so it is drained first on shutdown.
+// after it can reach it, then the core roles, then the protocol front doors (a2a), which call
+// intake and the gateway and so stop before them.
 package roles
 
 import (
 	"github.com/turnstile-run/turnstile/pkg/app"
+	a2a "github.com/turnstile-run/turnstile/services/a2a"
 	"github.com/turnstile-run/turnstile/services/gateway"
 	"github.com/turnstile-run/turnstile/services/intake"
 	"github.com/turnstile-run/turnstile/services/worker"
 )
 
 // All is every role in start order.
-var All = []app.Role{app.BrokerRole, intake.Role, worker.Role, gateway.Role}
+var All = []app.Role{app.BrokerRole, intake.Role, worker.Role, gateway.Role, a2a.Role}

@@ -271,5 +271,6 @@ func (h *Handler) Routes(r chi.Router) {
 		r.Get("/v1/sessions/{session_id}/turns", h.listTurns)
 		r.Get("/v1/turns/{turn_id}", h.getTurn)
 		r.Post("/v1/turns/{turn_id}/cancel", h.cancelTurn)
+		r.Post("/v1/sessions/{session_id}/stream-token", h.streamToken)
 	})
 }

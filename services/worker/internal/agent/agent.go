@@ -106,6 +106,10 @@ type Waiter interface {
 // Result is an agent's final output.
 type Result struct {
 	Text string
+	// State is empty when the answer ends the exchange, or wire.OutputInputRequired or
+	// wire.OutputAuthRequired when the agent ended its turn waiting for the user (the turn
+	// succeeds; the session's next turn carries the user's answer).
+	State string
 	// Usage is the model's token accounting, when the upstream reports it.
 	Usage *Usage
 }

@@ -160,7 +160,7 @@ func (a *attempt) work(sessionSeq int64) (step, wire.Output, error) {
 		return stepAgent, wire.Output{}, err
 	}
 
-	output := wire.Output{Text: res.Text}
+	output := wire.Output{Text: res.Text, State: res.State}
 	seq, err := a.x.cfg.Completions.Do(a.ctx, lease.Completion{TurnID: a.env.TurnID, Token: a.token, Output: output})
 	if err != nil {
 		return stepComplete, output, err

@@ -548,14 +548,14 @@ func TestStorableAsIs(t *testing.T) {
 }
 
 // TestInputAndOutputStoredAsEncoded checks that the input and output objects the claim, expiry and
-// completion statements build from their texts are what encoding wire.Input and wire.Output stores,
-// for texts JSON escapes, batched and alone. The statements know each struct's one field: a field
-// added to either must be added to them too, and this test fails until it is.
+// completion statements build from their texts (and the output's state) are what encoding
+// wire.Input and wire.Output stores, for texts JSON escapes, batched and alone. The statements know
+// each struct's fields: a field added to either must be added to them too, and this test fails
+// until it is.
 func TestInputAndOutputStoredAsEncoded(t *testing.T) {
 	t.Parallel()
-	for _, typ := range []reflect.Type{reflect.TypeFor[wire.Input](), reflect.TypeFor[wire.Output]()} {
-		require.Equal(t, 1, typ.NumField(), "%s gained a field: claimManySQL and completeManySQL build it from its text alone", typ)
-	}
+	require.Equal(t, 1, reflect.TypeFor[wire.Input]().NumField(), "wire.Input gained a field: claimManySQL builds it from its text alone")
+	require.Equal(t, 2, reflect.TypeFor[wire.Output]().NumField(), "wire.Output gained a field: completeSQL builds it from its text and state alone")
 	ctx := context.Background()
 	env := setup(t)
 	s := NewStore(env.Pool, "a", time.Minute, 3)
@@ -578,7 +578,11 @@ func TestInputAndOutputStoredAsEncoded(t *testing.T) {
 	claimed := append(claim(reqs[:len(reqs)-1]), claim(reqs[len(reqs)-1:])...)
 	var done []Completion
 	for i, c := range claimed {
-		done = append(done, Completion{TurnID: reqs[i].Env.TurnID, Token: c.Token, Output: wire.Output{Text: "re: " + texts[i]}})
+		out := wire.Output{Text: "re: " + texts[i]}
+		if i%2 == 1 {
+			out.State = wire.OutputInputRequired
+		}
+		done = append(done, Completion{TurnID: reqs[i].Env.TurnID, Token: c.Token, Output: out})
 	}
 	for i, r := range append(s.CompleteMany(ctx, done[:len(done)-1]), s.CompleteMany(ctx, done[len(done)-1:])...) {
 		require.NoError(t, r.Err, i)

@@ -113,6 +113,7 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 		out      strings.Builder
 		final    []string
 		finished bool
+		state    string
 	)
 	emit := func(parts sdk.ContentParts) error {
 		for _, p := range parts {
@@ -140,8 +141,8 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 				for _, art := range e.Artifacts {
 					final = append(final, texts(art.Parts)...)
 				}
-				if e.Status.State.Terminal() {
-					return a.terminal(e.Status, &final, &finished)
+				if e.Status.State.Terminal() || interrupted(e.Status.State) {
+					return a.terminal(e.Status, &final, &finished, &state)
 				}
 			case *sdk.TaskArtifactUpdateEvent:
 				taskID = e.TaskID
@@ -155,8 +156,8 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 						return err
 					}
 				}
-				if e.Final || e.Status.State.Terminal() || e.Status.State == sdk.TaskStateInputRequired || e.Status.State == sdk.TaskStateAuthRequired {
-					return a.terminal(e.Status, &final, &finished)
+				if e.Final || e.Status.State.Terminal() || interrupted(e.Status.State) {
+					return a.terminal(e.Status, &final, &finished, &state)
 				}
 			}
 		}
@@ -180,9 +181,15 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 		if err := sink.Delta(ctx, text); err != nil {
 			return agent.Result{}, err
 		}
-		return agent.Result{Text: text}, nil
+		return agent.Result{Text: text, State: state}, nil
 	}
-	return agent.Result{Text: out.String()}, nil
+	return agent.Result{Text: out.String(), State: state}, nil
+}
+
+// interrupted reports whether a remote task waits for its user: the turn ends with that state
+// (wire.Output.State) and the session's next turn carries the answer.
+func interrupted(s sdk.TaskState) bool {
+	return s == sdk.TaskStateInputRequired || s == sdk.TaskStateAuthRequired
 }
 
 // cancel forwards the turn's end to the remote task, on a context of its own.
@@ -192,17 +199,20 @@ func (a *Agent) cancel(ctx context.Context, id sdk.TaskID) {
 	_, _ = a.client.CancelTask(cctx, &sdk.TaskIDParams{ID: id})
 }
 
-func (a *Agent) terminal(st sdk.TaskStatus, final *[]string, finished *bool) error {
+func (a *Agent) terminal(st sdk.TaskStatus, final *[]string, finished *bool, state *string) error {
 	var msg string
 	if st.Message != nil {
 		msg = strings.Join(texts(st.Message.Parts), "")
 	}
 	switch st.State {
-	case sdk.TaskStateCompleted:
+	case sdk.TaskStateCompleted, sdk.TaskStateInputRequired, sdk.TaskStateAuthRequired:
 		if msg != "" {
 			*final = append(*final, msg)
 		}
 		*finished = true
+		if interrupted(st.State) {
+			*state = string(st.State)
+		}
 		return nil
 	case sdk.TaskStateFailed:
 		return &upstream.StreamError{Upstream: a.cfg.URL, Message: "task failed: " + msg}

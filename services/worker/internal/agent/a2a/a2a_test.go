@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,6 +32,8 @@ type executor struct {
 	rec       *agenttest.Recorder
 	cancelled chan sdk.TaskID
 	once      sync.Once
+	// end is the final state the task ends in; empty means completed.
+	end sdk.TaskState
 }
 
 func (x *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
@@ -88,7 +91,11 @@ func (x *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 			return q.Write(ctx, failed)
 		}
 	}
-	done := sdk.NewStatusUpdateEvent(task, sdk.TaskStateCompleted, nil)
+	end := sdk.TaskStateCompleted
+	if x.end != "" {
+		end = x.end
+	}
+	done := sdk.NewStatusUpdateEvent(task, end, nil)
 	done.Final = true
 	return q.Write(ctx, done)
 }
@@ -101,8 +108,13 @@ func (x *executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 }
 
 func setup(t *testing.T, sc agenttest.Scenario) (*a2a.Agent, *agenttest.Recorder, *executor) {
+	return setupEnd(t, sc, "")
+}
+
+// setupEnd is setup with a remote task that ends in the state end (completed when empty).
+func setupEnd(t *testing.T, sc agenttest.Scenario, end sdk.TaskState) (*a2a.Agent, *agenttest.Recorder, *executor) {
 	rec := &agenttest.Recorder{}
-	x := &executor{sc: sc, rec: rec, cancelled: make(chan sdk.TaskID, 1)}
+	x := &executor{sc: sc, rec: rec, cancelled: make(chan sdk.TaskID, 1), end: end}
 	rpc := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x))
 	var posts atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -150,4 +162,23 @@ func TestCancelIsForwarded(t *testing.T) {
 		t.Fatal("tasks/cancel did not reach the remote agent")
 	}
 	require.Error(t, <-done)
+}
+
+// TestWaitingForUserEndsTurnWithState checks that a remote task ending in input-required or
+// auth-required ends the turn successfully with that state as the output's, the streamed text as
+// its text, and no retry.
+func TestWaitingForUserEndsTurnWithState(t *testing.T) {
+	t.Parallel()
+	for _, end := range []sdk.TaskState{sdk.TaskStateInputRequired, sdk.TaskStateAuthRequired} {
+		t.Run(string(end), func(t *testing.T) {
+			t.Parallel()
+			sc := agenttest.Scenario{Tokens: 3}
+			ag, rec, _ := setupEnd(t, sc, end)
+			res, err := ag.Run(t.Context(), agenttest.NewTurn("which city?", time.Minute), nil, &agenttest.Sink{})
+			require.NoError(t, err)
+			require.Equal(t, string(end), res.State)
+			require.Equal(t, strings.Join(sc.Words(), ""), res.Text)
+			require.Len(t, rec.Requests(), 1, "the remote agent ran once")
+		})
+	}
 }

@@ -12,8 +12,11 @@
 //     {"tool_result": {"call_id", "result", "error"}} become turn.tool_call and turn.tool_result;
 //   - a final completed status ends the turn; its output is the streamed text (or, when nothing was
 //     streamed, the text of the final message and the task's artifacts);
-//   - failed is a retryable error, rejected / input-required / auth-required are permanent (no retry
-//     can supply what the remote asked for), canceled ends the attempt with an error;
+//   - input-required and auth-required end the turn as a completed status does, with that state as
+//     the output's (wire.Output.State): the turn succeeds waiting for the user, and the session's
+//     next turn carries the answer (the A2A front door keeps its task open meanwhile);
+//   - failed is a retryable error, rejected is permanent (no retry can change the remote's mind),
+//     canceled ends the attempt with an error;
 //   - a plain Message answer (no task) is one delta and the output.
 //
 // When the turn's context ends while a task is running (a cancel request, a lost lease, a drain),

@@ -81,7 +81,7 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, _ []agent.Message, sin
 		}
 		out.WriteString(w)
 	}
-	return agent.Result{Text: out.String()}, nil
+	return agent.Result{Text: out.String(), State: k.EndState}, nil
 }
 
 // priorResult returns the result an earlier attempt of the turn published for callID, if any.

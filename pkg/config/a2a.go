@@ -1,0 +1,90 @@
+package config
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// A2A defaults.
+const (
+	A2ANameDefault        = "turnstile"
+	A2ADescriptionDefault = "An agent hosted by turnstile: every task runs as a queue-backed turn."
+	A2AVersionDefault     = "1.0.0"
+	A2ASkillsDefault      = "chat:Chat:Answers a message"
+	A2AMaxBlockDefault    = 60 * time.Second
+)
+
+// A2ASettings are the A2A front door's settings: what its Agent Card says, and how long a
+// blocking message/send waits. Every replica serves the card from these alone.
+type A2ASettings struct {
+	// Name is the Agent Card's name. TURNSTILE_A2A_NAME, default turnstile.
+	Name string `env:"TURNSTILE_A2A_NAME"`
+	// Description is the Agent Card's description. TURNSTILE_A2A_DESCRIPTION.
+	Description string `env:"TURNSTILE_A2A_DESCRIPTION"`
+	// Version is the agent's version on its card. TURNSTILE_A2A_VERSION, default 1.0.0.
+	Version string `env:"TURNSTILE_A2A_VERSION"`
+	// Skills is a comma list of "<id>:<name>:<description>" skills for the card.
+	// TURNSTILE_A2A_SKILLS, default "chat:Chat:Answers a message".
+	Skills string `env:"TURNSTILE_A2A_SKILLS"`
+	// URL is the public base URL clients reach the A2A role at (the card names <URL>/a2a as the
+	// JSON-RPC endpoint). TURNSTILE_A2A_PUBLIC_URL, default empty: the base URL the card's request came
+	// to (its Host, or X-Forwarded-Host and X-Forwarded-Proto behind a proxy).
+	URL string `env:"TURNSTILE_A2A_PUBLIC_URL"`
+	// MaxBlock bounds how long a blocking message/send waits for its task to end or wait for the
+	// user; after it the task is answered as it stands. TURNSTILE_A2A_MAX_BLOCK, default 60s.
+	MaxBlock time.Duration `env:"TURNSTILE_A2A_MAX_BLOCK"`
+}
+
+// A2ASkill is one skill of A2ASettings.Skills.
+type A2ASkill struct{ ID, Name, Description string }
+
+func (s *A2ASettings) applyDefaults() {
+	str := func(p *string, d string) {
+		if *p == "" {
+			*p = d
+		}
+	}
+	str(&s.Name, A2ANameDefault)
+	str(&s.Description, A2ADescriptionDefault)
+	str(&s.Version, A2AVersionDefault)
+	str(&s.Skills, A2ASkillsDefault)
+	s.URL = strings.TrimRight(s.URL, "/")
+	if s.MaxBlock == 0 {
+		s.MaxBlock = A2AMaxBlockDefault
+	}
+}
+
+// SkillList parses Skills; entries that are not <id>:<name>:<description> are left out (validate
+// reports them).
+func (s A2ASettings) SkillList() []A2ASkill {
+	var out []A2ASkill
+	for _, e := range splitList(s.Skills) {
+		parts := strings.SplitN(e, ":", 3)
+		if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
+			continue
+		}
+		out = append(out, A2ASkill{ID: parts[0], Name: parts[1], Description: parts[2]})
+	}
+	return out
+}
+
+func (s A2ASettings) validate() []error {
+	u, err := url.Parse(s.URL)
+	checks := []struct {
+		bad bool
+		msg string
+	}{
+		{len(s.SkillList()) != len(splitList(s.Skills)) || len(s.SkillList()) == 0, "TURNSTILE_A2A_SKILLS: must be a comma list of <id>:<name>:<description>"},
+		{s.URL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == ""), "TURNSTILE_A2A_PUBLIC_URL: must be an http or https URL"},
+		{s.MaxBlock < 100*time.Millisecond || s.MaxBlock > 10*time.Minute, "TURNSTILE_A2A_MAX_BLOCK: must be between 100ms and 10m"},
+	}
+	var errs []error
+	for _, c := range checks {
+		if c.bad {
+			errs = append(errs, errors.New(c.msg))
+		}
+	}
+	return errs
+}

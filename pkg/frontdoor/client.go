@@ -1,0 +1,258 @@
+package frontdoor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/turnstile-run/turnstile/pkg/config"
+	"github.com/turnstile-run/turnstile/pkg/telemetry"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
+	"github.com/turnstile-run/turnstile/pkg/wire"
+)
+
+// Defaults.
+const (
+	// TimeoutDefault bounds every call but a stream.
+	TimeoutDefault = 10 * time.Second
+	// maxAnswer bounds a non-stream answer read from the native API.
+	maxAnswer = 4 << 20
+)
+
+// Config says where the native API is.
+type Config struct {
+	// IntakeURL is the base URL of intake's native API, e.g. http://127.0.0.1:8080.
+	IntakeURL string
+	// GatewayURL is the base URL of the gateway's native API.
+	GatewayURL string
+	// HTTPClient makes the calls. Defaults to a client with its own pooled transport and no overall
+	// timeout (streams are long; every other call is bounded by Timeout).
+	HTTPClient *http.Client
+	// Timeout bounds every call but a stream. Defaults to TimeoutDefault.
+	Timeout time.Duration
+}
+
+// FromConfig is the Config a role builds from the process's settings: TURNSTILE_INTAKE_URL and
+// TURNSTILE_GATEWAY_URL, each defaulting to local, the process's own HTTP listener, which is
+// right when the front door runs in one process with intake and the gateway.
+func FromConfig(cfg config.Config, local string) Config {
+	c := Config{IntakeURL: cfg.FrontDoor.IntakeURL, GatewayURL: cfg.FrontDoor.GatewayURL}
+	if c.IntakeURL == "" {
+		c.IntakeURL = local
+	}
+	if c.GatewayURL == "" {
+		c.GatewayURL = local
+	}
+	return c
+}
+
+// Client calls the native API. It is safe for concurrent use.
+type Client struct {
+	intake, gateway string
+	http            *http.Client
+	timeout         time.Duration
+}
+
+// New returns a client for cfg.
+func New(cfg Config) *Client {
+	c := &Client{
+		intake:  strings.TrimRight(cfg.IntakeURL, "/"),
+		gateway: strings.TrimRight(cfg.GatewayURL, "/"),
+		http:    cfg.HTTPClient,
+		timeout: cfg.Timeout,
+	}
+	if c.http == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		// Front doors call one or two hosts, many times at once.
+		tr.MaxIdleConnsPerHost = 256
+		c.http = &http.Client{Transport: tr}
+	}
+	if c.timeout <= 0 {
+		c.timeout = TimeoutDefault
+	}
+	return c
+}
+
+// CloseIdleConnections closes the client's idle connections (at a role's stop).
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
+// Credential is the Authorization header value the caller sent ("Bearer <api key>"), forwarded as
+// is; empty when auth is off.
+type Credential string
+
+// CredentialOf reads a request's credential.
+func CredentialOf(r *http.Request) Credential { return Credential(r.Header.Get("Authorization")) }
+
+// TurnRequest is the body of POST /v1/sessions/{session_id}/turns.
+type TurnRequest struct {
+	Input     wire.Input     `json:"input"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+	Multitask string         `json:"multitask,omitempty"`
+	TurnID    string         `json:"turn_id,omitempty"`
+}
+
+// PostOptions are the headers of a turn's POST.
+type PostOptions struct {
+	// IdempotencyKey makes a retried post return the same turn (the same body is required).
+	IdempotencyKey string
+	// Deadline is the turn's absolute deadline; zero leaves intake's default.
+	Deadline time.Time
+}
+
+// Accepted is intake's 202 answer to a turn.
+type Accepted struct {
+	TurnID      string `json:"turn_id"`
+	SessionID   string `json:"session_id"`
+	Status      string `json:"status"`
+	StreamURL   string `json:"stream_url"`
+	StreamToken string `json:"stream_token"`
+}
+
+// Turn is a turn as the native API shows it.
+type Turn = turnstore.Turn
+
+// TurnPage is a page of a session's turns, newest first.
+type TurnPage struct {
+	Turns      []Turn `json:"turns"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// CancelAccepted is intake's answer to a cancel.
+type CancelAccepted struct {
+	TurnID          string `json:"turn_id"`
+	Status          string `json:"status"`
+	CancelRequested bool   `json:"cancel_requested"`
+}
+
+// StreamGrant is a fresh stream token for a session.
+type StreamGrant struct {
+	SessionID   string `json:"session_id"`
+	StreamURL   string `json:"stream_url"`
+	StreamToken string `json:"stream_token"`
+}
+
+// PostTurn accepts a turn for a session of the credential's tenant.
+func (c *Client) PostTurn(ctx context.Context, cred Credential, sessionID string, req TurnRequest, opt PostOptions) (Accepted, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("encode turn: %w", err)
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	if opt.IdempotencyKey != "" {
+		h.Set("Idempotency-Key", opt.IdempotencyKey)
+	}
+	if !opt.Deadline.IsZero() {
+		h.Set("X-Deadline-Epoch-Ms", strconv.FormatInt(opt.Deadline.UnixMilli(), 10))
+	}
+	var a Accepted
+	err = c.call(ctx, cred, http.MethodPost, c.intake+"/v1/sessions/"+url.PathEscape(sessionID)+"/turns", h, body, &a)
+	return a, err
+}
+
+// GetTurn reads a turn of the credential's tenant.
+func (c *Client) GetTurn(ctx context.Context, cred Credential, turnID string) (Turn, error) {
+	var t Turn
+	err := c.call(ctx, cred, http.MethodGet, c.intake+"/v1/turns/"+url.PathEscape(turnID), nil, nil, &t)
+	return t, err
+}
+
+// ListTurns reads a page of a session's turns, newest first; limit 0 is intake's default page and
+// cursor is a NextCursor of an earlier page.
+func (c *Client) ListTurns(ctx context.Context, cred Credential, sessionID string, limit int, cursor string) (TurnPage, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	u := c.intake + "/v1/sessions/" + url.PathEscape(sessionID) + "/turns"
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var p TurnPage
+	err := c.call(ctx, cred, http.MethodGet, u, nil, nil, &p)
+	return p, err
+}
+
+// CancelTurn requests a turn's cancellation; on a finished turn it reports the final status.
+func (c *Client) CancelTurn(ctx context.Context, cred Credential, turnID string) (CancelAccepted, error) {
+	var a CancelAccepted
+	err := c.call(ctx, cred, http.MethodPost, c.intake+"/v1/turns/"+url.PathEscape(turnID)+"/cancel", nil, nil, &a)
+	return a, err
+}
+
+// StreamToken asks intake for a fresh stream token for a session of the credential's tenant, for
+// following a session without posting a turn.
+func (c *Client) StreamToken(ctx context.Context, cred Credential, sessionID string) (StreamGrant, error) {
+	var g StreamGrant
+	err := c.call(ctx, cred, http.MethodPost, c.intake+"/v1/sessions/"+url.PathEscape(sessionID)+"/stream-token", nil, nil, &g)
+	return g, err
+}
+
+// call makes one bounded request and decodes a 2xx answer into out; any other answer is a
+// *Problem.
+func (c *Client) call(ctx context.Context, cred Credential, method, u string, h http.Header, body []byte, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return fmt.Errorf("build %s %s: %w", method, u, err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	c.decorate(ctx, req, cred)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return unavailable(method+" "+req.URL.Path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return unavailable("read "+req.URL.Path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return problemFrom(resp, raw)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("decode %s %s: %w", method, req.URL.Path, err)
+	}
+	return nil
+}
+
+// decorate adds the credential and the caller's trace context.
+func (c *Client) decorate(ctx context.Context, req *http.Request, cred Credential) {
+	if cred != "" {
+		req.Header.Set("Authorization", string(cred))
+	}
+	telemetry.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+}
+
+// IsUnavailable reports whether err is a call the native API did not answer, or answered 503.
+func IsUnavailable(err error) bool {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p.Status == http.StatusServiceUnavailable
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}

@@ -1,0 +1,92 @@
+package a2a
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/frontdoor"
+	"github.com/turnstile-run/turnstile/services/a2a/internal/card"
+	"github.com/turnstile-run/turnstile/services/a2a/internal/rpc"
+	"github.com/turnstile-run/turnstile/services/a2a/internal/tasks"
+)
+
+// Role builds the A2A front door from shared deps.
+var Role = app.Role{Name: "a2a", New: func(_ context.Context, d *app.Deps) (app.Component, error) { return New(d), nil }}
+
+// Server is the running A2A role.
+type Server struct {
+	fd      *frontdoor.Client
+	handler *tasks.Handler
+	rpc     *rpc.Server
+	card    *rpc.CardHandler
+	ready   atomic.Bool
+
+	life    sync.Mutex
+	stopped bool
+}
+
+// New builds the role. It connects to nothing until a request comes.
+func New(d *app.Deps) *Server {
+	cfg := d.Config
+	log := d.Log.With("role", "a2a")
+	fd := frontdoor.New(frontdoor.FromConfig(cfg, d.LocalURL()))
+	h := tasks.New(fd, tasks.Config{MaxBlock: cfg.A2A.MaxBlock}, log)
+	return &Server{
+		fd:      fd,
+		handler: h,
+		rpc:     rpc.New(rpc.Config{MaxBody: cfg.MaxBody, KeepAlive: cfg.KeepAlive, WriteTimeout: cfg.Gateway.WriteTimeout}, h, d.Registry),
+		card:    rpc.NewCardHandler(card.New(cfg.A2A, cfg.Auth.Enabled(), rpc.Path), rpc.Path),
+	}
+}
+
+// Routes mounts the JSON-RPC endpoint and the Agent Card.
+func (s *Server) Routes(r chi.Router) {
+	r.Handle(rpc.Path, s.rpc)
+	r.Handle(a2asrv.WellKnownAgentCardPath, s.card)
+}
+
+// Start marks the role ready; it has nothing to open. Start after Stop fails.
+func (s *Server) Start(context.Context) error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.stopped {
+		return errors.New("start a2a: stopped")
+	}
+	s.ready.Store(true)
+	return nil
+}
+
+// Ready returns nil until draining begins.
+func (s *Server) Ready() error {
+	if !s.ready.Load() {
+		return errors.New("not running")
+	}
+	return nil
+}
+
+// Drain drops readiness and ends every open stream; clients resubscribe with their last event id.
+func (s *Server) Drain(context.Context) {
+	s.ready.Store(false)
+	s.handler.Drain()
+}
+
+// Streams counts open A2A streams.
+func (s *Server) Streams() int { return s.handler.Streams() }
+
+// Stop ends every stream and waits for them within ctx. Safe twice and before Start.
+func (s *Server) Stop(ctx context.Context) error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	s.stopped = true
+	s.ready.Store(false)
+	s.handler.Drain()
+	err := s.handler.Wait(ctx)
+	s.fd.CloseIdleConnections()
+	return err
+}

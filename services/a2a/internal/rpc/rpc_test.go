@@ -1,0 +1,91 @@
+package rpc
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/services/a2a/internal/tasks"
+)
+
+func TestCheckParams(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		method, params string
+		ok             bool
+	}{
+		{"message/send", `{"message":{"messageId":"m","role":"user","parts":[{"kind":"text","text":"hi"}]}}`, true},
+		{"message/send", `"x"`, false},
+		{"message/send", `{"message":{"role":"user","parts":[{"kind":"text","text":"hi"}]}}`, false},
+		{"message/stream", `{"message":{"messageId":"m","role":"user","parts":[]}}`, false},
+		{"tasks/get", `{"id":"t"}`, true},
+		{"tasks/get", `{"id":7}`, false},
+		{"tasks/cancel", ``, false},
+		{"agent/getAuthenticatedExtendedCard", ``, true},
+	} {
+		err := checkParams(c.method, json.RawMessage(c.params))
+		if c.ok {
+			require.NoError(t, err, "%s %s", c.method, c.params)
+		} else {
+			require.ErrorIs(t, err, a2a.ErrInvalidParams, "%s %s", c.method, c.params)
+		}
+	}
+}
+
+func TestValidID(t *testing.T) {
+	t.Parallel()
+	for id, ok := range map[string]bool{``: true, `null`: true, `"a"`: true, `7`: true, `1.5`: true, `{}`: false, `[1]`: false, `true`: false} {
+		require.Equal(t, ok, validID(json.RawMessage(id)), id)
+	}
+}
+
+// TestWriterIDs checks that the writer replaces the SDK's SSE ids with the call's, in order, and
+// writes none for an event without one.
+func TestWriterIDs(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	call := tasks.NewCall("", "")
+	wr := newWriter(rec, call, true, time.Hour, time.Second)
+	wr.Header().Set("Content-Type", "text/event-stream")
+	wr.WriteHeader(http.StatusOK)
+	queue(call, "0", "ep:1-0", "")
+	for range 3 {
+		_, _ = wr.Write([]byte("id: random-uuid\n"))
+		_, _ = wr.Write([]byte("data: {}\n\n"))
+		wr.Flush()
+	}
+	wr.finish()
+	require.Equal(t, "id: 0\ndata: {}\n\nid: ep:1-0\ndata: {}\n\ndata: {}\n\n", rec.Body.String())
+}
+
+// TestWriterRefusal checks that a refusal asked for before the first byte becomes the HTTP status
+// with Retry-After and the JSON-RPC error as a plain JSON body.
+func TestWriterRefusal(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	call := tasks.NewCall("", "")
+	wr := newWriter(rec, call, true, time.Hour, time.Second)
+	wr.Header().Set("Content-Type", "text/event-stream")
+	wr.WriteHeader(http.StatusOK)
+	refuseForTest(call, http.StatusTooManyRequests, 3*time.Second)
+	_, _ = wr.Write([]byte("id: x\n"))
+	_, _ = wr.Write([]byte(`data: {"error":{"code":-32000}}` + "\n\n"))
+	wr.finish()
+	require.Equal(t, http.StatusTooManyRequests, rec.Code)
+	require.Equal(t, "3", rec.Header().Get("Retry-After"))
+	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	require.JSONEq(t, `{"error":{"code":-32000}}`, rec.Body.String())
+}
+
+func queue(c *tasks.Call, ids ...string) {
+	for _, id := range ids {
+		c.Tag(id)
+	}
+}
+
+func refuseForTest(c *tasks.Call, status int, retry time.Duration) { c.Refuse(status, retry) }
