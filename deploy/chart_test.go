@@ -182,6 +182,8 @@ func TestChartDefaults(t *testing.T) {
 	require.Contains(t, alerts["TurnstileBacklogAgeHigh"], "turnstile_backlog_age_seconds")
 	require.Contains(t, alerts["TurnstileBacklogSignalStale"], "turnstile_backlog_query_failures_total")
 	require.Contains(t, alerts["TurnstileDeadLetters"], "turnstile_worker_dead_lettered_total")
+	require.Contains(t, alerts["TurnstileRedriveOrphans"], "turnstile_intake_redrive_orphans_total")
+	require.Contains(t, alerts["TurnstileRedriveFailing"], "turnstile_intake_redrive_failures_total")
 	require.Contains(t, alerts["TurnstileTakeoverRateHigh"], "turnstile_worker_takeovers_total")
 	require.Contains(t, alerts["TurnstileStreamResets"], `turnstile_gateway_resumes_total{result="reset"}`)
 	require.Contains(t, alerts["TurnstileWorkerPublishRetries"], "turnstile_worker_publish_retries_total")

@@ -13,6 +13,7 @@ const (
 	IdempotencyTTLDefault     = 24 * time.Hour
 	QueueFlushIntervalDefault = 5 * time.Millisecond
 	RetryAfterDefault         = 2 * time.Second
+	RedriveIntervalDefault    = 5 * time.Second
 )
 
 // IntakeSettings are intake's settings beyond the shared ones (admission control, quotas, API).
@@ -42,6 +43,10 @@ type IntakeSettings struct {
 	// RetryAfter is the base of the Retry-After intake sends with a 503; each answer jitters it
 	// over [RetryAfter/2, 3·RetryAfter/2). TURNSTILE_RETRY_AFTER, default 2s.
 	RetryAfter time.Duration `env:"TURNSTILE_RETRY_AFTER"`
+	// RedriveInterval is how often intake's re-driver looks for accepted turns whose Kafka record
+	// was lost (and produces them again from Postgres) and for turns that can no longer start
+	// (and ends them). TURNSTILE_REDRIVE_INTERVAL, default 5s.
+	RedriveInterval time.Duration `env:"TURNSTILE_REDRIVE_INTERVAL"`
 }
 
 func (s *IntakeSettings) applyDefaults() {
@@ -66,6 +71,9 @@ func (s *IntakeSettings) applyDefaults() {
 	if s.RetryAfter == 0 {
 		s.RetryAfter = RetryAfterDefault
 	}
+	if s.RedriveInterval == 0 {
+		s.RedriveInterval = RedriveIntervalDefault
+	}
 }
 
 func (s IntakeSettings) validate() []error {
@@ -80,6 +88,7 @@ func (s IntakeSettings) validate() []error {
 		{s.IdempotencyTTL < time.Minute, "TURNSTILE_IDEMPOTENCY_TTL: must be at least 1m"},
 		{s.QueueFlushInterval < time.Millisecond || s.QueueFlushInterval > time.Second, "TURNSTILE_QUEUE_FLUSH_INTERVAL: must be between 1ms and 1s"},
 		{s.RetryAfter < time.Second, "TURNSTILE_RETRY_AFTER: must be at least 1s"},
+		{s.RedriveInterval < 10*time.Millisecond || s.RedriveInterval > 10*time.Minute, "TURNSTILE_REDRIVE_INTERVAL: must be between 10ms and 10m"},
 	}
 	var errs []error
 	for _, c := range checks {

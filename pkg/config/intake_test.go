@@ -19,6 +19,7 @@ func TestIntakeSettings(t *testing.T) {
 		require.Equal(t, IdempotencyTTLDefault, c.Intake.IdempotencyTTL)
 		require.Equal(t, QueueFlushIntervalDefault, c.Intake.QueueFlushInterval)
 		require.Equal(t, RetryAfterDefault, c.Intake.RetryAfter)
+		require.Equal(t, RedriveIntervalDefault, c.Intake.RedriveInterval)
 	})
 	t.Run("Environment", func(t *testing.T) {
 		t.Setenv("TURNSTILE_MAX_BACKLOG_AGE", "45s")
@@ -35,9 +36,10 @@ func TestIntakeSettings(t *testing.T) {
 		c.Intake.TenantRate = -1
 		c.Intake.QueueFlushInterval = time.Minute
 		c.Intake.RetryAfter = time.Millisecond
+		c.Intake.RedriveInterval = time.Hour
 		err := c.Validate()
 		require.Error(t, err)
-		for _, v := range []string{"TURNSTILE_MAX_BACKLOG_AGE", "TURNSTILE_TENANT_RATE", "TURNSTILE_QUEUE_FLUSH_INTERVAL", "TURNSTILE_RETRY_AFTER"} {
+		for _, v := range []string{"TURNSTILE_MAX_BACKLOG_AGE", "TURNSTILE_TENANT_RATE", "TURNSTILE_QUEUE_FLUSH_INTERVAL", "TURNSTILE_RETRY_AFTER", "TURNSTILE_REDRIVE_INTERVAL"} {
 			require.Contains(t, err.Error(), v)
 		}
 	})

@@ -105,6 +105,10 @@ func (b *Broker) Stop(context.Context) error {
 	b.mu.Unlock()
 	if c != nil {
 		c.Close()
+		if b.log != nil {
+			b.log.Info("embedded broker stopped; its records were in memory only and are gone: " +
+				"intake re-drives the accepted turns not yet finished from Postgres at the next start")
+		}
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 )
@@ -14,8 +13,6 @@ import (
 var (
 	//go:embed session_busy.sql
 	sessionBusySQL string
-	//go:embed cancel_earlier.sql
-	cancelEarlierSQL string
 )
 
 // CountQueued returns how many of the tenant's turns are queued (accepted, not yet started).
@@ -37,15 +34,4 @@ func (s *Store) SessionBusy(ctx context.Context, sessionID string, except uuid.U
 		return false, fmt.Errorf("check session busy: %w", err)
 	}
 	return busy, nil
-}
-
-// CancelEarlier requests cancellation of every live turn of the session, other than except,
-// accepted at or before acceptedAt, and returns how many it marked. A running turn's worker sees
-// the request at its next lease renewal; a queued one ends as cancelled at its claim.
-func (s *Store) CancelEarlier(ctx context.Context, sessionID string, except uuid.UUID, acceptedAt time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, cancelEarlierSQL, sessionID, except, acceptedAt)
-	if err != nil {
-		return 0, fmt.Errorf("cancel earlier turns: %w", err)
-	}
-	return tag.RowsAffected(), nil
 }

@@ -19,7 +19,8 @@ var backlogAgeSQL string
 
 // BacklogAge returns the age of the oldest accepted turn that could start now but has not: queued,
 // or running under an expired lease, and not behind a running turn of its own session with a live
-// lease. It is 0 when there is none (or Postgres's clock is behind the accepting replica's).
+// lease. A turn past its deadline cannot start (it expires; intake's re-driver marks it so) and a
+// turn whose cancel was requested will not: neither is backlog, so neither holds the signal up. It is 0 when there is none (or Postgres's clock is behind the accepting replica's).
 func (s *Store) BacklogAge(ctx context.Context) (time.Duration, error) {
 	var secs *float64
 	if err := s.pool.QueryRow(ctx, backlogAgeSQL).Scan(&secs); err != nil {

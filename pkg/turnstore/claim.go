@@ -28,6 +28,10 @@ const (
 	ClaimCancelled ClaimOutcome = "CANCELLED"
 	// ClaimExhausted: the turn has used its attempts.
 	ClaimExhausted ClaimOutcome = "EXHAUSTED"
+	// ClaimBlocked: an earlier accepted turn of the session is not terminal, so this one may not
+	// start yet. It is no attempt and no failure; the row, if any, is left as it was, which the
+	// statement also reports (any outcome of that row takes precedence over this one).
+	ClaimBlocked ClaimOutcome = "BLOCKED"
 )
 
 // ClaimParams are the turns one claim statement takes, as column arrays with one element per turn
@@ -62,7 +66,7 @@ func (p *ClaimParams) args() []any {
 }
 
 // ClaimRow is one row of the claim statement's result. A turn it took has a row with
-// ClaimAcquired; a turn whose row existed before the statement also has a row for that row as it
+// ClaimAcquired; a turn it refused to start for its session's order has a row with ClaimBlocked; a turn whose row existed before the statement also has a row for that row as it
 // was, with the outcome it implies had the turn not been taken. A turn may so have two rows, one
 // (its row was inserted by someone else after the statement's snapshot), or none.
 type ClaimRow struct {
@@ -86,7 +90,13 @@ type ClaimRow struct {
 // attempts are spent) in turn_id order — so two batches that share turns lock them in the same
 // order and cannot deadlock.
 //
-// It returns a row per turn taken (with the session's history sequence number) and a row per turn
+// A request whose session has an earlier accepted turn that is not terminal (queued or running) is
+// not taken: per-session order is kept where the claim is made, not only in a consumer's memory,
+// so a session's later turn cannot start ahead of an earlier one whose record was lost or is
+// re-driven behind it. That check is a probe of the partial index of live turns (migration 00100).
+//
+// It returns a row per turn taken (with the session's history sequence number), a row per turn
+// blocked by its session's order, and a row per turn
 // that existed before the statement (with the outcome that row, as it was, implies if the turn was
 // not taken); the caller matches them to requests by turn_id.
 //
@@ -138,7 +148,7 @@ func (s *Store) ClaimTurns(ctx context.Context, p *ClaimParams) ([]ClaimRow, err
 
 // The values ClaimTurns maps the statement's text columns to.
 var (
-	outcomes = []ClaimOutcome{ClaimAcquired, ClaimDone, ClaimLeased, ClaimCancelled, ClaimExhausted}
+	outcomes = []ClaimOutcome{ClaimAcquired, ClaimDone, ClaimLeased, ClaimCancelled, ClaimExhausted, ClaimBlocked}
 	statuses = []wire.Status{
 		wire.StatusQueued, wire.StatusRunning, wire.StatusSucceeded, wire.StatusFailed,
 		wire.StatusCancelled, wire.StatusExpired,

@@ -2,6 +2,16 @@ WITH req AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[],
         $7::timestamptz[], $8::integer[], $9::bigint[], $13::uuid[])
         AS r(turn_id, session_id, tenant, input_text, metadata, accepted_at, deadline, kpart, koff, client_turn_id)
+), blocked AS (
+    -- Requests whose session has an earlier accepted turn that is not terminal: they must not
+    -- start yet (per-session order), whatever the consumer holds in memory. One probe of the
+    -- partial index of live turns per request; a turn's own row is not its blocker.
+    SELECT r.turn_id FROM req r
+    WHERE EXISTS (
+        SELECT 1 FROM turns e
+        WHERE e.session_id = r.session_id AND e.status IN ('queued', 'running')
+          AND e.accepted_at < r.accepted_at AND e.turn_id <> r.turn_id
+    )
 ), claimed AS (
     INSERT INTO turns AS t (turn_id, session_id, tenant, status, attempt, fencing_token, lease_owner,
         lease_expires_at, input, metadata, accepted_at, deadline, started_at, kafka_partition, kafka_offset,
@@ -9,7 +19,7 @@ WITH req AS (
     SELECT r.turn_id, r.session_id, r.tenant, 'running', 1, nextval('fencing_token_seq'), $10,
         now() + $11 * interval '1 millisecond', jsonb_build_object('text', r.input_text), r.metadata, r.accepted_at,
         r.deadline, now(), r.kpart, r.koff, r.client_turn_id
-    FROM req r ORDER BY r.turn_id
+    FROM req r WHERE r.turn_id NOT IN (SELECT b.turn_id FROM blocked b) ORDER BY r.turn_id
     ON CONFLICT (turn_id) DO UPDATE SET
         status = 'running',
         attempt = t.attempt + 1,
@@ -32,6 +42,8 @@ WITH req AS (
 SELECT c.turn_id, 'ACQUIRED', c.attempt, c.fencing_token, 'running', c.lease_expires_at,
     coalesce((SELECT s.last_seq FROM sessions s WHERE s.session_id = c.session_id), 0)
 FROM claimed c
+UNION ALL
+SELECT b.turn_id, 'BLOCKED', 0, 0, 'queued', now(), 0 FROM blocked b
 UNION ALL
 SELECT p.turn_id,
     CASE

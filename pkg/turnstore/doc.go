@@ -11,6 +11,8 @@
 //   - intake's API: a turn's status and a session's turns (Get, ListSession), cancel requests
 //     (RequestCancel), and its acceptance and backlog statements;
 //   - intake's queued-row recorder (package record): InsertQueued;
+//   - intake's re-driver (package redrive): TakeLost, Redriven, Release, EndUnstartable,
+//     FinishUnleased, CountUnfinished;
 //   - the worker's lease store (package lease): ClaimTurns, RenewLeases, ReleaseLease,
 //     RecordAttemptError, CompleteTurns, FinishTurn, FinishUnleased, ExpireTurn, ReadFinal,
 //     ClearDeadLetter, ReadHistory;
@@ -27,7 +29,8 @@
 //
 // Statements are grouped in files by concern: claim.go (taking leases), renew.go (renewing and
 // releasing them, and ErrFenced), complete.go (succeeding a turn and appending its history),
-// finish.go (every other end of a turn, and reading it back), history.go, queued.go, retention.go,
+// finish.go (every other end of a turn, and reading it back), cancel.go, redrive.go, history.go,
+// queued.go, retention.go,
 // notify.go and vacuum.go. Each statement is one method of Store. A short statement is written
 // where it is run; a long one lives in a .sql file of the same name next to its Go file, embedded
 // with //go:embed, and the doc comment of its variable says why it is written as it is (its plan,

@@ -51,7 +51,8 @@ func scaling(n planNode, under string) []string {
 func probeByKey(n planNode) bool {
 	switch n.NodeType {
 	case "Index Scan", "Index Only Scan":
-		return n.Index == "turns_pkey" || n.Index == "sessions_pkey"
+		// turns_live_session_idx: the claim's probe for an earlier live turn of the session.
+		return n.Index == "turns_pkey" || n.Index == "sessions_pkey" || n.Index == "turns_live_session_idx"
 	case "LockRows", "Subquery Scan", "Result", "Limit":
 		for _, c := range n.Plans {
 			if !probeByKey(c) {

@@ -25,12 +25,26 @@ type QueuedParams struct {
 	// ClientTurnIDs are the IDs the clients minted (wire.ClientTurnKey), nil where the
 	// turn ID is the client's already.
 	ClientTurnIDs []*uuid.UUID
+	// The rest is what the turn's Kafka record holds beyond the above, so the record can be
+	// produced again from the row (intake's re-driver): the inputs' texts (the statement builds
+	// the stored object, as the claim does), the metadata objects as JSON (nil for none), the
+	// multitask strategies and W3C traceparents (empty for none), and where the record went:
+	// partition, offset and the topic's ID (nil when intake did not know it).
+	Inputs       pgarray.Texts
+	Metadata     [][]byte
+	Multitasks   []*string
+	Traceparents []*string
+	Partitions   pgarray.Ints
+	Offsets      pgarray.Ints
+	TopicIDs     []*uuid.UUID
 }
 
 // The insert takes the rows as arrays. DISTINCT ON keeps one row per turn (the earliest) when
-// retries of one keyed request arrive in the same batch; ON CONFLICT DO NOTHING keeps whatever row
-// the turn has already (written by an earlier request, a worker's claim or a cancel: a queued row
-// never overwrites progress).
+// retries of one keyed request arrive in the same batch; on conflict the turn keeps whatever row
+// it has already (written by an earlier request, a worker's claim or a cancel: a queued row never
+// overwrites progress), except that a row the claim of this very record wrote first (same
+// partition and offset) learns the topic's ID, which only intake knows, so the re-driver can
+// tell whether that record is lost.
 var (
 	//go:embed queued.sql
 	queuedTemplate string
@@ -44,8 +58,8 @@ var (
 )
 
 // InsertQueued records the turns of p as queued, in one statement, and returns how many rows it
-// inserted: a turn that has a row already (an earlier request's, a worker's claim, a cancel) keeps
-// it. The sessions of turns marked NeedSession get their row unless they have one.
+// inserted (or completed with the topic's ID): a turn that has a row already (an earlier
+// request's, a worker's claim, a cancel) keeps it. The sessions of turns marked NeedSession get their row unless they have one.
 func (s *Store) InsertQueued(ctx context.Context, p *QueuedParams) (int64, error) {
 	sql := insertQueuedSQL
 	for _, need := range p.NeedSession {
@@ -54,7 +68,8 @@ func (s *Store) InsertQueued(ctx context.Context, p *QueuedParams) (int64, error
 			break
 		}
 	}
-	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionIDs, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession, p.ClientTurnIDs)
+	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionIDs, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession,
+		p.ClientTurnIDs, p.Inputs, p.Metadata, p.Multitasks, p.Traceparents, p.Partitions, p.Offsets, p.TopicIDs)
 	if err != nil {
 		return 0, fmt.Errorf("record queued turns: %w", err)
 	}

@@ -1,9 +1,17 @@
 WITH rows AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[],
-        $6::boolean[], $7::uuid[]) AS r(turn_id, session_id, tenant, accepted_at, deadline, need_session, client_turn_id)
+        $6::boolean[], $7::uuid[], $8::text[], $9::jsonb[], $10::text[], $11::text[], $12::integer[],
+        $13::bigint[], $14::uuid[])
+        AS r(turn_id, session_id, tenant, accepted_at, deadline, need_session, client_turn_id, input_text,
+            metadata, multitask, traceparent, kpart, koff, ktopic)
 )
 -- include: queued_sessions.sql
-INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, deadline, client_turn_id)
-SELECT DISTINCT ON (turn_id) turn_id, session_id, tenant, 'queued', accepted_at, deadline, client_turn_id
+INSERT INTO turns AS t (turn_id, session_id, tenant, status, accepted_at, deadline, client_turn_id, input, metadata,
+    multitask, traceparent, kafka_partition, kafka_offset, kafka_topic_id)
+SELECT DISTINCT ON (turn_id) turn_id, session_id, tenant, 'queued', accepted_at, deadline, client_turn_id,
+    jsonb_build_object('text', input_text), metadata, multitask, traceparent, kpart, koff, ktopic
 FROM rows ORDER BY turn_id, accepted_at
-ON CONFLICT (turn_id) DO NOTHING
+ON CONFLICT (turn_id) DO UPDATE SET kafka_topic_id = EXCLUDED.kafka_topic_id,
+    multitask = coalesce(t.multitask, EXCLUDED.multitask), traceparent = coalesce(t.traceparent, EXCLUDED.traceparent)
+WHERE t.kafka_topic_id IS NULL AND EXCLUDED.kafka_topic_id IS NOT NULL
+  AND t.kafka_partition = EXCLUDED.kafka_partition AND t.kafka_offset = EXCLUDED.kafka_offset

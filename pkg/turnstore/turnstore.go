@@ -93,23 +93,3 @@ func (s *Store) ListSession(ctx context.Context, sessionID string, before time.T
 	}
 	return out, rows.Err()
 }
-
-// RequestCancel marks a turn for cancellation and reports whether it was still live. A turn no
-// worker has claimed yet gets a queued row carrying the request, so its claim finds it; a running
-// turn's worker learns of it at its next lease renewal. Cancelling a finished turn changes nothing.
-func (s *Store) RequestCancel(ctx context.Context, turnID uuid.UUID, sessionID, tenant string) (live bool, err error) {
-	var status string
-	err = s.pool.QueryRow(ctx, `
-		INSERT INTO turns AS t (turn_id, session_id, tenant, status, cancel_requested, accepted_at)
-		VALUES ($1, $2, $3, 'queued', true, now())
-		ON CONFLICT (turn_id) DO UPDATE SET cancel_requested = true, updated_at = now()
-			WHERE t.status IN ('queued', 'running')
-		RETURNING t.status`, turnID, sessionID, tenant).Scan(&status)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil // already terminal
-	}
-	if err != nil {
-		return false, fmt.Errorf("request cancel: %w", err)
-	}
-	return true, nil
-}

@@ -18,11 +18,13 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
+	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/services/intake/internal/api"
 	"github.com/turnstile-run/turnstile/services/intake/internal/backlog"
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
+	"github.com/turnstile-run/turnstile/services/intake/internal/redrive"
 )
 
 // Role builds intake from shared deps. It brings the `apikey` command, which manages the API keys
@@ -48,8 +50,8 @@ var APIKeyCommand = app.Command{
 	},
 }
 
-// Intake is the running intake role: its background parts (the queued-row recorder and the
-// backlog monitor) are one lifecycle.Group, and Stop also flushes and closes the producer, so a
+// Intake is the running intake role: its background parts (the queued-row recorder, the backlog
+// monitor and the re-driver) are one lifecycle.Group, and Stop also flushes and closes the producer, so a
 // stopped intake does not start again.
 type Intake struct {
 	deps     *app.Deps
@@ -57,6 +59,7 @@ type Intake struct {
 	recorder *record.Recorder
 	handler  *api.Handler
 	backlog  *backlog.Monitor
+	redriver *redrive.Redriver
 	parts    lifecycle.Group
 	ready    atomic.Bool
 
@@ -107,6 +110,15 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 			api.DefaultTenant + "\"; set TURNSTILE_AUTH=on outside development")
 	}
 	rec := record.New(pool, cfg.Intake.QueueFlushInterval, log, d.Registry)
+	var events *streams.Publisher
+	if rdb != nil {
+		events = streams.NewPublisher(rdb, cfg.KeyPrefix, cfg.StreamMaxLen, cfg.StreamRetention)
+	}
+	// The re-driver lives here for the reason the backlog monitor does, and because it produces
+	// through intake's producer (package redrive).
+	redriver := redrive.New(redrive.Config{
+		Topic: cfg.Topic, Interval: cfg.Intake.RedriveInterval, ProduceTimeout: cfg.ProduceTimeout,
+	}, pool, producer, events, log, d.Registry)
 	// The backlog-age signal lives here because intake does not scale to zero with the workers.
 	monitor := backlog.New(backlog.Config{Interval: cfg.Ops.BacklogInterval}, pool, log, d.Registry)
 	backlogAge := opts.BacklogAge
@@ -134,11 +146,13 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		Redis:    rdb,
 		Signer:   streamtoken.New(streamtoken.Options{Keys: keys, TTL: cfg.Auth.StreamTokenTTL}),
 		Recorder: rec,
+		TopicID:  redriver.TopicID,
+		Events:   events,
 		Log:      log,
 		Registry: d.Registry,
 	})
-	i := &Intake{deps: d, producer: producer, recorder: rec, handler: h, backlog: monitor}
-	i.parts.Add("queued-row recorder", rec).Add("backlog monitor", monitor)
+	i := &Intake{deps: d, producer: producer, recorder: rec, handler: h, backlog: monitor, redriver: redriver}
+	i.parts.Add("queued-row recorder", rec).Add("backlog monitor", monitor).Add("re-driver", redriver)
 	return i, nil
 }
 
@@ -165,6 +179,13 @@ func (i *Intake) Start(ctx context.Context) error {
 	if i.stopped {
 		return errors.New("start intake: stopped")
 	}
+	// The turns topic's ID, read before the first turn is accepted, goes with every queued row
+	// (package redrive). Bounded: Kafka may be down, and intake then refuses turns anyway.
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	if err := i.redriver.ReadTopic(tctx); err != nil {
+		i.deps.Log.Warn("the turns topic's ID is not known yet; rows of turns accepted meanwhile are re-driven by age if their records are lost", "err", err)
+	}
+	cancel()
 	if err := i.parts.Start(ctx); err != nil {
 		return err
 	}
@@ -190,7 +211,10 @@ func (i *Intake) Stop(ctx context.Context) error {
 	}
 	i.stopped = true
 	i.ready.Store(false)
-	i.stopErr = errors.Join(i.producer.Flush(ctx), i.parts.Stop(ctx), i.handler.Close())
+	flushErr := i.producer.Flush(ctx)
+	partsErr := i.parts.Stop(ctx) // the recorder's last rows are written before the count
+	i.redriver.Report(ctx)
+	i.stopErr = errors.Join(flushErr, partsErr, i.handler.Close())
 	i.producer.Close()
 	return i.stopErr
 }

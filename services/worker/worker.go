@@ -139,6 +139,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		AttemptEnded: func(outcome string, _ int, took time.Duration) { m.attemptEnded(outcome, took) },
 		DeadLettered: func(reason string) { m.deadLettered.WithLabelValues(reason).Inc() },
 		Takeover:     func() { m.takeovers.Inc() },
+		Blocked:      func() { m.blocked.Inc() },
 		PublishRetried: func(terminal bool) {
 			if terminal {
 				m.publishRetries.WithLabelValues("terminal").Inc()
@@ -428,6 +429,7 @@ type metrics struct {
 	renewals      *prometheus.CounterVec
 	renewedLeases prometheus.Counter
 	takeovers     prometheus.Counter
+	blocked       prometheus.Counter
 	deadLettered  *prometheus.CounterVec
 	// publishRetries counts further tries of event groups Redis could not take, by kind of group.
 	publishRetries *prometheus.CounterVec
@@ -484,6 +486,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "turnstile_worker_lease_renewals_total",
 			Help: "Leases sent for renewal, summed over renewal rounds.",
 		}),
+		blocked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnstile_worker_claims_blocked_total",
+			Help: "Claims refused because an earlier accepted turn of the session was not terminal; the record is held and claimed again when that turn ends.",
+		}),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "turnstile_worker_takeovers_total",
 			Help: "Attempts that took a turn over from an earlier attempt.",
@@ -516,6 +522,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.vacuums, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.deadLettered, m.publishRetries)
+	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.vacuums, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.blocked, m.deadLettered, m.publishRetries)
 	return m
 }

@@ -37,13 +37,16 @@ func TestWorkerCancel(t *testing.T) {
 		return n > 0
 	})
 
-	live, err := store.RequestCancel(ctx, uuid.MustParse(queued), session, "default")
+	c, err := store.RequestCancel(ctx, uuid.MustParse(queued), session, "default")
 	require.NoError(t, err)
-	require.True(t, live)
+	require.True(t, c.Live)
+	require.True(t, c.Ended, "a queued turn's cancel is terminal at once")
+	require.Equal(t, "cancelled", readTurn(t, env, queued).Status)
 	sent := time.Now()
-	live, err = store.RequestCancel(ctx, uuid.MustParse(running), session, "default")
+	c, err = store.RequestCancel(ctx, uuid.MustParse(running), session, "default")
 	require.NoError(t, err)
-	require.True(t, live)
+	require.True(t, c.Live)
+	require.False(t, c.Ended, "a running turn's worker ends it")
 	testenv.WaitFor(t, 30*time.Second, "the running turn to be cancelled", func() bool {
 		return readTurn(t, env, running).Status == "cancelled"
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/openapi"
+	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
@@ -178,6 +180,12 @@ type Deps struct {
 	Redis    redis.UniversalClient
 	Signer   *streamtoken.Signer
 	Recorder *record.Recorder
+	// TopicID, when set, returns the ID of the turns topic as intake last saw it (the zero UUID
+	// when it does not know it); each queued row records the ID read before its record was
+	// produced, which names the topic incarnation the record went to (package redrive).
+	TopicID func() uuid.UUID
+	// Events, when set, publishes the terminal events of queued turns a cancel ends at once.
+	Events   *streams.Publisher
 	Log      *slog.Logger
 	Registry prometheus.Registerer
 }

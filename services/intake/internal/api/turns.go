@@ -17,6 +17,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/intake/internal/announce"
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
 )
 
@@ -114,12 +115,19 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, httpx.ProblemValidation.Problem("metadata cannot be encoded: "+err.Error()))
 		return
 	}
-	if err := h.produceRecord(ctx, &kgo.Record{Topic: h.cfg.Topic, Key: []byte(key), Value: value}); err != nil {
+	// Read before the record is produced, so the ID recorded with the row names the topic the
+	// record went to or an older incarnation of it, never a newer one (package redrive).
+	var topicID uuid.UUID
+	if h.d.TopicID != nil {
+		topicID = h.d.TopicID()
+	}
+	rec := &kgo.Record{Topic: h.cfg.Topic, Key: []byte(key), Value: value}
+	if err := h.produceRecord(ctx, rec); err != nil {
 		h.d.Log.WarnContext(ctx, "produce failed", "session_id", sessionID, "turn_id", turnID, "err", err)
 		h.refuse(w, route, httpx.ProblemKafkaUnavail.Problem("the turn could not be durably queued in time; retry with the same Idempotency-Key"))
 		return
 	}
-	h.recordQueued(env)
+	h.recordQueued(env, rec, topicID)
 	if req.Multitask == "interrupt" {
 		h.interrupt(ctx, key, turnID, now)
 	}
@@ -159,15 +167,25 @@ func (h *Handler) produceRecord(ctx context.Context, rec *kgo.Record) error {
 	}
 }
 
-// recordQueued hands the turn's queued row to the recorder, under the session's key.
-func (h *Handler) recordQueued(env wire.Envelope) {
+// recordQueued hands the turn's queued row to the recorder, under the session's key: everything
+// its record rec holds, and where Kafka put it (in the topic whose ID was topicID before the
+// produce).
+func (h *Handler) recordQueued(env wire.Envelope, rec *kgo.Record, topicID uuid.UUID) {
 	if h.d.Recorder == nil {
 		return
 	}
-	h.d.Recorder.Add(record.Row{
+	row := record.Row{
 		TurnID: env.TurnID, ClientTurnID: env.ClientTurnID, SessionID: env.SessionKey(), Tenant: env.Tenant,
 		AcceptedAt: env.AcceptedAt, Deadline: env.Deadline,
-	})
+		Input: env.Input.Text, Metadata: env.Metadata, Multitask: env.Multitask,
+		Partition: rec.Partition, Offset: rec.Offset, TopicID: topicID,
+	}
+	for _, hd := range rec.Headers {
+		if hd.Key == "traceparent" {
+			row.Traceparent = string(hd.Value)
+		}
+	}
+	h.d.Recorder.Add(row)
 }
 
 // interrupt requests cancellation of every live turn the session (named by its key) accepted before this one, so this
@@ -183,12 +201,13 @@ func (h *Handler) interrupt(ctx context.Context, sessionID string, turnID uuid.U
 	if h.d.Recorder != nil {
 		h.d.Recorder.Flush(ctx)
 	}
-	n, err := h.store.CancelEarlier(ctx, sessionID, turnID, acceptedAt)
+	n, ended, err := h.store.CancelEarlier(ctx, sessionID, turnID, acceptedAt)
 	if err != nil {
 		h.failOpen.WithLabelValues("multitask_interrupt").Inc()
 		h.d.Log.WarnContext(ctx, "interrupt: cancel of earlier turns failed", "session_id", sessionID, "err", err)
 		return
 	}
+	announce.Ended(ctx, h.d.Events, h.d.Log, wire.StatusCancelled, ended)
 	h.d.Log.DebugContext(ctx, "interrupt: cancel requested", "session_id", sessionID, "turns", n)
 }
 
@@ -274,11 +293,20 @@ func (h *Handler) cancelTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
 	defer cancel()
-	live, err := h.store.RequestCancel(ctx, t.TurnID, t.SessionID, t.Tenant)
+	c, err := h.store.RequestCancel(ctx, t.TurnID, t.SessionID, t.Tenant)
 	if err != nil {
 		h.d.Log.WarnContext(r.Context(), "cancel failed", "turn_id", t.TurnID, "err", err)
 		h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("the cancel request could not be recorded; retry"))
 		return
+	}
+	live := c.Live
+	if c.Ended {
+		// A queued turn's cancel is terminal at once: nothing waits for a worker to read its
+		// record, which may have been lost.
+		announce.Ended(ctx, h.d.Events, h.d.Log, wire.StatusCancelled, []turnstore.Ended{{
+			TurnID: t.TurnID, SessionID: t.SessionID, ClientTurnID: t.ClientTurnID, Token: c.Token,
+			Attempt: c.Attempt, Error: turnstore.CancelledBeforeStart,
+		}})
 	}
 	if live {
 		if t2, err := h.store.Get(ctx, t.TurnID); err == nil {

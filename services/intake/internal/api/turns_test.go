@@ -86,7 +86,8 @@ func TestMultitask(t *testing.T) {
 	require.Equal(t, wire.StatusQueued, tv.Status)
 }
 
-// TestCancel: 202 for queued, running and finished turns, idempotent, never refused for capacity.
+// TestCancel: 202 for queued, running and finished turns, idempotent, never refused for capacity;
+// a queued turn ends cancelled at once.
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{cfg: func(c *Config) { c.MaxBacklogAge = time.Second }})
@@ -103,7 +104,7 @@ func TestCancel(t *testing.T) {
 	}
 	c := cancel(a.TurnID)
 	require.True(t, c.CancelRequested)
-	require.Equal(t, "queued", c.Status)
+	require.Equal(t, "cancelled", c.Status, "a queued turn's cancel is terminal at once")
 	require.Equal(t, c, cancel(a.TurnID), "cancel is idempotent")
 
 	run := accepted(t, postTurnAdmitted(t, b, "cx"))
@@ -146,6 +147,9 @@ func TestListSessionTurns(t *testing.T) {
 		require.LessOrEqual(t, len(p.Turns), 2)
 		for _, tv := range p.Turns {
 			got = append(got, tv.TurnID.String())
+			// No worker claimed these turns: the queued row holds the input all the same.
+			require.Equal(t, wire.StatusQueued, tv.Status)
+			require.Regexp(t, `^\{"text": ?"n[0-4]"\}$`, string(tv.Input), "the list shows an unclaimed turn's input")
 		}
 		if p.NextCursor == "" {
 			break

@@ -2,8 +2,10 @@
 // oldest accepted turn that could start now but has not.
 //
 // A turn counts when it is queued (intake recorded it, no worker claimed it) or running under an
-// expired lease (its worker died; the turn waits for a takeover), and its session has no running
-// turn with a live lease. Running turns are not backlog, and a turn waiting behind its own session's
+// expired lease (its worker died; the turn waits for a takeover), its deadline has not passed, its
+// cancel was not requested, and its session has no running turn with a live lease. A turn past its
+// deadline or cancelled cannot start (intake's re-driver ends it), so it would only hold the signal
+// up: one such turn, left queued by a lost record, made intake refuse every turn. Running turns are not backlog, and a turn waiting behind its own session's
 // running turn is not backlog either: more workers cannot start it. A queued turn behind an earlier
 // queued turn of its session is never the oldest, so the minimum needs no check for it.
 //

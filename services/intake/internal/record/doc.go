@@ -18,8 +18,11 @@
 //     its own one-connection pool from the pool it is given, with the setting as a session
 //     parameter, so no statement in the flush's transaction has to set it (SET LOCAL or
 //     set_config would be one more statement per flush).
-//   - The row carries identity, tenant, timestamps and deadline, not the input: nothing reads the
-//     input before the claim, which writes it from the Kafka record. That keeps each row small.
+//   - The row carries everything the turn's Kafka record holds (identity, tenant, input, metadata,
+//     multitask strategy, deadline, accepted_at, traceparent) and where the record went (partition,
+//     offset, the topic's ID), so a turn whose record the broker lost is produced again from the
+//     row (package redrive), and a session's turn list shows the input of unclaimed turns. The
+//     metadata is encoded here, in the loop, not on the request path.
 //   - INSERT … ON CONFLICT DO NOTHING: a worker that claimed the turn first (or a cancel that
 //     created the row) wins; the queued row never overwrites progress. A row writes its session's
 //     row only when asked (Row.NeedSession; intake does not ask: a session is its tenant's by its

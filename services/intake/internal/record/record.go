@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"time"
@@ -29,6 +30,18 @@ type Row struct {
 	// exists. Intake leaves it unset: a session is its tenant's by its key (wire.SessionKey), and
 	// its row is written with its first completion.
 	NeedSession bool
+	// What the turn's record holds beyond the above, so it can be produced again from the row:
+	// the input's text, the metadata (encoded by the loop, off the request path), the multitask
+	// strategy and the W3C traceparent (empty for none).
+	Input       string
+	Metadata    map[string]any
+	Multitask   string
+	Traceparent string
+	// Where Kafka put the record: partition, offset, and the topic's ID as intake knew it before
+	// producing (the zero UUID when it did not).
+	Partition int32
+	Offset    int64
+	TopicID   uuid.UUID
 }
 
 // Limits of a Recorder. BufferSize bounds the rows waiting for the loop (Add drops beyond it);
@@ -212,8 +225,26 @@ func (r *Recorder) write(ctx context.Context, db *turnstore.Store, batch []Row) 
 		TurnIDs: make(pgarray.UUIDs, n), SessionIDs: make(pgarray.Texts, n), Tenants: make(pgarray.Texts, n),
 		AcceptedAt: make(pgarray.Times, n), Deadlines: make(pgarray.Times, n), NeedSession: make(pgarray.Bools, n),
 		ClientTurnIDs: make([]*uuid.UUID, n),
+		Inputs:        make(pgarray.Texts, n), Metadata: make([][]byte, n), Multitasks: make([]*string, n),
+		Traceparents: make([]*string, n), Partitions: make(pgarray.Ints, n), Offsets: make(pgarray.Ints, n),
+		TopicIDs: make([]*uuid.UUID, n),
 	}
 	for i, row := range batch {
+		p.Inputs[i], p.Partitions[i], p.Offsets[i] = pgarray.Text(row.Input), pgarray.Int(row.Partition), pgarray.Int(row.Offset)
+		if row.Metadata != nil {
+			// Intake checked that the metadata encodes (it is in the record): an error here
+			// cannot happen, and would only leave the row without it.
+			p.Metadata[i], _ = json.Marshal(row.Metadata)
+		}
+		if row.Multitask != "" {
+			p.Multitasks[i] = &batch[i].Multitask
+		}
+		if row.Traceparent != "" {
+			p.Traceparents[i] = &batch[i].Traceparent
+		}
+		if row.TopicID != uuid.Nil {
+			p.TopicIDs[i] = &batch[i].TopicID
+		}
 		p.TurnIDs[i] = pgarray.UUID(row.TurnID)
 		p.SessionIDs[i], p.Tenants[i] = pgarray.Text(row.SessionID), pgarray.Text(row.Tenant)
 		p.AcceptedAt[i], p.Deadlines[i] = pgarray.Time(row.AcceptedAt), pgarray.Time(row.Deadline)

@@ -141,6 +141,12 @@ type session struct {
 	sk      sessionKey
 	running bool
 	queue   []queued
+	// deferred are records the handler deferred (Defer), oldest first: held, uncommitted, and
+	// put back at the head of queue when a record of the session ends or retry fires. pause is
+	// retry's next pause.
+	deferred []queued
+	retry    *time.Timer
+	pause    time.Duration
 }
 
 // readySession is a ready session and the offset of its head record.
@@ -467,7 +473,9 @@ func (c *Consumer) run(ctx context.Context, s *session, q queued) {
 }
 
 // finishLocked records the end of a record's turn: its offset may be committed (if it finished
-// under the partition's current assignment) and its session's next record becomes ready.
+// under the partition's current assignment) and its session's next record becomes ready. A deferred
+// record is held back (see Defer), and the session's deferred records go back to the head of its
+// queue when any other of its records ends.
 func (c *Consumer) finishLocked(s *session, q queued, res Result) {
 	c.inflight--
 	ps := c.parts[s.sk.part]
@@ -475,6 +483,24 @@ func (c *Consumer) finishLocked(s *session, q queued, res Result) {
 		ps.tracker.Done(q.rec.Offset)
 	}
 	s.running = false
+	if res == Defer {
+		if ps == nil || ps.gen != q.gen {
+			// Revoked meanwhile: the next owner reads it again from the committed offset.
+			c.dropEmptyLocked(s)
+			return
+		}
+		s.deferred = append(s.deferred, q)
+		ps.held++
+		if len(s.queue) > 0 {
+			ps.ready.push(readySession{s, s.queue[0].rec.Offset})
+			return
+		}
+		c.armRetryLocked(s)
+		return
+	}
+	if len(s.deferred) > 0 && res == Commit {
+		c.requeueDeferredLocked(s)
+	}
 	// Queued records belong to the partition's current assignment: forget empties the queues of
 	// a revoked partition, so a non-empty queue has a partition state.
 	switch {
@@ -482,15 +508,66 @@ func (c *Consumer) finishLocked(s *session, q queued, res Result) {
 		// Draining: the session's later records must not start before this one, which is now
 		// someone else's; drop them so the next owner runs them in order.
 		if ps != nil {
-			ps.held -= len(s.queue)
+			ps.held -= len(s.queue) + len(s.deferred)
 		}
-		s.queue = nil
+		s.queue, s.deferred = nil, nil
+		stopRetry(s)
 		delete(c.sessions, s.sk)
 	case len(s.queue) == 0:
-		delete(c.sessions, s.sk)
+		c.dropEmptyLocked(s)
 	default:
 		ps.ready.push(readySession{s, s.queue[0].rec.Offset})
 	}
+}
+
+// dropEmptyLocked removes s from the session map when nothing of it is queued, deferred or running.
+func (c *Consumer) dropEmptyLocked(s *session) {
+	if len(s.queue) == 0 && len(s.deferred) == 0 && !s.running {
+		stopRetry(s)
+		delete(c.sessions, s.sk)
+	}
+}
+
+// requeueDeferredLocked puts s's deferred records back at the head of its queue, in offset order
+// (they were accepted before what is queued behind them), and resets the retry pause.
+func (c *Consumer) requeueDeferredLocked(s *session) {
+	s.queue = append(s.deferred, s.queue...)
+	s.deferred = nil
+	stopRetry(s)
+	s.pause = 0
+}
+
+// armRetryLocked schedules the next try of s's deferred records while nothing of the session runs
+// here: one timer per session, whose pause doubles from DeferPauseFirst to DeferPauseLongest.
+func (c *Consumer) armRetryLocked(s *session) {
+	stopRetry(s)
+	s.pause = min(max(2*s.pause, DeferPauseFirst), DeferPauseLongest)
+	s.retry = time.AfterFunc(s.pause, func() { c.retryDeferred(s) })
+}
+
+// stopRetry stops s's retry timer, if any.
+func stopRetry(s *session) {
+	if s.retry != nil {
+		s.retry.Stop()
+		s.retry = nil
+	}
+}
+
+// retryDeferred hands s's deferred records to the handler again, unless the session runs or was
+// forgotten meanwhile, or the consumer is closing.
+func (c *Consumer) retryDeferred(s *session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.retry = nil
+	ps := c.parts[s.sk.part]
+	if c.closing || s.running || len(s.deferred) == 0 || ps == nil || c.sessions[s.sk] != s {
+		return
+	}
+	pause := s.pause
+	c.requeueDeferredLocked(s)
+	s.pause = pause // still nothing else ran: the next pause keeps growing
+	ps.ready.push(readySession{s, s.queue[0].rec.Offset})
+	c.scheduleLocked()
 }
 
 // pauseLocked pauses the fetching of each partition that holds its share of records that could
@@ -605,7 +682,8 @@ func (c *Consumer) forget(parts map[string][]int32) {
 	}
 	for sk, s := range c.sessions {
 		if drop[sk.part] {
-			s.queue = nil
+			s.queue, s.deferred = nil, nil
+			stopRetry(s)
 			if !s.running {
 				delete(c.sessions, sk)
 			}
@@ -726,6 +804,9 @@ func (c *Consumer) drain(done chan struct{}, pollCancel context.CancelFunc, canc
 	c.closing = true
 	cl := c.client
 	cl.PauseFetchTopics(c.cfg.Topic)
+	for _, s := range c.sessions {
+		stopRetry(s) // deferred records stay uncommitted: the next owner reads them again
+	}
 	c.mu.Unlock()
 	pollCancel()
 	if c.cfg.Draining != nil {

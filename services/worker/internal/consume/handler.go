@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -25,6 +26,20 @@ const (
 	// record is not committed, and the session's later records are dropped, so that the next owner
 	// of the partition runs them all in order.
 	HandOff
+	// Defer: the record's turn may not start yet (an earlier accepted turn of its session is not
+	// terminal: the claim said so). The record is held, uncommitted, and the session's later
+	// records may start meanwhile (the earlier turn may be among them: a re-driven record lands
+	// behind the records accepted after it); it is handed to the handler again when a record of
+	// its session ends, or after a pause that grows from DeferPauseFirst to DeferPauseLongest while
+	// nothing of the session runs here (its earlier turn runs elsewhere, or is yet to be
+	// re-driven).
+	Defer
+)
+
+// The pauses of a deferred record whose session has nothing else to run here.
+const (
+	DeferPauseFirst   = 250 * time.Millisecond
+	DeferPauseLongest = 5 * time.Second
 )
 
 // ErrDraining is the cause with which the turn context ends when the drain grace period is over.

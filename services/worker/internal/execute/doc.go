@@ -45,8 +45,12 @@
 // once the turns that only wait (on their upstream, before their next attempt, or on a turn another
 // worker holds); running turns keep the drain's grace period.
 //
-// Handle returns only when the record may be committed (the turn is terminal, here or elsewhere) or
-// when the worker is draining (the turn was handed off and must not be committed). While another
+// Handle returns only when the record may be committed (the turn is terminal, here or elsewhere),
+// when the worker is draining (the turn was handed off and must not be committed), or when the
+// claim found an earlier accepted turn of the session not terminal (lease.Blocked): the turn must
+// not start before it, so the record is deferred (consume.Defer) and handed back later. That check
+// is the claim statement's, so a session's order holds even when the earlier turn's record was
+// lost and is re-driven behind the later one. While another
 // worker holds a live lease on the turn, Handle waits for it: the turn's session stays blocked, which
 // is what keeps a session's turns in order across rebalances and crashes.
 //

@@ -111,6 +111,9 @@ type Hooks struct {
 	DeadLettered func(reason string)
 	// Takeover is called when an attempt takes over a turn from an earlier one.
 	Takeover func()
+	// Blocked is called when a claim found an earlier turn of the session not terminal, and the
+	// record was deferred (consume.Defer).
+	Blocked func()
 	// PublishRetried is called before each further try of a group of events Redis could not take
 	// (unreachable, or an error of the call); terminal says the group ends the turn (see
 	// terminalPatience).
@@ -232,6 +235,15 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) consume.Result {
 				return consume.HandOff
 			}
 			continue
+		case lease.Blocked:
+			// An earlier accepted turn of the session is not terminal (its record was lost and is
+			// re-driven behind this one, say): not an attempt, not a failure. The consumer holds
+			// the record and hands it back when a turn of the session ends.
+			t.log.DebugContext(ctx, "turn waits for an earlier turn of its session")
+			if x.hooks.Blocked != nil {
+				x.hooks.Blocked()
+			}
+			return consume.Defer
 		case lease.Cancelled:
 			t.finishUnleased(wire.StatusCancelled, "cancelled before it started", "") //nolint:contextcheck // the turn carries its context (turn.ctx)
 			return consume.Commit

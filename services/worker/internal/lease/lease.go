@@ -41,6 +41,9 @@ const (
 	Cancelled = turnstore.ClaimCancelled
 	// Exhausted: the last allowed attempt died without finishing (a crash loop); fail the turn.
 	Exhausted = turnstore.ClaimExhausted
+	// Blocked: an earlier accepted turn of the session is not terminal; hold the turn and claim
+	// it again once that one ended. Not an attempt and not a failure.
+	Blocked = turnstore.ClaimBlocked
 )
 
 // ErrFenced is returned when a statement's fencing token is no longer the turn's: another attempt
@@ -198,6 +201,11 @@ func matchClaims(rows []turnstore.ClaimRow, pos []int, ids pgarray.UUIDs, out []
 		if r.Outcome == "" || (found[i] && out[pos[i]].Val.Outcome == Acquired) {
 			// No outcome: the row as it was was claimable, so unless it was claimed it changed
 			// under the statement.
+			continue
+		}
+		if found[i] && r.Outcome == Blocked {
+			// What the row as it was says (ended, leased, cancelled, exhausted) comes first: such
+			// a turn is not waiting for its session's order.
 			continue
 		}
 		out[pos[i]] = batch.Result[Claim]{Val: Claim{

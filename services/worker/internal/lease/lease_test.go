@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"testing"
@@ -266,7 +267,7 @@ func TestStoreBatches(t *testing.T) {
 		const n = 50
 		reqs := make([]ClaimRequest, n)
 		for i := range reqs {
-			reqs[i] = request("race")
+			reqs[i] = request(fmt.Sprintf("race-%d", i))
 		}
 		rev := make([]ClaimRequest, n)
 		for i := range reqs {
@@ -301,8 +302,12 @@ func TestStoreBatches(t *testing.T) {
 		env := setup(t)
 		s := NewStore(env.Pool, "a", 200*time.Millisecond, 3)
 		// Three turns of one session and one of another; the second turn's first attempt is a
-		// zombie: a newer attempt took over, so only the newer token completes it.
+		// zombie: a newer attempt took over, so only the newer token completes it. The session's
+		// turns were accepted at one instant, so none waits for another at its claim.
 		reqs := []ClaimRequest{request("cm"), request("cm"), request("cm"), request("cm-other")}
+		for i := range reqs {
+			reqs[i].Env.AcceptedAt = reqs[0].Env.AcceptedAt
+		}
 		var claims []Claim
 		for _, r := range reqs {
 			c, err := s.Claim(ctx, r)
@@ -377,7 +382,7 @@ func TestStoreBatches(t *testing.T) {
 		t.Parallel()
 		env := setup(t)
 		s := NewStore(env.Pool, "a", time.Minute, 3)
-		a, b := request("err"), request("err")
+		a, b := request("err-1"), request("err-2")
 		ca, err := s.Claim(ctx, a)
 		require.NoError(t, err)
 		cb, err := s.Claim(ctx, b)
@@ -397,7 +402,7 @@ func TestStoreBatches(t *testing.T) {
 
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		for _, r := range s.ClaimMany(cctx, []ClaimRequest{request("err"), request("err")}) {
+		for _, r := range s.ClaimMany(cctx, []ClaimRequest{request("err-1"), request("err-2")}) {
 			require.ErrorIs(t, r.Err, context.Canceled)
 		}
 	})

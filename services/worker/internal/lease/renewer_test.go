@@ -16,7 +16,7 @@ import (
 func claimed(t *testing.T, s *Store) (uuid.UUID, Claim) {
 	t.Helper()
 	now := time.Now()
-	e := wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: "renew", Tenant: "default", Deadline: now.Add(time.Hour), AcceptedAt: now}
+	e := wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: "renew-" + uuid.NewString(), Tenant: "default", Deadline: now.Add(time.Hour), AcceptedAt: now}
 	c, err := s.Claim(context.Background(), ClaimRequest{Env: e})
 	require.NoError(t, err)
 	require.Equal(t, Acquired, c.Outcome)
