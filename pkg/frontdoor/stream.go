@@ -217,3 +217,39 @@ func (s *Stream) connect() error {
 	s.rd = sse.NewReader(resp.Body, 0)
 	return nil
 }
+
+// Next is one result of Stream.Next: an event, or the error that ended the stream.
+type Next struct {
+	Event Event
+	Err   error
+}
+
+// Pump reads the stream on one goroutine and sends each result on the returned channel, so a
+// front door's write loop can select on events and its keep-alive ticker together (a takeover
+// leaves a stream silent for seconds). The channel's last value carries the error that ended the
+// stream (io.EOF after a followed turn's end); pumping also stops when ctx ends. stop closes the
+// stream and waits for the goroutine: call it once, when the loop is done.
+func (s *Stream) Pump(ctx context.Context) (results <-chan Next, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan Next)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			ev, err := s.Next()
+			select {
+			case out <- Next{ev, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out, func() {
+		cancel()
+		_ = s.Close()
+		<-done
+	}
+}

@@ -12,12 +12,6 @@ import (
 	"github.com/turnstile-run/turnstile/services/aisdk/internal/uistream"
 )
 
-// next is one result of the native stream's Next.
-type next struct {
-	ev  frontdoor.Event
-	err error
-}
-
 // stream opens the turn's native stream and relays it as a UI message stream. Until the native
 // stream answers, a refusal is still the native problem; after that the answer is a 200 stream.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, route string, log *slog.Logger,
@@ -34,29 +28,10 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, route string, l
 		return
 	}
 
-	// One reader goroutine, owned by this handler, feeds the loop so keep-alives go out while the
-	// native stream is silent (a takeover waits seconds for the dead worker's lease).
-	events := make(chan next)
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		for {
-			ev, err := ns.Next()
-			select {
-			case events <- next{ev, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	defer func() {
-		cancel()
-		_ = ns.Close()
-		<-readerDone
-	}()
+	// The pump feeds the loop so keep-alives go out while the native stream is silent (a takeover
+	// waits seconds for the dead worker's lease).
+	events, stop := ns.Pump(ctx)
+	defer stop()
 
 	h.open.WithLabelValues(route).Inc()
 	defer h.open.WithLabelValues(route).Dec()
@@ -81,8 +56,8 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, route string, l
 				return
 			}
 		case n := <-events:
-			if n.err != nil {
-				if errors.Is(n.err, io.EOF) {
+			if n.Err != nil {
+				if errors.Is(n.Err, io.EOF) {
 					// The native stream ended after the turn's terminal event, which ended the
 					// parts; a stream that ended without one is cut (the client resumes).
 					if rs.Done() {
@@ -92,19 +67,19 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, route string, l
 					}
 				}
 				h.requests.WithLabelValues(route, "failed").Inc()
-				log.Warn("native stream ended before the turn did", "err", n.err, "parts", out.Count())
+				log.Warn("native stream ended before the turn did", "err", n.Err, "parts", out.Count())
 				if out.Count() == 0 {
 					_ = out.Parts("", []uistream.Part{{"type": "error", "errorText": "the turn's stream is unavailable; retry"}})
 					return
 				}
 				panic(http.ErrAbortHandler)
 			}
-			parts, err := rs.Render(n.ev.ID, n.ev.Type, n.ev.Data)
+			parts, err := rs.Render(n.Event.ID, n.Event.Type, n.Event.Data)
 			if err != nil {
-				log.Warn("unreadable native event", "err", err, "event", n.ev.Type, "id", n.ev.ID)
+				log.Warn("unreadable native event", "err", err, "event", n.Event.Type, "id", n.Event.ID)
 				continue
 			}
-			if err := out.Parts(n.ev.ID, parts); err != nil {
+			if err := out.Parts(n.Event.ID, parts); err != nil {
 				h.requests.WithLabelValues(route, "cut").Inc()
 				return
 			}

@@ -127,11 +127,6 @@ func runMetaOf(t frontdoor.Turn) runMeta {
 	return md.LangGraph
 }
 
-type nextResult struct {
-	ev  frontdoor.Event
-	err error
-}
-
 // serveStream follows the run's native stream and writes it as LangGraph SSE until the run's
 // terminal event, the client leaving, or a drain (which ends the stream without an end event, so
 // the client rejoins).
@@ -148,27 +143,8 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route stri
 		h.relay(w, r, route, err)
 		return
 	}
-	events := make(chan nextResult)
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		for {
-			ev, err := st.Next()
-			select {
-			case events <- nextResult{ev, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	defer func() {
-		cancel()
-		_ = st.Close()
-		<-readerDone
-	}()
+	events, stop := st.Pump(ctx)
+	defer stop()
 
 	log := h.log.With("session_id", a.threadID, "turn_id", a.run.RunID, "route", route)
 	path := runPath(a.threadID, a.run.RunID)
@@ -212,10 +188,10 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route stri
 				return
 			}
 		case res := <-events:
-			if res.err != nil {
-				if !errors.Is(res.err, io.EOF) && ctx.Err() == nil {
-					log.WarnContext(ctx, "run stream ended", "err", res.err)
-					sw.event("", render.Event{Name: "error", Data: errorData("StreamError", "the run's stream ended: "+res.err.Error())})
+			if res.Err != nil {
+				if !errors.Is(res.Err, io.EOF) && ctx.Err() == nil {
+					log.WarnContext(ctx, "run stream ended", "err", res.Err)
+					sw.event("", render.Event{Name: "error", Data: errorData("StreamError", "the run's stream ended: "+res.Err.Error())})
 					_ = sw.flush()
 				}
 				return
@@ -224,19 +200,19 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route stri
 				h.loadRunContext(ctx, a, log)
 				contextKnown = true
 			}
-			outs, terminal := a.run.Render(res.ev.Type, res.ev.Data)
+			outs, terminal := a.run.Render(res.Event.Type, res.Event.Data)
 			for i, o := range outs {
 				if skip > 0 {
 					skip--
 					continue
 				}
-				id := res.ev.ID
+				id := res.Event.ID
 				if i < len(outs)-1 {
 					id = subID(prev, i)
 				}
 				sw.event(id, o)
 			}
-			skip, prev = 0, res.ev.ID
+			skip, prev = 0, res.Event.ID
 			if sw.flush() != nil || terminal {
 				return
 			}
