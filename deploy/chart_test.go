@@ -170,6 +170,7 @@ func TestChartDefaults(t *testing.T) {
 	require.Contains(t, alerts["TurnstileTakeoverRateHigh"], "turnstile_worker_takeovers_total")
 	require.Contains(t, alerts["TurnstileStreamResets"], `turnstile_gateway_resumes_total{result="reset"}`)
 	require.Contains(t, alerts["TurnstileWorkerPublishRetries"], "turnstile_worker_publish_retries_total")
+	require.Contains(t, alerts["TurnstileNotifierOutboxOld"], "turnstile_notifier_outbox_age_seconds")
 
 	checkEnvironments(t, r)
 }
@@ -177,7 +178,7 @@ func TestChartDefaults(t *testing.T) {
 // checkDeployments asserts probes, preStop and grace periods of the Deployments.
 func checkDeployments(t *testing.T, r rendered, longestTurn, drain int) {
 	t.Helper()
-	for _, svc := range []string{"intake", "worker", "gateway", "a2a"} {
+	for _, svc := range []string{"intake", "worker", "gateway", "a2a", "notifier"} {
 		d := r.find("Deployment", "ts-turnstile-"+svc)
 		require.NotNil(t, d, svc)
 		spec := get(d, "spec.template.spec")

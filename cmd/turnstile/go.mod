@@ -15,6 +15,7 @@ require (
 	github.com/turnstile-run/turnstile/services/a2a v0.0.0
 	github.com/turnstile-run/turnstile/services/gateway v0.0.0
 	github.com/turnstile-run/turnstile/services/intake v0.0.0
+	github.com/turnstile-run/turnstile/services/notifier v0.0.0
 	github.com/turnstile-run/turnstile/services/worker v0.0.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
@@ -51,6 +52,7 @@ require (
 	github.com/segmentio/asm v1.2.1 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
 	github.com/turnstile-run/turnstile/migrations v0.0.0 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -81,5 +83,6 @@ replace (
 	github.com/turnstile-run/turnstile/services/a2a => ../../services/a2a
 	github.com/turnstile-run/turnstile/services/gateway => ../../services/gateway
 	github.com/turnstile-run/turnstile/services/intake => ../../services/intake
+	github.com/turnstile-run/turnstile/services/notifier => ../../services/notifier
 	github.com/turnstile-run/turnstile/services/worker => ../../services/worker
 )

@@ -1,5 +1,5 @@
 // Package roles lists every turnstile role in start order: the embedded broker first, so the roles
-// after it can reach it, then the core roles, then the protocol front doors (a2a), which call
+// after it can reach it, then the core roles, then the protocol front doors (a2a) and the notifier, which call
 // intake and the gateway and so stop before them.
 package roles
 
@@ -8,8 +8,9 @@ import (
 	a2a "github.com/turnstile-run/turnstile/services/a2a"
 	"github.com/turnstile-run/turnstile/services/gateway"
 	"github.com/turnstile-run/turnstile/services/intake"
+	"github.com/turnstile-run/turnstile/services/notifier"
 	"github.com/turnstile-run/turnstile/services/worker"
 )
 
 // All is every role in start order.
-var All = []app.Role{app.BrokerRole, intake.Role, worker.Role, gateway.Role, a2a.Role}
+var All = []app.Role{app.BrokerRole, intake.Role, worker.Role, gateway.Role, a2a.Role, notifier.Role}

@@ -65,6 +65,8 @@ const (
 // Config tunes the handler. Zero fields take the defaults named; intake.New passes the validated
 // configuration of the TURNSTILE_* variables.
 type Config struct {
+	// WebhookAllowHTTP accepts http:// webhooks (TURNSTILE_NOTIFIER_ALLOW_HTTP); https only otherwise.
+	WebhookAllowHTTP bool
 	// Topic is the Kafka topic of turns. Defaults to config.TopicDefault.
 	Topic string
 	// MaxBody bounds a POST's body in bytes. Defaults to config.MaxBodyDefault.

@@ -1,0 +1,315 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/turnstile-run/turnstile/pkg/config"
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+)
+
+// received is one POST a test receiver took.
+type received struct {
+	WebhookID string
+	TurnID    string
+	Status    string
+	Attempt   int
+	Token     string
+	At        time.Time
+	// Latency is the time from the state change (the payload's updated_at) to the POST's arrival.
+	Latency time.Duration
+}
+
+// receiver is a webhook receiver that verifies every signature with the Standard Webhooks library
+// and answers 400 to a POST whose signature fails, as a receiver should.
+type receiver struct {
+	t      *testing.T
+	srv    *httptest.Server
+	verify *standardwebhooks.Webhook
+
+	mu       sync.Mutex
+	got      []received
+	rejected int
+}
+
+func newReceiver(t *testing.T, secret string) *receiver {
+	t.Helper()
+	v, err := standardwebhooks.NewWebhook(secret)
+	require.NoError(t, err)
+	r := &receiver{t: t, verify: v}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	if err := r.verify.Verify(body, req.Header); err != nil {
+		r.mu.Lock()
+		r.rejected++
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	var p struct {
+		TurnID    string    `json:"turn_id"`
+		Status    string    `json:"status"`
+		Attempt   int       `json:"attempt"`
+		UpdatedAt time.Time `json:"updated_at"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	r.got = append(r.got, received{
+		WebhookID: req.Header.Get("webhook-id"), TurnID: p.TurnID, Status: p.Status, Attempt: p.Attempt,
+		Token: req.Header.Get("X-A2A-Notification-Token"), At: now, Latency: now.Sub(p.UpdatedAt),
+	})
+	r.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (r *receiver) all() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.got...)
+}
+
+// outboxRow is a turn_notifications row.
+type outboxRow struct {
+	ID        int64
+	TurnID    string
+	Status    string
+	Delivered bool
+	Dead      bool
+	LastError string
+}
+
+func readOutbox(t *testing.T, env *testenv.Env) []outboxRow {
+	t.Helper()
+	rows, err := env.Pool.Query(context.Background(), `SELECT id, turn_id::text, status, delivered_at IS NOT NULL,
+		dead_at IS NOT NULL, coalesce(last_error, '') FROM turn_notifications ORDER BY id`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []outboxRow
+	for rows.Next() {
+		var r outboxRow
+		require.NoError(t, rows.Scan(&r.ID, &r.TurnID, &r.Status, &r.Delivered, &r.Dead, &r.LastError))
+		out = append(out, r)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// notifierEnv is the notifier's settings for tests: loopback receivers over http, short leases so
+// a killed notifier's rows move on quickly, fast retries.
+func notifierEnv() []string {
+	return []string{
+		"TURNSTILE_NOTIFIER_ALLOW_HTTP=true",
+		"TURNSTILE_NOTIFIER_ALLOW_NETWORKS=127.0.0.0/8,::1/128",
+		"TURNSTILE_NOTIFIER_LEASE=2s",
+		"TURNSTILE_NOTIFIER_TIMEOUT=1s",
+		"TURNSTILE_NOTIFIER_POLL=20ms",
+		"TURNSTILE_NOTIFIER_BACKOFF_BASE=50ms",
+		"TURNSTILE_NOTIFIER_BACKOFF_MAX=500ms",
+		"TURNSTILE_NOTIFIER_MAX_ATTEMPTS=1000",
+	}
+}
+
+// postWebhookTurn posts a turn with a webhook and returns its ID.
+func postWebhookTurn(t *testing.T, base, session, text, url, token string) string {
+	t.Helper()
+	return postTurnWith(t, base, session, map[string]any{
+		"input":    map[string]string{"text": text},
+		"metadata": demoMeta(20),
+		"webhook":  map[string]string{"url": url, "token": token},
+	})
+}
+
+// TestNotifierKilled runs two notifier processes while one is SIGKILLed and restarted every two
+// seconds and 200 turns with a webhook go through their states. Every outbox row Postgres holds
+// must reach the receiver at least once (zero lost), signed, per turn in the order of the rows;
+// duplicates share a webhook-id and a body; every turn's last notification is its final status.
+func TestNotifierKilled(t *testing.T) {
+	const turns = 200
+	env := testenv.New(t, testenv.Options{Partitions: 4})
+	recv := newReceiver(t, config.NotifierSigningSecretDefault)
+
+	brokerAddr := testenv.FreeAddr(t)
+	env.Config.KafkaBrokers = brokerAddr
+	frontAddr := testenv.FreeAddr(t)
+	frontEnv := append(env.Environ("broker,intake,worker,gateway", frontAddr, "front"),
+		"TURNSTILE_BROKER_ADDR="+brokerAddr, "TURNSTILE_NOTIFIER_ALLOW_HTTP=true")
+	testenv.StartProcess(t, "front", frontEnv, frontAddr)
+	base := "http://" + frontAddr
+
+	gen := 0
+	start := func(name string) *testenv.Process {
+		gen++
+		addr := testenv.FreeAddr(t)
+		instance := fmt.Sprintf("%s-g%d", name, gen)
+		e := append(append(env.Environ("notifier", addr, instance), notifierEnv()...), "TURNSTILE_MIGRATE=off")
+		return testenv.StartProcess(t, instance, e, addr)
+	}
+	start("n1") // stays up throughout
+	victim := start("n2")
+
+	ids := make([]string, 0, turns)
+	var posting sync.WaitGroup
+	var mu sync.Mutex
+	for s := range 20 {
+		posting.Go(func() {
+			for i := range turns / 20 {
+				id := postWebhookTurn(t, base, fmt.Sprintf("notify-%d", s), fmt.Sprintf("turn %d of %d", i, s), recv.srv.URL+"/hook", "tok-"+strconv.Itoa(s))
+				mu.Lock()
+				ids = append(ids, id)
+				mu.Unlock()
+			}
+		})
+	}
+
+	// Kill and restart the victim every two seconds until every turn ended and its outbox drained.
+	kills := 0
+	deadline := time.Now().Add(3 * time.Minute)
+	drained := func() bool {
+		var open, finished int
+		err := env.Pool.QueryRow(context.Background(), `SELECT
+			(SELECT count(*) FROM turn_notifications WHERE delivered_at IS NULL AND dead_at IS NULL),
+			(SELECT count(*) FROM turns WHERE finished_at IS NOT NULL)`).Scan(&open, &finished)
+		return err == nil && open == 0 && finished == turns
+	}
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for kills < 5 || !drained() {
+		require.True(t, time.Now().Before(deadline), "the outbox did not drain: %d kills", kills)
+		<-tick.C
+		require.NoError(t, victim.Signal(syscall.SIGKILL))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = victim.Wait(ctx)
+		cancel()
+		kills++
+		victim = start("n2")
+	}
+	posting.Wait()
+	require.Len(t, ids, turns)
+
+	rows := readOutbox(t, env)
+	got := recv.all()
+	t.Logf("%d kills; %d outbox rows; %d POSTs received (%d duplicates); %d rejected signatures",
+		kills, len(rows), len(got), len(got)-len(rows), recv.rejected)
+	require.Zero(t, recv.rejected, "every POST is signed with the secret")
+
+	// Zero lost: every row Postgres holds reached the receiver, and none was given up.
+	byID := map[string]received{}
+	for _, g := range got {
+		if prev, dup := byID[g.WebhookID]; dup {
+			require.Equal(t, prev.Status, g.Status, "a duplicate carries the webhook-id and the body of its first delivery")
+			require.Equal(t, prev.TurnID, g.TurnID)
+			require.Equal(t, prev.Attempt, g.Attempt)
+			continue
+		}
+		byID[g.WebhookID] = g
+	}
+	lost := 0
+	lastStatus := map[string]string{}
+	for _, r := range rows {
+		require.True(t, r.Delivered, "row %d: %s", r.ID, r.LastError)
+		require.False(t, r.Dead)
+		if _, ok := byID[fmt.Sprintf("msg_%d", r.ID)]; !ok {
+			lost++
+		}
+		lastStatus[r.TurnID] = r.Status
+	}
+	require.Zero(t, lost, "lost updates")
+	require.Len(t, byID, len(rows), "no POST without its row")
+
+	// Every state change has its row: each turn's rows end with the status Postgres records.
+	var finals []struct{ id, status string }
+	trows, err := env.Pool.Query(context.Background(), `SELECT turn_id::text, status FROM turns`)
+	require.NoError(t, err)
+	for trows.Next() {
+		var f struct{ id, status string }
+		require.NoError(t, trows.Scan(&f.id, &f.status))
+		finals = append(finals, f)
+	}
+	require.NoError(t, trows.Err())
+	require.Len(t, finals, turns)
+	for _, f := range finals {
+		require.Equal(t, f.status, lastStatus[f.id], "turn %s: its last notification is its final state", f.id)
+	}
+
+	// Per turn in order: the receiver saw each turn's rows in ascending order (a duplicate repeats
+	// the latest row, never an older one after a newer one).
+	seen := map[string]int64{}
+	for _, g := range got {
+		n, err := strconv.ParseInt(strings.TrimPrefix(g.WebhookID, "msg_"), 10, 64)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, n, seen[g.TurnID], "turn %s: %s after a newer notification", g.TurnID, g.WebhookID)
+		seen[g.TurnID] = n
+		require.True(t, strings.HasPrefix(g.Token, "tok-"), "the registered token comes back")
+	}
+}
+
+// TestNotifierSignature checks the receiver's side of the signature with the Standard Webhooks
+// library: a delivered POST verifies, and the same headers over a tampered body do not.
+func TestNotifierSignature(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	v, err := standardwebhooks.NewWebhook(config.NotifierSigningSecretDefault)
+	require.NoError(t, err)
+	type capture struct {
+		body   []byte
+		header http.Header
+	}
+	got := make(chan capture, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- capture{b, r.Header.Clone()}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+
+	cfg := env.Config
+	cfg.Notifier.AllowHTTP = true
+	cfg.Notifier.AllowNetworks = "127.0.0.0/8"
+	cfg.Notifier.Poll = 20 * time.Millisecond
+	cfg.Roles = "intake,worker,gateway,notifier"
+	stack := startStackCfg(t, env, cfg)
+	base := "http://" + stack.Addr()
+	id := postWebhookTurn(t, base, "sig", "sign me", srv.URL, "secret-token")
+
+	var c capture
+	select {
+	case c = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no notification arrived")
+	}
+	require.NoError(t, v.Verify(c.body, c.header), "the library verifies the signature")
+	require.Equal(t, "secret-token", c.header.Get("X-A2A-Notification-Token"))
+	require.Contains(t, string(c.body), id)
+	tampered := bytes.Replace(c.body, []byte(`"status"`), []byte(`"status" `), 1)
+	require.NotEqual(t, c.body, tampered)
+	require.Error(t, v.Verify(tampered, c.header), "a tampered body fails verification")
+	other := c.header.Clone()
+	other.Set("webhook-id", "msg_0")
+	require.Error(t, v.Verify(c.body, other), "another webhook-id fails verification")
+}
