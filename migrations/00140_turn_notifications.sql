@@ -1,8 +1,8 @@
 -- +goose Up
 -- Push notifications (issue 23) from a transactional outbox. A turn registered with a webhook
 -- carries it in its metadata under the reserved key "turnstile.webhook" ({url, token}) from intake
--- through Kafka to the claim; the BEFORE trigger below moves it out of the metadata into the turn's
--- own columns (so the token never shows in the turn view), and the AFTER trigger writes one outbox
+-- through Kafka to the claim; the triggers below move it out of the metadata into the turn's own
+-- columns (so the token never shows in the turn view), and turns_outbox writes one outbox
 -- row for every status the turn takes while it has a webhook. Both run inside the statement that
 -- changes the status (claim, completion, failure, cancel, expiry, input-required completion), so a
 -- state change without its notification cannot exist, whichever SQL made it: the statements in
@@ -35,13 +35,19 @@ CREATE INDEX turn_notifications_open_idx ON turn_notifications (turn_id, id)
     WHERE delivered_at IS NULL AND dead_at IS NULL;
 CREATE INDEX turn_notifications_turn_idx ON turn_notifications (turn_id);
 
+-- The claim inserts a turn with ON CONFLICT DO UPDATE SET metadata = EXCLUDED.metadata, and
+-- EXCLUDED is the row as the BEFORE INSERT triggers left it: so on insert the webhook is copied into
+-- the columns but stays in the metadata (the update path needs it there), and an AFTER INSERT
+-- trigger strips it once the statement inserted the row; on update it is moved at once.
 -- +goose StatementBegin
 CREATE FUNCTION turns_take_webhook() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.metadata IS NOT NULL AND jsonb_typeof(NEW.metadata) = 'object' AND NEW.metadata ? 'turnstile.webhook' THEN
         NEW.webhook_url := NEW.metadata->'turnstile.webhook'->>'url';
         NEW.webhook_token := NEW.metadata->'turnstile.webhook'->>'token';
-        NEW.metadata := NEW.metadata - 'turnstile.webhook';
+        IF TG_OP = 'UPDATE' THEN
+            NEW.metadata := NEW.metadata - 'turnstile.webhook';
+        END IF;
     END IF;
     RETURN NEW;
 END;
@@ -51,6 +57,20 @@ $$;
 CREATE TRIGGER turns_take_webhook
     BEFORE INSERT OR UPDATE OF metadata ON turns
     FOR EACH ROW EXECUTE FUNCTION turns_take_webhook();
+
+-- +goose StatementBegin
+CREATE FUNCTION turns_strip_webhook() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE turns SET metadata = metadata - 'turnstile.webhook' WHERE turn_id = NEW.turn_id;
+    RETURN NULL;
+END;
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER turns_strip_webhook
+    AFTER INSERT ON turns
+    FOR EACH ROW WHEN (jsonb_typeof(NEW.metadata) = 'object' AND NEW.metadata ? 'turnstile.webhook')
+    EXECUTE FUNCTION turns_strip_webhook();
 
 -- +goose StatementBegin
 CREATE FUNCTION turns_outbox() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -100,6 +120,8 @@ DROP TRIGGER turns_drop_notifications ON turns;
 DROP FUNCTION turns_drop_notifications();
 DROP TRIGGER turns_outbox ON turns;
 DROP FUNCTION turns_outbox();
+DROP TRIGGER turns_strip_webhook ON turns;
+DROP FUNCTION turns_strip_webhook();
 DROP TRIGGER turns_take_webhook ON turns;
 DROP FUNCTION turns_take_webhook();
 DROP TABLE turn_notifications;

@@ -41,6 +41,10 @@ type receiver struct {
 	srv    *httptest.Server
 	verify *standardwebhooks.Webhook
 
+	// hold is how long it takes to answer after recording a POST: a notifier killed meanwhile
+	// never learns of the delivery, so its row is delivered again.
+	hold time.Duration
+
 	mu       sync.Mutex
 	got      []received
 	rejected int
@@ -86,6 +90,13 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		Token: req.Header.Get("X-A2A-Notification-Token"), At: now, Latency: now.Sub(p.UpdatedAt),
 	})
 	r.mu.Unlock()
+	if r.hold > 0 {
+		select {
+		case <-time.After(r.hold):
+		case <-req.Context().Done():
+			return
+		}
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -154,6 +165,9 @@ func TestNotifierKilled(t *testing.T) {
 	const turns = 200
 	env := testenv.New(t, testenv.Options{Partitions: 4})
 	recv := newReceiver(t, config.NotifierSigningSecretDefault)
+	// Two notifiers with 4 slots each at 100ms a POST: the 400 deliveries take several seconds, so
+	// kills land on deliveries in flight.
+	recv.hold = 100 * time.Millisecond
 
 	brokerAddr := testenv.FreeAddr(t)
 	env.Config.KafkaBrokers = brokerAddr
@@ -218,6 +232,7 @@ func TestNotifierKilled(t *testing.T) {
 	t.Logf("%d kills; %d outbox rows; %d POSTs received (%d duplicates); %d rejected signatures",
 		kills, len(rows), len(got), len(got)-len(rows), recv.rejected)
 	require.Zero(t, recv.rejected, "every POST is signed with the secret")
+	require.Greater(t, len(got), len(rows), "kills caught deliveries in flight, delivered again")
 
 	// Zero lost: every row Postgres holds reached the receiver, and none was given up.
 	byID := map[string]received{}
@@ -254,6 +269,11 @@ func TestNotifierKilled(t *testing.T) {
 	}
 	require.NoError(t, trows.Err())
 	require.Len(t, finals, turns)
+	var withHook, inMeta int
+	require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE webhook_url IS NOT NULL),
+		count(*) FILTER (WHERE metadata ? 'turnstile.webhook') FROM turns`).Scan(&withHook, &inMeta))
+	require.Equal(t, turns, withHook, "every turn stores its webhook")
+	require.Zero(t, inMeta, "the webhook (and its token) is moved out of the metadata")
 	for _, f := range finals {
 		require.Equal(t, f.status, lastStatus[f.id], "turn %s: its last notification is its final state", f.id)
 	}
