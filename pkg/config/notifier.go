@@ -22,7 +22,7 @@ const (
 	NotifierBreakerFailures       = 5
 	// NotifierSigningSecretDefault is a development secret ("whsec_" and base64 of
 	// "turnstile-dev-signing-secret"): every production deployment sets its own.
-	NotifierSigningSecretDefault = "whsec_dHVybnN0aWxlLWRldi1zaWduaW5nLXNlY3JldA=="
+	NotifierSigningSecretDefault = "whsec_dHVybnN0aWxlLWRldi1zaWduaW5nLXNlY3JldA==" //nolint:gosec // the published development secret, like the dev stream-token key
 )
 
 // NotifierSettings are the notifier role's settings: how it claims outbox rows, how it retries, and

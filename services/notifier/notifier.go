@@ -107,13 +107,14 @@ func build(cfg config.Config, pool *pgxpool.Pool, log *slog.Logger, reg promethe
 }
 
 // Start starts the claim loop. It does not wait for Postgres: the loop retries every poll.
-func (n *Notifier) Start(context.Context) error {
+func (n *Notifier) Start(ctx context.Context) error {
 	n.life.Lock()
 	defer n.life.Unlock()
 	if n.done != nil {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// The loop outlives Start's context (it runs until Stop) but keeps its values.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel, n.done = cancel, make(chan struct{})
 	go func() {
 		defer close(n.done)

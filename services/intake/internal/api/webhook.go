@@ -44,7 +44,7 @@ func checkWebhook(req postTurnRequest, allowHTTP bool) *httpx.Problem {
 		return problem(httpx.ProblemValidation, fmt.Sprintf("webhook.url must be at most %d characters", WebhookURLMaxLen))
 	case err != nil || !u.IsAbs() || u.Hostname() == "":
 		return problem(httpx.ProblemValidation, "webhook.url must be an absolute URL")
-	case u.Scheme != "https" && !(u.Scheme == "http" && allowHTTP):
+	case u.Scheme != "https" && (u.Scheme != "http" || !allowHTTP):
 		return problem(httpx.ProblemValidation, "webhook.url must be an https URL")
 	case u.User != nil:
 		return problem(httpx.ProblemValidation, "webhook.url must not hold user info")

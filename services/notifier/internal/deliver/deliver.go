@@ -21,7 +21,7 @@ import (
 
 // TokenHeader carries the token the client registered with its webhook (A2A's header name, used
 // for the native API too).
-const TokenHeader = "X-A2A-Notification-Token"
+const TokenHeader = "X-A2A-Notification-Token" //nolint:gosec // a header name, not a credential
 
 // Outcome is what became of one notification.
 type Outcome string
@@ -185,7 +185,7 @@ func (s *Sender) failed(n outbox.Notification, msg string, retryAfter time.Durat
 // capped at BackoffMax; with attempts 0, a short pause of up to a tenth of the base.
 func (s *Sender) jitter(attempts int) time.Duration {
 	if attempts == 0 {
-		return time.Duration(rand.Int64N(int64(s.opt.BackoffBase/10) + 1))
+		return time.Duration(rand.Int64N(int64(s.opt.BackoffBase/10) + 1)) //nolint:gosec // jitter needs no cryptographic randomness
 	}
 	ceiling := s.opt.BackoffMax
 	if attempts-1 < 40 {
@@ -194,7 +194,7 @@ func (s *Sender) jitter(attempts int) time.Duration {
 	if ceiling <= 0 {
 		ceiling = s.opt.BackoffMax
 	}
-	return time.Duration(rand.Int64N(int64(ceiling) + 1))
+	return time.Duration(rand.Int64N(int64(ceiling) + 1)) //nolint:gosec // jitter needs no cryptographic randomness
 }
 
 // request builds the signed POST of n's payload.

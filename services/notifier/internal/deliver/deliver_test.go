@@ -19,7 +19,9 @@ import (
 	"github.com/turnstile-run/turnstile/services/notifier/internal/safehttp"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+}
 
 func sender(t *testing.T, opt safehttp.Options) *Sender {
 	t.Helper()
@@ -130,7 +132,7 @@ func TestBackoffFullJitter(t *testing.T) {
 // without a POST, and another destination is delivered at once.
 func TestBreakerIsolates(t *testing.T) {
 	release := make(chan struct{})
-	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hang := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		select {
 		case <-release:
 		case <-r.Context().Done():

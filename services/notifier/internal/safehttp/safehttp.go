@@ -151,11 +151,11 @@ func (c *Client) Do(ctx context.Context, req *http.Request) (Answer, error) {
 	if _, err := c.CheckURL(req.URL.String()); err != nil {
 		return Answer{}, err
 	}
-	resp, err := c.http.Do(req.WithContext(ctx))
+	resp, err := c.http.Do(req.WithContext(ctx)) //nolint:gosec // the URL was checked above and every address is checked again when dialled
 	if err != nil {
 		return Answer{}, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, MaxAnswer))
 	return Answer{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now()), Body: string(body)}, nil
 }
