@@ -8,9 +8,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -332,4 +334,71 @@ func TestNotifierSignature(t *testing.T) {
 	other := c.header.Clone()
 	other.Set("webhook-id", "msg_0")
 	require.Error(t, v.Verify(c.body, other), "another webhook-id fails verification")
+}
+
+// p99 is the 99th percentile of the latencies.
+func p99(lat []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), lat...)
+	slices.Sort(s)
+	return s[(len(s)*99+99)/100-1]
+}
+
+// TestNotifierHangingReceiver runs the same load to a healthy receiver twice in one stack: alone,
+// then beside as many turns whose webhook hangs until the notifier's timeout. The healthy
+// receiver's delivery p99 (state change to arrival) must stay within twice the first run's.
+func TestNotifierHangingReceiver(t *testing.T) {
+	const perRun = 60
+	env := testenv.New(t, testenv.Options{})
+	healthy := newReceiver(t, config.NotifierSigningSecretDefault)
+	release := make(chan struct{})
+	var hung atomic.Int64
+	hang := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		hung.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(hang.Close)
+	t.Cleanup(func() { close(release) })
+
+	cfg := env.Config
+	cfg.Notifier.AllowHTTP = true
+	cfg.Notifier.AllowNetworks = "127.0.0.0/8"
+	cfg.Notifier.Poll = 20 * time.Millisecond
+	cfg.Notifier.Timeout = time.Second
+	cfg.Notifier.Lease = 3 * time.Second
+	cfg.Notifier.BackoffBase = 100 * time.Millisecond
+	cfg.Roles = "intake,worker,gateway,notifier"
+	stack := startStackCfg(t, env, cfg)
+	base := "http://" + stack.Addr()
+
+	run := func(name string, withHanging bool) time.Duration {
+		from := len(healthy.all())
+		var wg sync.WaitGroup
+		for s := range 10 {
+			wg.Go(func() {
+				for i := range perRun / 10 {
+					postWebhookTurn(t, base, fmt.Sprintf("%s-ok-%d", name, s), fmt.Sprintf("turn %d", i), healthy.srv.URL, "ok")
+					if withHanging {
+						postWebhookTurn(t, base, fmt.Sprintf("%s-hang-%d", name, s), fmt.Sprintf("turn %d", i), hang.URL, "hang")
+					}
+				}
+			})
+		}
+		wg.Wait()
+		testenv.WaitFor(t, time.Minute, "the healthy receiver's notifications", func() bool {
+			return len(healthy.all())-from >= 2*perRun
+		})
+		var lat []time.Duration
+		for _, g := range healthy.all()[from:] {
+			lat = append(lat, g.Latency)
+		}
+		return p99(lat)
+	}
+	alone := run("alone", false)
+	beside := run("beside", true)
+	t.Logf("healthy receiver p99: %s alone, %s beside a hanging receiver (%d hanging POSTs)", alone, beside, hung.Load())
+	require.Positive(t, hung.Load(), "the hanging receiver was tried")
+	require.LessOrEqual(t, beside, 2*alone, "a hanging receiver slows only its own deliveries")
 }
