@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -401,4 +402,78 @@ func TestNotifierHangingReceiver(t *testing.T) {
 	t.Logf("healthy receiver p99: %s alone, %s beside a hanging receiver (%d hanging POSTs)", alone, beside, hung.Load())
 	require.Positive(t, hung.Load(), "the hanging receiver was tried")
 	require.LessOrEqual(t, beside, 2*alone, "a hanging receiver slows only its own deliveries")
+}
+
+// TestNotifierPostgresOutage cuts the notifier off from Postgres for 10 s while turns go on
+// changing state (the front process reaches Postgres directly): nothing is lost, and deliveries
+// resume once Postgres is back.
+func TestNotifierPostgresOutage(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Partitions: 2})
+	recv := newReceiver(t, config.NotifierSigningSecretDefault)
+	brokerAddr := testenv.FreeAddr(t)
+	env.Config.KafkaBrokers = brokerAddr
+	frontAddr := testenv.FreeAddr(t)
+	testenv.StartProcess(t, "front", append(env.Environ("broker,intake,worker,gateway", frontAddr, "front"),
+		"TURNSTILE_BROKER_ADDR="+brokerAddr, "TURNSTILE_NOTIFIER_ALLOW_HTTP=true"), frontAddr)
+	base := "http://" + frontAddr
+
+	dsn, err := url.Parse(env.Config.DatabaseURL)
+	require.NoError(t, err)
+	proxy := testenv.NewProxy(t, dsn.Host)
+	dsn.Host = proxy.Addr()
+	addr := testenv.FreeAddr(t)
+	testenv.StartProcess(t, "notifier", append(append(env.Environ("notifier", addr, "notifier"), notifierEnv()...),
+		"TURNSTILE_MIGRATE=off", "TURNSTILE_DATABASE_URL="+dsn.String()), addr)
+
+	post := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			postWebhookTurn(t, base, fmt.Sprintf("pg-%d", i%5), fmt.Sprintf("turn %d", i), recv.srv.URL, "tok-pg")
+		}
+	}
+	post(0, 10)
+	testenv.WaitFor(t, 30*time.Second, "deliveries before the outage", func() bool { return len(recv.all()) >= 5 })
+
+	proxy.Cut(testenv.Reset)
+	cutAt := time.Now()
+	post(10, 20)
+	testenv.WaitFor(t, 30*time.Second, "turns to finish during the outage", func() bool {
+		var finished int
+		err := env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM turns WHERE finished_at IS NOT NULL`).Scan(&finished)
+		return err == nil && finished == 30
+	})
+	duringOutage := len(recv.all())
+	// The notifier cannot claim anything while Postgres is away; wait out the 10 s.
+	<-time.After(time.Until(cutAt.Add(10 * time.Second)))
+	require.LessOrEqual(t, len(recv.all())-duringOutage, 0, "no claim succeeds without Postgres")
+	proxy.Restore()
+	restoredAt := time.Now()
+	post(30, 10)
+
+	testenv.WaitFor(t, 60*time.Second, "the outbox to drain after Postgres is back", func() bool {
+		var open, finished int
+		err := env.Pool.QueryRow(context.Background(), `SELECT
+			(SELECT count(*) FROM turn_notifications WHERE delivered_at IS NULL AND dead_at IS NULL),
+			(SELECT count(*) FROM turns WHERE finished_at IS NOT NULL)`).Scan(&open, &finished)
+		return err == nil && open == 0 && finished == 40
+	})
+	rows := readOutbox(t, env)
+	got := map[string]bool{}
+	resumed := 0
+	for _, g := range recv.all() {
+		got[g.WebhookID] = true
+		if g.At.After(restoredAt) {
+			resumed++
+		}
+	}
+	lost := 0
+	for _, r := range rows {
+		require.True(t, r.Delivered, "row %d: %s", r.ID, r.LastError)
+		if !got[fmt.Sprintf("msg_%d", r.ID)] {
+			lost++
+		}
+	}
+	t.Logf("%d rows; %d POSTs, %d of them after Postgres was back; %d lost", len(rows), len(recv.all()), resumed, lost)
+	require.Equal(t, 80, len(rows), "two notifications per turn (running, succeeded)")
+	require.Zero(t, lost)
+	require.GreaterOrEqual(t, resumed, 60-duringOutage, "the outage's backlog was delivered after it")
 }
