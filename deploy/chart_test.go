@@ -128,7 +128,7 @@ func TestChartDefaults(t *testing.T) {
 		kinds[o.kind()]++
 	}
 	require.Equal(t, map[string]int{
-		"Deployment": 4, "Service": 4, "PodDisruptionBudget": 4, "ConfigMap": 1,
+		"Deployment": 5, "Service": 5, "PodDisruptionBudget": 5, "ConfigMap": 1,
 		"Secret": 2, "Job": 1, "Ingress": 1, "ScaledObject": 1, "HorizontalPodAutoscaler": 2, "PrometheusRule": 1,
 	}, kinds)
 
