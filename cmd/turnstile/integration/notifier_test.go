@@ -335,6 +335,39 @@ func TestNotifierSignature(t *testing.T) {
 	other := c.header.Clone()
 	other.Set("webhook-id", "msg_0")
 	require.Error(t, v.Verify(c.body, other), "another webhook-id fails verification")
+
+	// A refused destination is dead-lettered with its reason, visible through the API and a metric.
+	refused := postWebhookTurn(t, base, "sig", "to a private address", "https://10.0.0.1/hook", "")
+	type notifications struct {
+		Notifications []struct {
+			WebhookID string `json:"webhook_id"`
+			Status    string `json:"status"`
+			State     string `json:"state"`
+			LastError string `json:"last_error"`
+		} `json:"notifications"`
+	}
+	var ns notifications
+	testenv.WaitFor(t, 30*time.Second, "the refused turn's notifications to be dead-lettered", func() bool {
+		ns = notifications{}
+		return getJSON(t, base+"/v1/turns/"+refused+"/notifications", &ns) == http.StatusOK &&
+			len(ns.Notifications) == 2 && ns.Notifications[1].State == "dead"
+	})
+	require.Equal(t, "running", ns.Notifications[0].Status)
+	require.Equal(t, "dead", ns.Notifications[0].State)
+	require.Contains(t, ns.Notifications[0].LastError, "not a public address")
+	testenv.WaitFor(t, 10*time.Second, "the dead-letter gauge", func() bool {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), "turnstile_notifier_dead_letters 2")
+	})
+	ns = notifications{}
+	require.Equal(t, http.StatusOK, getJSON(t, base+"/v1/turns/"+id+"/notifications", &ns))
+	require.NotEmpty(t, ns.Notifications)
+	require.Equal(t, "delivered", ns.Notifications[0].State)
 }
 
 // p99 is the 99th percentile of the latencies.

@@ -264,6 +264,7 @@ func (h *Handler) Routes(r chi.Router) {
 		r.Post("/v1/sessions/{session_id}/turns", h.postTurn)
 		r.Get("/v1/sessions/{session_id}/turns", h.listTurns)
 		r.Get("/v1/turns/{turn_id}", h.getTurn)
+		r.Get("/v1/turns/{turn_id}/notifications", h.getNotifications)
 		r.Post("/v1/turns/{turn_id}/cancel", h.cancelTurn)
 		r.Post("/v1/sessions/{session_id}/stream-token", h.streamToken)
 	})
