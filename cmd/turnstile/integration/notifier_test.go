@@ -430,6 +430,7 @@ func TestNotifierHangingReceiver(t *testing.T) {
 		}
 		return p99(lat)
 	}
+	run("warm", false) // connections, plans and caches: not what is compared
 	alone := run("alone", false)
 	beside := run("beside", true)
 	t.Logf("healthy receiver p99: %s alone, %s beside a hanging receiver (%d hanging POSTs)", alone, beside, hung.Load())

@@ -53,6 +53,11 @@ type Options struct {
 	MaxAge         time.Duration
 	BackoffBase    time.Duration
 	BackoffMax     time.Duration
+	// SlotWait is how long a notification whose destination has no free slot waits before it is
+	// claimed again: uniform in [SlotWait/2, SlotWait]. A slot frees within the POST timeout, so
+	// about half of it; much shorter would have a hanging destination's rows re-claimed over and
+	// over, taking claim capacity from everyone else.
+	SlotWait time.Duration
 	// BreakerFailures consecutive failures open a destination's circuit for BreakerOpen.
 	BreakerFailures int
 	BreakerOpen     time.Duration
@@ -84,6 +89,9 @@ func New(opt Options) (*Sender, error) {
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
+	}
+	if opt.SlotWait == 0 {
+		opt.SlotWait = time.Second
 	}
 	if opt.BreakerFailures == 0 {
 		opt.BreakerFailures = 5
@@ -125,6 +133,9 @@ func (s *Sender) destination(name string) *destination {
 	return d
 }
 
+// slotGrace is how long a delivery waits for a slot of its destination before it is deferred.
+const slotGrace = 50 * time.Millisecond
+
 // errReceiver marks an answer the circuit counts as the receiver's failure (5xx, 408, 429).
 var errReceiver = errors.New("receiver failed")
 
@@ -135,11 +146,16 @@ func (s *Sender) Deliver(ctx context.Context, n outbox.Notification) Result {
 		return Result{Outcome: Dead, Err: err.Error()}
 	}
 	d := s.destination(Destination(u))
+	// A healthy destination frees a slot within milliseconds: wait that long, no longer.
+	grace := time.NewTimer(slotGrace)
+	defer grace.Stop()
 	select {
 	case d.slots <- struct{}{}:
 		defer func() { <-d.slots }()
-	default:
-		return Result{Outcome: Deferred, Wait: s.jitter(0)}
+	case <-ctx.Done():
+		return Result{Outcome: Deferred, Err: "notifier stopping"}
+	case <-grace.C:
+		return Result{Outcome: Deferred, Wait: s.opt.SlotWait/2 + time.Duration(rand.Int64N(int64(s.opt.SlotWait/2)+1))} //nolint:gosec // jitter needs no cryptographic randomness
 	}
 	req, err := s.request(ctx, n)
 	if err != nil {
