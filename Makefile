@@ -2,8 +2,8 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MODULES := pkg migrations services/intake services/worker services/gateway services/a2a services/aisdk services/langgraph cmd/turnstile loadtest deploy
-SERVICES := intake worker gateway a2a aisdk langgraph
+MODULES := pkg migrations services/intake services/worker services/gateway services/a2a services/aisdk services/langgraph services/notifier cmd/turnstile loadtest deploy
+SERVICES := intake worker gateway a2a aisdk langgraph notifier
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 15m
 export TURNSTILE_HTTP_ADDR ?= 127.0.0.1:8080

@@ -129,7 +129,7 @@ func TestChartDefaults(t *testing.T) {
 		kinds[o.kind()]++
 	}
 	require.Equal(t, map[string]int{
-		"Deployment": 6, "Service": 6, "PodDisruptionBudget": 6, "ConfigMap": 1,
+		"Deployment": 7, "Service": 7, "PodDisruptionBudget": 7, "ConfigMap": 1,
 		"Secret": 2, "Job": 1, "Ingress": 1, "ScaledObject": 1, "HorizontalPodAutoscaler": 2, "PrometheusRule": 1,
 	}, kinds)
 
@@ -187,6 +187,7 @@ func TestChartDefaults(t *testing.T) {
 	require.Contains(t, alerts["TurnstileTakeoverRateHigh"], "turnstile_worker_takeovers_total")
 	require.Contains(t, alerts["TurnstileStreamResets"], `turnstile_gateway_resumes_total{result="reset"}`)
 	require.Contains(t, alerts["TurnstileWorkerPublishRetries"], "turnstile_worker_publish_retries_total")
+	require.Contains(t, alerts["TurnstileNotifierOutboxOld"], "turnstile_notifier_outbox_age_seconds")
 
 	checkEnvironments(t, r)
 }
@@ -194,7 +195,7 @@ func TestChartDefaults(t *testing.T) {
 // checkDeployments asserts probes, preStop and grace periods of the Deployments.
 func checkDeployments(t *testing.T, r rendered, longestTurn, drain int) {
 	t.Helper()
-	for _, svc := range []string{"intake", "worker", "gateway", "a2a", "aisdk", "langgraph"} {
+	for _, svc := range []string{"intake", "worker", "gateway", "a2a", "aisdk", "langgraph", "notifier"} {
 		d := r.find("Deployment", "ts-turnstile-"+svc)
 		require.NotNil(t, d, svc)
 		spec := get(d, "spec.template.spec")

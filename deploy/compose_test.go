@@ -74,7 +74,7 @@ func loadCompose(t *testing.T) composeFile {
 func TestComposeStack(t *testing.T) {
 	t.Parallel()
 	f := loadCompose(t)
-	for _, name := range []string{"kafka", "postgres", "redis", "migrate", "intake", "worker-1", "worker-2", "gateway", "a2a", "langgraph", "prometheus"} {
+	for _, name := range []string{"kafka", "postgres", "redis", "migrate", "intake", "worker-1", "worker-2", "gateway", "a2a", "aisdk", "langgraph", "notifier", "prometheus"} {
 		require.Contains(t, f.Services, name)
 	}
 	require.Equal(t, "KRaft", func() string {
@@ -86,7 +86,7 @@ func TestComposeStack(t *testing.T) {
 	require.Equal(t, []string{"observability"}, f.Services["prometheus"].Profiles, "Prometheus is optional")
 	require.Equal(t, []string{"migrate"}, f.Services["migrate"].Command)
 
-	built := map[string]string{"migrate": "intake", "intake": "intake", "worker-1": "worker", "worker-2": "worker", "gateway": "gateway", "a2a": "a2a", "aisdk": "aisdk", "langgraph": "langgraph"}
+	built := map[string]string{"migrate": "intake", "intake": "intake", "worker-1": "worker", "worker-2": "worker", "gateway": "gateway", "a2a": "a2a", "aisdk": "aisdk", "langgraph": "langgraph", "notifier": "notifier"}
 	for name, svc := range built {
 		s := f.Services[name]
 		require.NotNil(t, s.Build, name)
@@ -117,7 +117,7 @@ func TestComposeStack(t *testing.T) {
 // outside the workspace, without cgo.
 func TestServiceImagesBuild(t *testing.T) {
 	t.Parallel()
-	for _, svc := range []string{"intake", "worker", "gateway", "a2a", "aisdk", "langgraph"} {
+	for _, svc := range []string{"intake", "worker", "gateway", "a2a", "aisdk", "langgraph", "notifier"} {
 		df, err := os.ReadFile("../services/" + svc + "/Dockerfile")
 		require.NoError(t, err)
 		for _, want := range []string{"AS build", "GOWORK=off", "CGO_ENABLED=0", "./cmd/turnstile-" + svc, "distroless/static", "USER 65532:65532"} {

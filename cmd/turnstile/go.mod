@@ -10,6 +10,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/stretchr/testify v1.12.1
 	github.com/turnstile-run/turnstile/pkg v0.0.0
 	github.com/turnstile-run/turnstile/services/a2a v0.0.0
@@ -17,6 +18,7 @@ require (
 	github.com/turnstile-run/turnstile/services/gateway v0.0.0
 	github.com/turnstile-run/turnstile/services/intake v0.0.0
 	github.com/turnstile-run/turnstile/services/langgraph v0.0.0
+	github.com/turnstile-run/turnstile/services/notifier v0.0.0
 	github.com/turnstile-run/turnstile/services/worker v0.0.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
@@ -53,6 +55,7 @@ require (
 	github.com/segmentio/asm v1.2.1 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/turnstile-run/turnstile/migrations v0.0.0 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -85,5 +88,6 @@ replace (
 	github.com/turnstile-run/turnstile/services/gateway => ../../services/gateway
 	github.com/turnstile-run/turnstile/services/intake => ../../services/intake
 	github.com/turnstile-run/turnstile/services/langgraph => ../../services/langgraph
+	github.com/turnstile-run/turnstile/services/notifier => ../../services/notifier
 	github.com/turnstile-run/turnstile/services/worker => ../../services/worker
 )

@@ -15,7 +15,7 @@ import (
 
 // Defaults, exported so tests and docs can name them.
 const (
-	RolesDefault           = "broker,intake,worker,gateway,a2a,aisdk,langgraph"
+	RolesDefault           = "broker,intake,worker,gateway,a2a,aisdk,langgraph,notifier"
 	HTTPAddrDefault        = "127.0.0.1:8080"
 	LogFormatDefault       = "text"
 	LogLevelDefault        = "info"
@@ -49,12 +49,12 @@ const (
 )
 
 // KnownRoles is every role a process may run, in start order.
-var KnownRoles = []string{"broker", "intake", "worker", "gateway", "a2a", "langgraph", "aisdk"}
+var KnownRoles = []string{"broker", "intake", "worker", "gateway", "a2a", "langgraph", "aisdk", "notifier"}
 
 // Config is every setting of every role. Roles read only the fields they need.
 type Config struct {
 	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway, a2a, aisdk,
-	// langgraph.
+	// langgraph, notifier.
 	Roles string `env:"TURNSTILE_ROLES"`
 	// HTTPAddr is where the process serves its API, /healthz, /readyz and /metrics.
 	HTTPAddr string `env:"TURNSTILE_HTTP_ADDR"`
@@ -127,6 +127,7 @@ type Config struct {
 	// FrontDoor is where the protocol front doors find the native API.
 	FrontDoor FrontDoorSettings
 	A2A       A2ASettings
+	Notifier  NotifierSettings
 }
 
 // Load reads the environment and fills defaults. It does not validate; call Validate.
@@ -215,6 +216,7 @@ func (c *Config) ApplyDefaults() {
 	c.Ops.applyDefaults()
 	c.A2A.applyDefaults()
 	c.LangGraph.applyDefaults()
+	c.Notifier.applyDefaults()
 }
 
 // nameVariables rewrites the parser's Go field names ("LeaseTTL") into the variables an operator
@@ -338,6 +340,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.LangGraph.validate()...)
 	errs = append(errs, c.FrontDoor.validate()...)
 	errs = append(errs, c.A2A.validate()...)
+	errs = append(errs, c.Notifier.validate()...)
 	return errors.Join(errs...)
 }
 

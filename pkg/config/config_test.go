@@ -12,7 +12,7 @@ func TestConfig(t *testing.T) {
 	t.Run("Defaults", func(t *testing.T) {
 		c := Default()
 		require.NoError(t, c.Validate())
-		require.Equal(t, []string{"broker", "intake", "worker", "gateway", "a2a", "aisdk", "langgraph"}, c.RoleList())
+		require.Equal(t, []string{"broker", "intake", "worker", "gateway", "a2a", "aisdk", "langgraph", "notifier"}, c.RoleList())
 		require.Equal(t, LeaseTTLDefault, c.LeaseTTL)
 		require.Equal(t, []string{"127.0.0.1:9092"}, c.BrokerList())
 		require.False(t, c.Auth.Enabled())

@@ -62,10 +62,13 @@ func TestWorkerPostgresOutage(t *testing.T) {
 			})
 			t.Logf("attempt 1 streamed for %v after the cut; attempt 2 finished %v after Postgres was back",
 				last.Sub(cutAt).Round(time.Millisecond), time.Since(restoredAt).Round(time.Millisecond))
+			// The attempt that wins is a later one than the attempt the outage cut: attempt 2 when
+			// nothing else happened, 3 on a loaded machine where attempt 1's 2-s lease ran out before
+			// the cut (its renewals timed out) and attempt 2 was the one the outage cut.
 			r := c.turn(id)
-			require.Equal(t, 2, r.Attempt, "the attempt after the outage wins")
+			require.GreaterOrEqual(t, r.Attempt, 2, "an attempt after the outage wins")
 			waitTerminalEvents(t, c.env, session, id)
-			requireFencedStream(t, readStream(t, c.env, session), id, "turn.completed", 2)
+			requireFencedStream(t, readStream(t, c.env, session), id, "turn.completed", r.Attempt)
 			require.Equal(t, []historyMsg{{1, id, "user"}, {2, id, "assistant"}}, history(t, c.env, session))
 		})
 	}

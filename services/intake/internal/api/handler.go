@@ -67,6 +67,8 @@ const (
 // Config tunes the handler. Zero fields take the defaults named; intake.New passes the validated
 // configuration of the TURNSTILE_* variables.
 type Config struct {
+	// WebhookAllowHTTP accepts http:// webhooks (TURNSTILE_NOTIFIER_ALLOW_HTTP); https only otherwise.
+	WebhookAllowHTTP bool
 	// Topic is the Kafka topic of turns. Defaults to config.TopicDefault.
 	Topic string
 	// MaxBody bounds a POST's body in bytes. Defaults to config.MaxBodyDefault.
@@ -270,6 +272,7 @@ func (h *Handler) Routes(r chi.Router) {
 		r.Post("/v1/sessions/{session_id}/turns", h.postTurn)
 		r.Get("/v1/sessions/{session_id}/turns", h.listTurns)
 		r.Get("/v1/turns/{turn_id}", h.getTurn)
+		r.Get("/v1/turns/{turn_id}/notifications", h.getNotifications)
 		r.Post("/v1/turns/{turn_id}/cancel", h.cancelTurn)
 		r.Post("/v1/sessions/{session_id}/stream-token", h.streamToken)
 	})

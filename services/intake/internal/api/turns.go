@@ -44,6 +44,9 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	raw, req, bad := readTurn(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	if bad == nil {
+		bad = checkWebhook(req, h.cfg.WebhookAllowHTTP)
+	}
 	if bad != nil {
 		h.refuse(w, route, *bad)
 		return
@@ -104,7 +107,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 
 	env := wire.Envelope{
 		TurnID: turnID, SessionID: sessionID, Tenant: tenant, Input: *req.Input,
-		Metadata: req.Metadata, Multitask: req.Multitask, Deadline: deadline, AcceptedAt: now,
+		Metadata: withWebhook(req), Multitask: req.Multitask, Deadline: deadline, AcceptedAt: now,
 	}
 	if req.TurnID != "" {
 		env.ClientTurnID = uuid.MustParse(req.TurnID) // turnID parsed it

@@ -20,11 +20,12 @@ import (
 
 // postTurnRequest is the body of POST /v1/sessions/{session_id}/turns.
 type postTurnRequest struct {
-	Input     *wire.Input    `json:"input"`
-	Metadata  map[string]any `json:"metadata,omitempty"`
-	Multitask string         `json:"multitask,omitempty"`
-	TurnID    string         `json:"turn_id,omitempty"`
-	Deadline  *int64         `json:"deadline,omitempty"`
+	Input     *wire.Input     `json:"input"`
+	Metadata  map[string]any  `json:"metadata,omitempty"`
+	Multitask string          `json:"multitask,omitempty"`
+	TurnID    string          `json:"turn_id,omitempty"`
+	Deadline  *int64          `json:"deadline,omitempty"`
+	Webhook   *webhookRequest `json:"webhook,omitempty"`
 }
 
 // maxDeadlineMs is the latest deadline accepted, 9999-12-31 in milliseconds since the epoch.
