@@ -75,7 +75,12 @@ CREATE TRIGGER turns_strip_webhook
 -- +goose StatementBegin
 CREATE FUNCTION turns_outbox() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.webhook_url IS NULL OR (TG_OP = 'UPDATE' AND NEW.status = OLD.status AND NEW.attempt = OLD.attempt) THEN
+    -- A turn's notifications start at its claim: intake's queued row (written in the background
+    -- after Kafka acknowledged the turn, and not at all when the claim got there first) is not a
+    -- state change the client has not already been told of by the 202.
+    IF NEW.webhook_url IS NULL
+        OR (TG_OP = 'INSERT' AND NEW.status = 'queued')
+        OR (TG_OP = 'UPDATE' AND NEW.status = OLD.status AND NEW.attempt = OLD.attempt) THEN
         RETURN NULL;
     END IF;
     INSERT INTO turn_notifications (turn_id, tenant, url, token, status, payload)
