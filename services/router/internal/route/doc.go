@@ -1,0 +1,11 @@
+// Package route reads, from a request alone, the ID that names the region owning it: a path
+// parameter of the native API (session, turn and chat IDs), of the LangGraph routes (thread IDs;
+// a run lives in its thread's region), or, on the A2A JSON-RPC endpoint, the task or context ID in
+// the body's params. It knows nothing of regions: pkg/region's owner rule turns the ID into a
+// region, and a request that carries no ID (POST /v1/sessions, POST /threads, thread-less runs, an
+// A2A message without taskId or contextId, the Agent Card, the OpenAPI document) is unowned and
+// goes to its tenant's home region — or, for a failover tenant whose home is down, to the next
+// healthy one, since it holds no state anywhere yet.
+//
+// The A2A body is only read, never changed: the router forwards it byte for byte.
+package route

@@ -1,0 +1,63 @@
+package route
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+func TestPath(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		path, id string
+		rpc      bool
+	}{
+		{"/v1/sessions", "", false},
+		{"/v1/sessions/euw1-s1/turns", "euw1-s1", false},
+		{"/v1/sessions/user-1/events", "user-1", false},
+		{"/v1/sessions/s1/stream-token", "s1", false},
+		{"/v1/turns/use1-0192f3c4-0000-7000-8000-000000000000", "use1-0192f3c4-0000-7000-8000-000000000000", false},
+		{"/v1/turns/t1/cancel", "t1", false},
+		{"/v1/chat", "", false},
+		{"/v1/chat/c1/stream", "c1", false},
+		{"/threads", "", false},
+		{"/threads/euw1-th/runs/euw1-run/join", "euw1-th", false},
+		{"/runs/stream", "", false},
+		{"/a2a", "", true},
+		{"/a2a/x", "", false},
+		{"/.well-known/agent-card.json", "", false},
+		{"/openapi.yaml", "", false},
+		{"/", "", false},
+	} {
+		id, rpc := Path(c.path)
+		require.Equal(t, c.id, id, c.path)
+		require.Equal(t, c.rpc, rpc, c.path)
+	}
+}
+
+func TestJSONRPC(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, body, id string }{
+		{"NewMessage", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"messageId":"m","role":"user","parts":[]}}}`, ""},
+		{"FollowUpTask", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"taskId":"use1-t","contextId":"euw1-c"}}}`, "use1-t"},
+		{"FollowUpContext", `{"jsonrpc":"2.0","id":"x","method":"message/stream","params":{"message":{"contextId":"euw1-c"}}}`, "euw1-c"},
+		{"GetTask", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"euw1-t","historyLength":2}}`, "euw1-t"},
+		{"Resubscribe", `{"jsonrpc":"2.0","id":1,"method":"tasks/resubscribe","params":{"id":"use1-t"}}`, "use1-t"},
+		{"SetPushConfig", `{"jsonrpc":"2.0","id":1,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"use1-t","pushNotificationConfig":{"url":"https://x"}}}`, "use1-t"},
+		{"Batch", `[{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{}}},{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"euw1-t"}}]`, "euw1-t"},
+		{"NotJSON", `{"jsonrpc":`, ""},
+		{"ParamsNotObject", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":[1]}`, ""},
+	} {
+		require.Equal(t, c.id, JSONRPC([]byte(c.body)), c.name)
+	}
+}
+
+// TestNeverPanics feeds arbitrary paths and bodies: routing reads untrusted input.
+func TestNeverPanics(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		_, _ = Path(rapid.String().Draw(t, "path"))
+		_ = JSONRPC([]byte(rapid.String().Draw(t, "body")))
+	})
+}
