@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -188,8 +189,60 @@ func TestChartDefaults(t *testing.T) {
 	require.Contains(t, alerts["TurnstileStreamResets"], `turnstile_gateway_resumes_total{result="reset"}`)
 	require.Contains(t, alerts["TurnstileWorkerPublishRetries"], "turnstile_worker_publish_retries_total")
 	require.Contains(t, alerts["TurnstileNotifierOutboxOld"], "turnstile_notifier_outbox_age_seconds")
+	require.Contains(t, alerts["TurnstileRegionDown"], "turnstile_router_region_up")
+
+	require.Nil(t, r.find("Deployment", "ts-turnstile-router"), "the router is rendered only when enabled")
+	require.NotContains(t, get(r.find("ConfigMap", "ts-turnstile-config"), "data"), "TURNSTILE_REGIONS", "single-region by default")
 
 	checkEnvironments(t, r)
+}
+
+// TestChartRouter renders one region of two with its router: the region map reaches every
+// service through the config ConfigMap, and the router gets a Deployment, Service, PDB and an
+// ingress host of its own that sends every path to it.
+func TestChartRouter(t *testing.T) {
+	t.Parallel()
+	regionMap := map[string]any{
+		"regions": []any{
+			map[string]any{"code": "euw1", "url": "https://euw1.turnstile.example.com"},
+			map[string]any{"code": "use1", "url": "https://use1.turnstile.example.com"},
+		},
+		"default_home": "euw1",
+		"tenants":      []any{map[string]any{"name": "acme", "home": "use1", "policy": "failover"}},
+	}
+	r, err := render(t, map[string]any{
+		"region": map[string]any{"code": "euw1", "map": regionMap},
+		"router": map[string]any{"enabled": true, "ingress": map[string]any{"enabled": true, "host": "api.turnstile.example.com"}},
+	})
+	require.NoError(t, err)
+
+	data := get(r.find("ConfigMap", "ts-turnstile-config"), "data").(map[string]any)
+	require.Equal(t, "euw1", data["TURNSTILE_REGION"])
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(data["TURNSTILE_REGIONS"].(string)), &got))
+	require.Equal(t, regionMap, got, "the map reaches the services as it was given")
+
+	d := r.find("Deployment", "ts-turnstile-router")
+	require.NotNil(t, d)
+	c := get(d, "spec.template.spec.containers.0")
+	require.True(t, strings.HasPrefix(get(c, "image").(string), "ghcr.io/turnstile-run/turnstile-router:"), get(c, "image"))
+	require.Equal(t, "ts-turnstile-config", get(c, "envFrom.0.configMapRef.name"))
+	require.Len(t, get(c, "envFrom"), 1, "the router reads no store, so it gets no secret")
+	require.Equal(t, "/readyz", get(c, "readinessProbe.httpGet.path"))
+	require.Greater(t, num(t, get(d, "spec.template.spec.terminationGracePeriodSeconds")), num(t, get(c, "lifecycle.preStop.sleep.seconds")))
+	require.Equal(t, "router", get(r.find("Service", "ts-turnstile-router"), "spec.selector").(map[string]any)["app.kubernetes.io/component"])
+	require.NotNil(t, r.find("PodDisruptionBudget", "ts-turnstile-router"))
+
+	ing := r.find("Ingress", "ts-turnstile-router")
+	require.Equal(t, "api.turnstile.example.com", get(ing, "spec.rules.0.host"))
+	require.Equal(t, "/", get(ing, "spec.rules.0.http.paths.0.path"))
+	require.Equal(t, "ts-turnstile-router", get(ing, "spec.rules.0.http.paths.0.backend.service.name"))
+	require.NotNil(t, r.find("Ingress", "ts-turnstile"), "the region's own ingress (the map's URL) stays")
+
+	checkEnvironments(t, r)
+
+	_, err = render(t, map[string]any{"router": map[string]any{"enabled": true}})
+	require.ErrorContains(t, err, "router.enabled needs region.map")
 }
 
 // checkDeployments asserts probes, preStop and grace periods of the Deployments.

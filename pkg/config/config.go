@@ -49,12 +49,17 @@ const (
 )
 
 // KnownRoles is every role a process may run, in start order.
-var KnownRoles = []string{"broker", "intake", "worker", "gateway", "a2a", "langgraph", "aisdk", "notifier"}
+var KnownRoles = []string{"broker", "intake", "worker", "gateway", "a2a", "langgraph", "aisdk", "notifier", "router"}
+
+// routeRoles are the roles that serve API routes, which the router (serving every path by
+// forwarding it) cannot share a process with.
+var routeRoles = []string{"intake", "gateway", "a2a", "langgraph", "aisdk"}
 
 // Config is every setting of every role. Roles read only the fields they need.
 type Config struct {
 	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway, a2a, aisdk,
-	// langgraph, notifier.
+	// langgraph, notifier, router. The default is every role but the router, which forwards every
+	// path to the regions and so runs without the roles that serve API routes.
 	Roles string `env:"TURNSTILE_ROLES"`
 	// HTTPAddr is where the process serves its API, /healthz, /readyz and /metrics.
 	HTTPAddr string `env:"TURNSTILE_HTTP_ADDR"`
@@ -128,6 +133,8 @@ type Config struct {
 	FrontDoor FrontDoorSettings
 	A2A       A2ASettings
 	Notifier  NotifierSettings
+	// Router configures the router role.
+	Router RouterSettings
 }
 
 // Load reads the environment and fills defaults. It does not validate; call Validate.
@@ -217,6 +224,7 @@ func (c *Config) ApplyDefaults() {
 	c.A2A.applyDefaults()
 	c.LangGraph.applyDefaults()
 	c.Notifier.applyDefaults()
+	c.Router.applyDefaults()
 }
 
 // nameVariables rewrites the parser's Go field names ("LeaseTTL") into the variables an operator
@@ -304,6 +312,13 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("TURNSTILE_ROLES: unknown role %q (want one of %s)", r, strings.Join(KnownRoles, ", ")))
 		}
 	}
+	if c.HasRole("router") {
+		for _, r := range routeRoles {
+			if c.HasRole(r) {
+				errs = append(errs, fmt.Errorf("TURNSTILE_ROLES: router forwards every path, so it runs without %s", r))
+			}
+		}
+	}
 	checks := []struct {
 		bad bool
 		msg string
@@ -341,6 +356,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.FrontDoor.validate()...)
 	errs = append(errs, c.A2A.validate()...)
 	errs = append(errs, c.Notifier.validate()...)
+	errs = append(errs, c.Router.validate()...)
 	return errors.Join(errs...)
 }
 
