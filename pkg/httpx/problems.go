@@ -59,6 +59,10 @@ var (
 	// ProblemThreadExists is POST /threads with the ID of an existing thread and if_exists=raise.
 	ProblemThreadExists = ProblemType{"thread-exists", http.StatusConflict}
 
+	// ProblemMisdirected is an ID of another region sent to this one directly (421); the "region"
+	// member names the owner, where the request should have gone (see pkg/region).
+	ProblemMisdirected = ProblemType{"misdirected", http.StatusMisdirectedRequest}
+
 	// Quotas (429, with Retry-After).
 	ProblemRateLimited = ProblemType{"rate-limited", http.StatusTooManyRequests}
 	ProblemQueueQuota  = ProblemType{"queued-turns-quota", http.StatusTooManyRequests}
@@ -68,6 +72,9 @@ var (
 	ProblemDeadlineUnreach = ProblemType{"deadline-unreachable", http.StatusServiceUnavailable}
 	ProblemKafkaUnavail    = ProblemType{"kafka-unavailable", http.StatusServiceUnavailable}
 	ProblemStoreUnavail    = ProblemType{"store-unavailable", http.StatusServiceUnavailable}
+	// ProblemRegionUnavailable is the router's answer when the region owning a request cannot be
+	// reached; the "region" member names it. Never "not found": the work still exists there.
+	ProblemRegionUnavailable = ProblemType{"region-unavailable", http.StatusServiceUnavailable}
 )
 
 // ProblemTypes is the whole catalog, in the order above.
@@ -77,7 +84,7 @@ func ProblemTypes() []ProblemType {
 		ProblemValidation, ProblemInvalidDeadline, ProblemInvalidTurnID, ProblemInvalidCursor,
 		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemSessionNotFound,
 		ProblemTurnNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemNotFound, ProblemMethodNotAllowed,
-		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemRateLimited, ProblemQueueQuota,
-		ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail,
+		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
+		ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail, ProblemRegionUnavailable,
 	}
 }
