@@ -12,29 +12,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 )
 
-// Defaults of Config's zero fields.
-const (
-	IntervalDefault = 2 * time.Second
-	TimeoutDefault  = time.Second
-	RiseDefault     = 2
-	FallDefault     = 2
-	PathDefault     = "/readyz"
-)
-
-// Config tunes a Monitor; zero fields take the defaults above.
+// Config tunes a Monitor; zero fields take pkg/config's defaults of the TURNSTILE_ROUTER_PROBE_*
+// settings.
 type Config struct {
-	// Interval between probe rounds. Defaults to IntervalDefault.
+	// Interval between probe rounds. Defaults to config.RouterProbeIntervalDefault.
 	Interval time.Duration
-	// Timeout bounds one probe, answer included. Defaults to TimeoutDefault.
+	// Timeout bounds one probe, answer included. Defaults to config.RouterProbeTimeoutDefault.
 	Timeout time.Duration
-	// Rise is how many consecutive good probes bring a down region back. Defaults to RiseDefault.
+	// Rise is how many consecutive good probes bring a down region back. Defaults to config.RouterProbeRiseDefault.
 	Rise int
-	// Fall is how many consecutive failed probes take an up region down. Defaults to FallDefault.
+	// Fall is how many consecutive failed probes take an up region down. Defaults to config.RouterProbeFallDefault.
 	Fall int
-	// Path is probed on each region's URL. Defaults to PathDefault.
+	// Path is probed on each region's URL. Defaults to config.RouterProbePathDefault.
 	Path string
 	// OnProbe, when set, is called after each probe with its result and the region's state after
 	// it (tests wait on it). It must be fast and safe for concurrent use.
@@ -43,19 +36,19 @@ type Config struct {
 
 func (c *Config) applyDefaults() {
 	if c.Interval <= 0 {
-		c.Interval = IntervalDefault
+		c.Interval = config.RouterProbeIntervalDefault
 	}
 	if c.Timeout <= 0 {
-		c.Timeout = TimeoutDefault
+		c.Timeout = config.RouterProbeTimeoutDefault
 	}
 	if c.Rise <= 0 {
-		c.Rise = RiseDefault
+		c.Rise = config.RouterProbeRiseDefault
 	}
 	if c.Fall <= 0 {
-		c.Fall = FallDefault
+		c.Fall = config.RouterProbeFallDefault
 	}
 	if c.Path == "" {
-		c.Path = PathDefault
+		c.Path = config.RouterProbePathDefault
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle/lifecycletest"
 )
 
@@ -76,7 +77,10 @@ func TestMonitor(t *testing.T) {
 		t.Parallel()
 		var c Config
 		c.applyDefaults()
-		require.Equal(t, Config{Interval: IntervalDefault, Timeout: TimeoutDefault, Rise: RiseDefault, Fall: FallDefault, Path: PathDefault}, c)
+		require.Equal(t, Config{
+			Interval: config.RouterProbeIntervalDefault, Timeout: config.RouterProbeTimeoutDefault, Rise: config.RouterProbeRiseDefault,
+			Fall: config.RouterProbeFallDefault, Path: config.RouterProbePathDefault,
+		}, c)
 	})
 
 	t.Run("StartsUp", func(t *testing.T) {

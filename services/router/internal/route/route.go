@@ -56,27 +56,29 @@ func (p rpcParams) owner() string {
 }
 
 // JSONRPC returns the ID a JSON-RPC request (or the first member of a batch that names one)
-// carries in its params, or "" for new work or a body that is not JSON-RPC (the owning region
-// answers that with its own error).
-func JSONRPC(body []byte) string {
+// carries in its params, "" for new work or a body that is not JSON-RPC (the owning region
+// answers that with its own error), and the request's own id, for an error the router answers
+// itself (nil for a batch or a body without one).
+func JSONRPC(body []byte) (owner string, requestID json.RawMessage) {
 	type request struct {
-		Params rpcParams `json:"params"`
+		ID     json.RawMessage `json:"id"`
+		Params rpcParams       `json:"params"`
 	}
 	var one request
 	if err := json.Unmarshal(body, &one); err == nil {
-		return one.Params.owner()
+		return one.Params.owner(), one.ID
 	}
 	var batch []json.RawMessage
 	if err := json.Unmarshal(body, &batch); err != nil {
-		return ""
+		return "", nil
 	}
 	for _, raw := range batch {
 		var r request
 		if json.Unmarshal(raw, &r) == nil {
 			if id := r.Params.owner(); id != "" {
-				return id
+				return id, nil
 			}
 		}
 	}
-	return ""
+	return "", nil
 }

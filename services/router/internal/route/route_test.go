@@ -49,8 +49,17 @@ func TestJSONRPC(t *testing.T) {
 		{"NotJSON", `{"jsonrpc":`, ""},
 		{"ParamsNotObject", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":[1]}`, ""},
 	} {
-		require.Equal(t, c.id, JSONRPC([]byte(c.body)), c.name)
+		id, _ := JSONRPC([]byte(c.body))
+		require.Equal(t, c.id, id, c.name)
 	}
+}
+
+func TestJSONRPCRequestID(t *testing.T) {
+	t.Parallel()
+	_, id := JSONRPC([]byte(`{"jsonrpc":"2.0","id":"req-7","method":"tasks/get","params":{"id":"euw1-t"}}`))
+	require.JSONEq(t, `"req-7"`, string(id))
+	_, id = JSONRPC([]byte(`[{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"euw1-t"}}]`))
+	require.Nil(t, id, "a batch has no one id")
 }
 
 // TestNeverPanics feeds arbitrary paths and bodies: routing reads untrusted input.
@@ -58,6 +67,6 @@ func TestNeverPanics(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		_, _ = Path(rapid.String().Draw(t, "path"))
-		_ = JSONRPC([]byte(rapid.String().Draw(t, "body")))
+		_, _ = JSONRPC([]byte(rapid.String().Draw(t, "body")))
 	})
 }
