@@ -65,6 +65,18 @@ func TestSigner(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(body))
 	})
+	t.Run("Unverified", func(t *testing.T) {
+		t.Parallel()
+		tok := New(Options{Keys: []Key{cur}, TTL: time.Minute}).SignKey("euw1-a1b2c3d4e5f6", "acme", "s1")
+		c, ok := Unverified(tok)
+		require.True(t, ok)
+		require.Equal(t, "euw1-a1b2c3d4e5f6", c.APIKeyID, "read without the key that signed it")
+		require.Equal(t, "acme", c.Tenant)
+		for _, bad := range []string{"", "ts_0123456789ab_secret", "e30", "!!.x", "bm90IGpzb24.x"} {
+			_, ok := Unverified(bad)
+			require.False(t, ok, bad)
+		}
+	})
 	t.Run("Rotation", func(t *testing.T) {
 		t.Parallel()
 		issuedWithOld := New(Options{Keys: []Key{old}, TTL: time.Minute}).Sign("acme", "s1")
