@@ -166,6 +166,13 @@ func TestTenant(t *testing.T) {
 			require.Equal(t, tc.want, m.Tenant(tc.key))
 		})
 	}
+	t.Run("ByKeyID", func(t *testing.T) {
+		t.Parallel()
+		require.Equal(t, globex, m.TenantOfKeyID("use1-8a7b6c5d4e3f"), "a stream token's API key ID places it as the key would")
+		require.Equal(t, region.Tenant{Home: "use1", Policy: region.PolicyWait}, m.TenantOfKeyID("use1-000000000000"))
+		require.Equal(t, dflt, m.TenantOfKeyID(""))
+		require.Equal(t, dflt, m.TenantOfKeyID("not-a-key-id"))
+	})
 	t.Run("ListedDefault", func(t *testing.T) {
 		t.Parallel()
 		m := mustParse(t, `{"regions":[{"code":"euw1","url":"http://a"},{"code":"use1","url":"http://b"}],

@@ -26,7 +26,14 @@ func KeyID(key string) (string, bool) {
 //     that region, policy wait — provided the map has that region;
 //  3. else the map's tenant named "default", or a "default" tenant at default_home, policy wait.
 func (m *Map) Tenant(key string) Tenant {
-	if id, ok := KeyID(key); ok {
+	id, _ := KeyID(key)
+	return m.TenantOfKeyID(id)
+}
+
+// TenantOfKeyID is Tenant for a request that names its API key by ID only ("" for none): a
+// stream token carries the ID of the key it was issued to.
+func (m *Map) TenantOfKeyID(id string) Tenant {
+	if ValidKeyID(id) {
 		if t, ok := m.byKeyID[id]; ok {
 			return t
 		}
