@@ -1,6 +1,6 @@
 // Package forward is the router's request path: it finds the region that owns a request (the ID
 // in its path or A2A params, by pkg/region's owner rule; for a request without one, its tenant's
-// home region, read from the API key without a lookup) and forwards the request there unchanged,
+// home region, read from the API key or stream token without a lookup) and forwards the request there unchanged,
 // with httputil.ReverseProxy over one tuned keep-alive Transport per region.
 //
 // Nothing is rewritten: the body goes byte for byte (an A2A body is read to find its owner, then

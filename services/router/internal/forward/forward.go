@@ -21,6 +21,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/region"
+	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/services/router/internal/route"
 )
 
@@ -178,10 +179,10 @@ type placement struct {
 	failover bool
 }
 
-// place applies the owner rule and the tenant's policy to a request's ID (or its absence) and
-// credential.
-func (fw *Handler) place(id, key string) placement {
-	tenant := fw.regions.Tenant(key)
+// place applies the owner rule and the tenant's policy to a request's ID (or its absence) and the
+// ID of its API key.
+func (fw *Handler) place(id, keyID string) placement {
+	tenant := fw.regions.TenantOfKeyID(keyID)
 	if id != "" {
 		owner, ok := fw.regions.Owner(id)
 		if !ok {
@@ -229,7 +230,7 @@ func (fw *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.rpc = true
 		id, f.rpcID = route.JSONRPC(body)
 	}
-	f.place = fw.place(id, credential(r))
+	f.place = fw.place(id, keyID(r))
 	if f.place.to == "" {
 		fw.forwards.WithLabelValues(f.place.owner, OutcomeUnavailable).Inc()
 		fw.unavailable(w, f, f.place.owner)
@@ -304,13 +305,25 @@ func (fw *Handler) Close() {
 	}
 }
 
-// credential is the API key a request carries, where turnstile's clients put it: x-api-key (the
-// LangGraph SDK) or a Bearer header.
-func credential(r *http.Request) string {
-	if k := r.Header.Get("X-Api-Key"); k != "" {
-		return strings.TrimSpace(k)
+// keyID is the ID of the API key behind a request, where turnstile's clients put their
+// credential: an API key in x-api-key (the LangGraph SDK) or a Bearer header, or a stream token
+// (Bearer, or the access_token query of a browser's EventSource) naming the key it was issued to.
+// Nothing is verified: the owning region does that. "" when the request names no key.
+func keyID(r *http.Request) string {
+	cred := strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	if cred == "" {
+		cred = httpx.BearerToken(r)
 	}
-	return httpx.BearerToken(r)
+	if cred == "" && strings.Contains(r.URL.RawQuery, "access_token=") {
+		cred = r.URL.Query().Get("access_token")
+	}
+	if id, ok := region.KeyID(cred); ok {
+		return id
+	}
+	if c, ok := streamtoken.Unverified(cred); ok {
+		return c.APIKeyID
+	}
+	return ""
 }
 
 // peekBody reads up to limit bytes of the request body to route by and puts them back in front of

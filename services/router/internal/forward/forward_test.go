@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/sse"
+	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
@@ -211,6 +213,16 @@ func TestForward(t *testing.T) {
 		require.Equal(t, "euw1", body, "without a key: default_home")
 		_, body = b.do(t, http.MethodGet, "/v1/turns/apse2-0192f3c4-0000-7000-8000-000000000000", globexKey, "")
 		require.Equal(t, "use1", body, "a prefix that is no region of the map is a client's choice")
+	})
+
+	t.Run("StreamTokenNamesTenant", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		tok := streamtoken.New(streamtoken.Options{}).SignKey("use1-8a7b6c5d4e3f", "globex", "user-1")
+		_, body := b.do(t, http.MethodGet, "/v1/sessions/user-1/events", tok, "")
+		require.Equal(t, "use1", body, "a stream token names its key, so its tenant's home")
+		_, body = b.do(t, http.MethodGet, "/v1/sessions/user-1/events?turn_id=x&access_token="+url.QueryEscape(tok), "", "")
+		require.Equal(t, "use1", body, "as EventSource sends it")
 	})
 
 	t.Run("HeadersPass", func(t *testing.T) {
