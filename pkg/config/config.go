@@ -128,6 +128,8 @@ type Config struct {
 	FrontDoor FrontDoorSettings
 	A2A       A2ASettings
 	Notifier  NotifierSettings
+	// Region places the process in a multi-region deployment.
+	Region RegionSettings
 }
 
 // Load reads the environment and fills defaults. It does not validate; call Validate.
@@ -341,6 +343,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.FrontDoor.validate()...)
 	errs = append(errs, c.A2A.validate()...)
 	errs = append(errs, c.Notifier.validate()...)
+	errs = append(errs, c.Region.validate()...)
 	return errors.Join(errs...)
 }
 

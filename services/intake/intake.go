@@ -87,6 +87,10 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	if err != nil {
 		return nil, err
 	}
+	place, err := cfg.Region.Local()
+	if err != nil {
+		return nil, err
+	}
 	producer, err := kafka.NewClient(kafka.ProducerOpts(cfg.BrokerList())...)
 	if err != nil {
 		return nil, err
@@ -117,7 +121,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	// The re-driver lives here for the reason the backlog monitor does, and because it produces
 	// through intake's producer (package redrive).
 	redriver := redrive.New(redrive.Config{
-		Topic: cfg.Topic, Interval: cfg.Intake.RedriveInterval, ProduceTimeout: cfg.ProduceTimeout,
+		Topic: cfg.Topic, Region: cfg.Region.Code, Interval: cfg.Intake.RedriveInterval, ProduceTimeout: cfg.ProduceTimeout,
 	}, pool, producer, events, log, d.Registry)
 	// The backlog-age signal lives here because intake does not scale to zero with the workers.
 	monitor := backlog.New(backlog.Config{Interval: cfg.Ops.BacklogInterval}, pool, log, d.Registry)
@@ -141,6 +145,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		AuthEnabled:      cfg.Auth.Enabled(),
 		KeyPrefix:        cfg.KeyPrefix,
 		WebhookAllowHTTP: cfg.Notifier.AllowHTTP,
+		Region:           place,
 	}, api.Deps{
 		Producer: producer,
 		Pool:     pool,
