@@ -35,18 +35,19 @@ var Role = app.Role{
 	Commands: []app.Command{APIKeyCommand},
 }
 
-// APIKeyCommand is `apikey create --tenant NAME | list [--tenant NAME] | revoke KEY_ID` (see
-// pkg/apikey).
+// APIKeyCommand is `apikey create --tenant NAME | import --tenant NAME --key KEY |
+// list [--tenant NAME] | revoke KEY_ID` (see pkg/apikey); created key IDs carry the region's
+// prefix when TURNSTILE_REGION is set.
 var APIKeyCommand = app.Command{
 	Name:  "apikey",
-	Usage: "apikey create|list|revoke",
+	Usage: "apikey create|import|list|revoke",
 	Run: func(ctx context.Context, env app.CommandEnv, args []string) error {
 		pool, err := env.Postgres(ctx)
 		if err != nil {
 			return err
 		}
 		defer pool.Close()
-		return apikey.Command(ctx, pool, args, env.Stdout)
+		return apikey.Command(ctx, pool, env.Config.Region.Code, args, env.Stdout)
 	},
 }
 
