@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/turnstile-run/turnstile/pkg/region"
 )
 
 // Errors callers branch on.
@@ -23,6 +25,11 @@ var (
 	ErrUnknown = errors.New("unknown or revoked api key")
 	// ErrInvalidTenant is returned for a tenant name outside [A-Za-z0-9._-]{1,64}.
 	ErrInvalidTenant = errors.New("tenant must be 1-64 characters of [A-Za-z0-9._-]")
+	// ErrMalformed is an imported key that does not have the shape of a key Create makes.
+	ErrMalformed = errors.New("not a turnstile API key (ts_<key id>_<secret>)")
+	// ErrConflict is an imported key whose ID this region already holds for another key or
+	// tenant.
+	ErrConflict = errors.New("this region holds the key ID for another key or tenant")
 )
 
 var tenantRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -38,9 +45,9 @@ type Key struct {
 	RevokedAt *time.Time
 }
 
-// keyRE is the shape of every key Create makes: "ts_", 12 hex digits of ID, "_", 32 random bytes
-// in unpadded base64url.
-var keyRE = regexp.MustCompile(`^ts_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$`)
+// keyRE is the shape of every key Create makes: "ts_", the key ID (12 hex digits, prefixed
+// "<region>-" when a region minted it), "_", 32 random bytes in unpadded base64url.
+var keyRE = regexp.MustCompile(`^ts_(?:` + region.CodePattern + `-)?[0-9a-f]{12}_[A-Za-z0-9_-]{43}$`)
 
 // WellFormed reports whether key has the shape of a key Create makes; one that does not cannot
 // exist, so it needs no lookup.
@@ -52,8 +59,15 @@ func Hash(key string) []byte {
 	return h[:]
 }
 
-// Create makes a key for tenant and returns it in full; it cannot be read back later.
+// Create makes a key for tenant in single-region mode (CreateIn without a region).
 func Create(ctx context.Context, pool *pgxpool.Pool, tenant string) (id, key string, err error) {
+	return CreateIn(ctx, pool, "", tenant)
+}
+
+// CreateIn makes a key for tenant and returns it in full; it cannot be read back later. Its ID
+// starts with code, the region minting it (pkg/region; none when code is empty), so a router
+// reading the key ID can name the tenant's home region without a lookup.
+func CreateIn(ctx context.Context, pool *pgxpool.Pool, code, tenant string) (id, key string, err error) {
 	if !TenantValid(tenant) {
 		return "", "", ErrInvalidTenant
 	}
@@ -65,13 +79,44 @@ func Create(ctx context.Context, pool *pgxpool.Pool, tenant string) (id, key str
 	if _, err := rand.Read(secret); err != nil {
 		return "", "", fmt.Errorf("generate key secret: %w", err)
 	}
-	id = hex.EncodeToString(idb)
+	id = region.Prefix(code, hex.EncodeToString(idb))
 	key = "ts_" + id + "_" + base64.RawURLEncoding.EncodeToString(secret)
 	if _, err := pool.Exec(ctx, `INSERT INTO api_keys (key_id, tenant, key_hash) VALUES ($1, $2, $3)`,
 		id, tenant, Hash(key)); err != nil {
 		return "", "", fmt.Errorf("store api key: %w", err)
 	}
 	return id, key, nil
+}
+
+// Import stores an existing key, minted by another region, for tenant: the same ID and the same
+// hash, so the key works here too (a failover tenant's key must work in every region it may be
+// placed in). Importing a key this region already holds for the same tenant changes nothing.
+func Import(ctx context.Context, pool *pgxpool.Pool, tenant, key string) (id string, err error) {
+	if !TenantValid(tenant) {
+		return "", ErrInvalidTenant
+	}
+	id, ok := region.KeyID(key)
+	if !ok || !WellFormed(key) {
+		return "", ErrMalformed
+	}
+	tag, err := pool.Exec(ctx, `INSERT INTO api_keys (key_id, tenant, key_hash) VALUES ($1, $2, $3)
+		ON CONFLICT DO NOTHING`, id, tenant, Hash(key))
+	if err != nil {
+		return "", fmt.Errorf("import api key: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return id, nil
+	}
+	var same bool
+	err = pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE key_id = $1 AND tenant = $2 AND key_hash = $3)`,
+		id, tenant, Hash(key)).Scan(&same)
+	if err != nil {
+		return "", fmt.Errorf("import api key: %w", err)
+	}
+	if !same {
+		return "", ErrConflict
+	}
+	return id, nil
 }
 
 // Revoke revokes a key by ID. Revoking a revoked key is not an error; an unknown ID is ErrUnknown.
@@ -136,25 +181,35 @@ func List(ctx context.Context, pool *pgxpool.Pool, tenant string) ([]Key, error)
 	})
 }
 
-// Command runs `apikey create|list|revoke` and writes its result to out.
-func Command(ctx context.Context, pool *pgxpool.Pool, args []string, out io.Writer) error {
-	const usage = "usage: apikey create --tenant NAME | apikey list [--tenant NAME] | apikey revoke KEY_ID"
+// Command runs `apikey create|import|list|revoke` in region code (empty in single-region mode)
+// and writes its result to out.
+func Command(ctx context.Context, pool *pgxpool.Pool, code string, args []string, out io.Writer) error {
+	const usage = "usage: apikey create --tenant NAME | apikey import --tenant NAME --key KEY | " +
+		"apikey list [--tenant NAME] | apikey revoke KEY_ID"
 	if len(args) == 0 {
 		return errors.New(usage)
 	}
 	fs := flag.NewFlagSet("apikey "+args[0], flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	tenant := fs.String("tenant", "", "tenant name")
+	imported := fs.String("key", "", "the key to import, in full")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w\n%s", err, usage)
 	}
 	switch args[0] {
 	case "create":
-		id, key, err := Create(ctx, pool, *tenant)
+		id, key, err := CreateIn(ctx, pool, code, *tenant)
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(out, "key_id=%s tenant=%s\n%s\n", id, *tenant, key)
+		return err
+	case "import":
+		id, err := Import(ctx, pool, *tenant, *imported)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "imported key_id=%s tenant=%s\n", id, *tenant)
 		return err
 	case "list":
 		keys, err := List(ctx, pool, *tenant)

@@ -135,6 +135,8 @@ type Config struct {
 	Notifier  NotifierSettings
 	// Router configures the router role.
 	Router RouterSettings
+	// Region places the process in a multi-region deployment.
+	Region RegionSettings
 }
 
 // Load reads the environment and fills defaults. It does not validate; call Validate.
@@ -357,6 +359,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.A2A.validate()...)
 	errs = append(errs, c.Notifier.validate()...)
 	errs = append(errs, c.Router.validate()...)
+	errs = append(errs, c.Region.validate()...)
 	return errors.Join(errs...)
 }
 

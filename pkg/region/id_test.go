@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/region"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 func TestValidCode(t *testing.T) {
@@ -164,4 +165,16 @@ func FuzzParseUUID(f *testing.F) {
 			t.Fatalf("%q: canonical %q parses to %q %v %v", id, again, code2, u2, err)
 		}
 	})
+}
+
+// TestShownTurnIDIsPrefix: the envelope's shown turn ID, spelt in pkg/wire, is Prefix.
+func TestShownTurnIDIsPrefix(t *testing.T) {
+	t.Parallel()
+	id, client := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	for _, code := range []string{"", "euw1"} {
+		e := wire.Envelope{TurnID: id, Region: code}
+		require.Equal(t, region.Prefix(code, id.String()), e.ShownTurnID())
+		e.ClientTurnID = client
+		require.Equal(t, region.Prefix(code, client.String()), e.ShownTurnID())
+	}
 }

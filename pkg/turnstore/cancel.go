@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/turnstile-run/turnstile/pkg/region"
 )
 
 // CancelledBeforeStart is the error a turn cancelled while queued ends with.
@@ -63,12 +65,15 @@ type Ended struct {
 	Error string
 }
 
-// ShownTurnID is the turn's ID as its client knows it (and its events show it).
-func (e *Ended) ShownTurnID() string {
+// ShownTurnID is the turn's ID as its client knows it (and its events show it) in region code
+// (pkg/region; empty in single-region mode): the stores keep no region, so the caller names its
+// own.
+func (e *Ended) ShownTurnID(code string) string {
+	id := e.TurnID
 	if e.ClientTurnID != nil {
-		return e.ClientTurnID.String()
+		id = *e.ClientTurnID
 	}
-	return e.TurnID.String()
+	return region.Prefix(code, id.String())
 }
 
 //go:embed cancel_earlier.sql

@@ -60,6 +60,10 @@ type Envelope struct {
 	// ClientTurnID is the turn ID the client minted, when it did: TurnID is then derived from it
 	// and the tenant (see ClientTurnKey), and the events show the client's ID (ShownTurnID).
 	ClientTurnID uuid.UUID `json:"client_turn_id,omitzero"`
+	// Region is the code of the region that accepted the turn (TURNSTILE_REGION), empty in
+	// single-region mode: the turn's ID as the client knows it carries it (ShownTurnID), while
+	// TurnID and every store keep the bare UUID (pkg/region).
+	Region string `json:"region,omitempty"`
 }
 
 // envelopeRecord is Envelope as DecodeEnvelope reads it: its Metadata, shallower than the

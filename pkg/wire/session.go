@@ -50,10 +50,17 @@ func ClientTurnKey(tenant string, clientTurnID uuid.UUID) uuid.UUID {
 	return uuid.NewSHA1(clientTurnNamespace, append([]byte(tenant+SessionKeySeparator), clientTurnID[:]...))
 }
 
-// ShownTurnID is the turn's ID as its client knows it: the ID it minted, or TurnID.
+// ShownTurnID is the turn's ID as its client knows it: the ID it minted, or TurnID, prefixed by
+// the region that accepted it as "<region>-<uuid>" (no prefix in single-region mode). It is
+// region.Prefix, spelt here because pkg/region depends on this package (through httpx);
+// region's TestShownTurnIDIsPrefix keeps the two equal.
 func (e *Envelope) ShownTurnID() string {
+	id := e.TurnID
 	if e.ClientTurnID != uuid.Nil {
-		return e.ClientTurnID.String()
+		id = e.ClientTurnID
 	}
-	return e.TurnID.String()
+	if e.Region == "" {
+		return id.String()
+	}
+	return e.Region + "-" + id.String()
 }

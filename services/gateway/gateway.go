@@ -58,6 +58,10 @@ func New(d *app.Deps) (*Gateway, error) { return NewContext(context.Background()
 func NewContext(ctx context.Context, d *app.Deps) (*Gateway, error) {
 	cfg := d.Config
 	log := d.Log.With("role", "gateway")
+	place, err := cfg.Region.Local()
+	if err != nil {
+		return nil, err
+	}
 	rdb, err := d.Redis()
 	if err != nil {
 		return nil, err
@@ -98,7 +102,7 @@ func NewContext(ctx context.Context, d *app.Deps) (*Gateway, error) {
 		KeepAlive: cfg.KeepAlive, Retry: gs.Retry, OverloadRetry: gs.OverloadRetry,
 		MaxConnections: gs.MaxConnections, MaxPerSession: gs.MaxPerSession, MaxTenantShare: gs.MaxTenantShare,
 		DrainBatch: gs.DrainBatch, DrainInterval: gs.DrainInterval, WriteTimeout: gs.WriteTimeout,
-		CORSOrigins: gs.CORSOriginList(), Tokens: tokens, Revocations: revoked,
+		CORSOrigins: gs.CORSOriginList(), Tokens: tokens, Revocations: revoked, Region: place,
 	}, h, reader, log, d.Registry)
 	d.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -35,18 +35,19 @@ var Role = app.Role{
 	Commands: []app.Command{APIKeyCommand},
 }
 
-// APIKeyCommand is `apikey create --tenant NAME | list [--tenant NAME] | revoke KEY_ID` (see
-// pkg/apikey).
+// APIKeyCommand is `apikey create --tenant NAME | import --tenant NAME --key KEY |
+// list [--tenant NAME] | revoke KEY_ID` (see pkg/apikey); created key IDs carry the region's
+// prefix when TURNSTILE_REGION is set.
 var APIKeyCommand = app.Command{
 	Name:  "apikey",
-	Usage: "apikey create|list|revoke",
+	Usage: "apikey create|import|list|revoke",
 	Run: func(ctx context.Context, env app.CommandEnv, args []string) error {
 		pool, err := env.Postgres(ctx)
 		if err != nil {
 			return err
 		}
 		defer pool.Close()
-		return apikey.Command(ctx, pool, args, env.Stdout)
+		return apikey.Command(ctx, pool, env.Config.Region.Code, args, env.Stdout)
 	},
 }
 
@@ -87,6 +88,10 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	if err != nil {
 		return nil, err
 	}
+	place, err := cfg.Region.Local()
+	if err != nil {
+		return nil, err
+	}
 	producer, err := kafka.NewClient(kafka.ProducerOpts(cfg.BrokerList())...)
 	if err != nil {
 		return nil, err
@@ -117,7 +122,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	// The re-driver lives here for the reason the backlog monitor does, and because it produces
 	// through intake's producer (package redrive).
 	redriver := redrive.New(redrive.Config{
-		Topic: cfg.Topic, Interval: cfg.Intake.RedriveInterval, ProduceTimeout: cfg.ProduceTimeout,
+		Topic: cfg.Topic, Region: cfg.Region.Code, Interval: cfg.Intake.RedriveInterval, ProduceTimeout: cfg.ProduceTimeout,
 	}, pool, producer, events, log, d.Registry)
 	// The backlog-age signal lives here because intake does not scale to zero with the workers.
 	monitor := backlog.New(backlog.Config{Interval: cfg.Ops.BacklogInterval}, pool, log, d.Registry)
@@ -141,6 +146,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		AuthEnabled:      cfg.Auth.Enabled(),
 		KeyPrefix:        cfg.KeyPrefix,
 		WebhookAllowHTTP: cfg.Notifier.AllowHTTP,
+		Region:           place,
 	}, api.Deps{
 		Producer: producer,
 		Pool:     pool,

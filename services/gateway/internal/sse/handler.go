@@ -21,6 +21,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
@@ -69,6 +70,10 @@ type Config struct {
 	WriteTimeout time.Duration
 	// CORSOrigins may open streams from other origins; "*" allows any. Empty: same origin only.
 	CORSOrigins []string
+	// Region is this region (TURNSTILE_REGION and the region map): a stream of another region's
+	// session or turn is answered 421, and ?turn_id= takes either form of this region's turn IDs.
+	// The zero value is single-region mode.
+	Region region.Local
 	// Tokens verifies stream tokens; nil disables the check (development only).
 	Tokens *streamtoken.Signer
 	// Revocations knows the revoked API keys: a token of a revoked key is refused at open, and
@@ -335,7 +340,7 @@ func (h *Handler) authorize(w http.ResponseWriter, o openRequest) (streamtoken.C
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	h.setCORS(w, r)
-	o, bad := parseOpen(r)
+	o, bad := parseOpen(r, h.cfg.Region)
 	if bad != nil {
 		httpx.WriteProblem(w, *bad)
 		return

@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 )
 
@@ -31,15 +32,24 @@ type openRequest struct {
 	Invalid *httpx.Problem
 }
 
-// parseOpen reads an open-stream request. A malformed session ID is its problem result, which is
-// answered first; problems of the other parameters are left in Invalid.
-func parseOpen(r *http.Request) (openRequest, *httpx.Problem) {
+// parseOpen reads an open-stream request of region place. A malformed session ID, or a session or
+// turn ID of another region (421, pkg/region), is its problem result, which is answered first;
+// problems of the other parameters are left in Invalid.
+func parseOpen(r *http.Request, place region.Local) (openRequest, *httpx.Problem) {
 	sessionID, bad := httpx.SessionID(r)
 	if bad != nil {
 		return openRequest{}, bad
 	}
 	q := r.URL.Query()
 	o := openRequest{SessionID: sessionID, TurnID: q.Get("turn_id")}
+	owner, misdirected := place.Chosen(sessionID)
+	if !misdirected {
+		owner, misdirected = place.Minted(o.TurnID)
+	}
+	if misdirected {
+		p := region.Misdirected(owner)
+		return openRequest{}, &p
+	}
 	if o.Token = httpx.BearerToken(r); o.Token == "" {
 		o.Token = q.Get("access_token")
 	}
@@ -49,12 +59,21 @@ func parseOpen(r *http.Request) (openRequest, *httpx.Problem) {
 		o.CursorSource = "query"
 	}
 
-	if o.TurnID != "" {
+	if o.TurnID != "" && place.Code == "" {
 		if _, err := uuid.Parse(o.TurnID); err != nil {
 			p := httpx.ProblemInvalidTurnID.Problem("turn_id must be a UUID")
 			o.Invalid = &p
 			return o, nil
 		}
+	} else if o.TurnID != "" {
+		// The events name the turn as "<region>-<uuid>"; either form the client holds follows it.
+		_, id, err := region.ParseUUID(o.TurnID)
+		if err != nil {
+			p := httpx.ProblemInvalidTurnID.Problem("turn_id must be a UUID or " + place.Code + "-<uuid>")
+			o.Invalid = &p
+			return o, nil
+		}
+		o.TurnID = region.Prefix(place.Code, id.String())
 	}
 	switch o.Cursor {
 	case "":

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 )
 
@@ -97,7 +98,7 @@ func TestParseOpen(t *testing.T) {
 			rc.URLParams.Add(httpx.SessionIDParam, tc.session)
 			r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rc))
 
-			got, bad := parseOpen(r)
+			got, bad := parseOpen(r, region.Local{})
 			if tc.bad != "" {
 				require.NotNil(t, bad)
 				require.Equal(t, tc.bad, bad.Type)
@@ -115,4 +116,41 @@ func TestParseOpen(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// TestParseOpenRegion: in region euw1, ?turn_id= takes the bare or the prefixed form and follows
+// the prefixed one the events carry; another region's turn or session is a 421 naming it.
+func TestParseOpenRegion(t *testing.T) {
+	t.Parallel()
+	const turn = "0192f0c4-5d3c-7b7e-8a6f-1c2d3e4f5a6b"
+	m, err := region.Parse([]byte(`{"regions":[{"code":"euw1","url":"http://a"},{"code":"use1","url":"http://b"}]}`))
+	require.NoError(t, err)
+	place := region.Local{Code: "euw1", Map: m}
+	open := func(session, query string) (openRequest, *httpx.Problem) {
+		r := httptest.NewRequest(http.MethodGet, "/v1/sessions/x/events?"+query, nil)
+		rc := chi.NewRouteContext()
+		rc.URLParams.Add(httpx.SessionIDParam, session)
+		r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rc))
+		return parseOpen(r, place)
+	}
+	for _, q := range []string{"turn_id=" + turn, "turn_id=euw1-" + turn} {
+		got, bad := open("s1", q)
+		require.Nil(t, bad)
+		require.Nil(t, got.Invalid)
+		require.Equal(t, "euw1-"+turn, got.TurnID, q)
+	}
+	got, bad := open("s1", "turn_id=euw1-x")
+	require.Nil(t, bad)
+	require.NotNil(t, got.Invalid)
+	require.Equal(t, httpx.ProblemInvalidTurnID.Name, got.Invalid.Type)
+
+	for _, tc := range []struct{ session, query string }{{"s1", "turn_id=use1-" + turn}, {"use1-chat", ""}} {
+		_, bad := open(tc.session, tc.query)
+		require.NotNil(t, bad, tc)
+		require.Equal(t, httpx.ProblemMisdirected.Name, bad.Type)
+		require.Equal(t, http.StatusMisdirectedRequest, bad.Status)
+		require.Equal(t, "use1", bad.Extra[region.MemberRegion])
+	}
+	_, bad = open("user-42", "")
+	require.Nil(t, bad, "a client's session that looks prefixed is ordinary")
 }

@@ -13,9 +13,10 @@ import (
 // Timeout bounds one call of Ended.
 const Timeout = 2 * time.Second
 
-// Ended publishes the terminal event of each turn of ended, which a statement ended with status.
+// Ended publishes the terminal event of each turn of ended, which a statement ended with status,
+// naming each turn as its client knows it in region code (empty in single-region mode).
 // pub may be nil (no Redis): nothing is published.
-func Ended(ctx context.Context, pub *streams.Publisher, log *slog.Logger, status wire.Status, ended []turnstore.Ended) {
+func Ended(ctx context.Context, pub *streams.Publisher, log *slog.Logger, code string, status wire.Status, ended []turnstore.Ended) {
 	if pub == nil || len(ended) == 0 {
 		return
 	}
@@ -29,7 +30,7 @@ func Ended(ctx context.Context, pub *streams.Publisher, log *slog.Logger, status
 	ms := make([]streams.Message, len(ended))
 	for i := range ended {
 		e := &ended[i]
-		shown := e.ShownTurnID()
+		shown := e.ShownTurnID(code)
 		ms[i] = streams.Message{
 			SessionID: e.SessionID, TurnID: shown, Token: e.Token,
 			Event: wire.NewEvent(t, wire.ErrorData{EventBase: wire.EventBase{TurnID: shown, Attempt: e.Attempt}, Error: e.Error}),

@@ -17,6 +17,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/openapi"
+	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
@@ -105,6 +106,10 @@ type Config struct {
 	AuthEnabled bool
 	// KeyPrefix starts intake's Redis keys. Defaults to config.KeyPrefixDefault.
 	KeyPrefix string
+	// Region is this region (TURNSTILE_REGION and the region map): the prefix of the turn and
+	// session IDs intake mints, and what answers another region's IDs with 421. The zero value
+	// is single-region mode.
+	Region region.Local
 
 	// RedisTimeout defaults to RedisTimeoutDefault.
 	RedisTimeout time.Duration
@@ -268,7 +273,8 @@ func (h *Handler) Routes(r chi.Router) {
 		_, _ = w.Write(openapi.Spec)
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(h.authenticate)
+		r.Use(h.placed, h.authenticate)
+		r.Post("/v1/sessions", h.postSession)
 		r.Post("/v1/sessions/{session_id}/turns", h.postTurn)
 		r.Get("/v1/sessions/{session_id}/turns", h.listTurns)
 		r.Get("/v1/turns/{turn_id}", h.getTurn)

@@ -108,9 +108,10 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	env := wire.Envelope{
 		TurnID: turnID, SessionID: sessionID, Tenant: tenant, Input: *req.Input,
 		Metadata: withWebhook(req), Multitask: req.Multitask, Deadline: deadline, AcceptedAt: now,
+		Region: h.cfg.Region.Code,
 	}
 	if req.TurnID != "" {
-		env.ClientTurnID = uuid.MustParse(req.TurnID) // turnID parsed it
+		env.ClientTurnID, _ = h.parseTurnID(req.TurnID) // turnID parsed it
 	}
 	shownID := env.ShownTurnID()
 	value, err := env.Encode()
@@ -210,12 +211,16 @@ func (h *Handler) interrupt(ctx context.Context, sessionID string, turnID uuid.U
 		h.d.Log.WarnContext(ctx, "interrupt: cancel of earlier turns failed", "session_id", sessionID, "err", err)
 		return
 	}
-	announce.Ended(ctx, h.d.Events, h.d.Log, wire.StatusCancelled, ended)
+	announce.Ended(ctx, h.d.Events, h.d.Log, h.cfg.Region.Code, wire.StatusCancelled, ended)
 	h.d.Log.DebugContext(ctx, "interrupt: cancel requested", "session_id", sessionID, "turns", n)
 }
 
-// turnView is a turn as the API shows it.
-type turnView = turnstore.Turn
+// turnView is a turn as the API shows it: its ID is the one the client knows, prefixed by this
+// region (the stored turn's TurnID is the bare UUID).
+type turnView struct {
+	turnstore.Turn
+	TurnID string `json:"turn_id"`
+}
 
 func (h *Handler) getTurn(w http.ResponseWriter, r *http.Request) {
 	const route = "get_turn"
@@ -224,31 +229,32 @@ func (h *Handler) getTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.requests.WithLabelValues(route, "ok").Inc()
-	httpx.WriteJSON(w, http.StatusOK, shown(t))
+	httpx.WriteJSON(w, http.StatusOK, h.shown(t))
 }
 
 // shown is a turn as its client sees it: stored under the session's key and, when the client
 // minted its ID, under an ID derived from it; shown with the client's own session ID and turn ID.
-func shown(t turnView) turnView {
+func (h *Handler) shown(t turnstore.Turn) turnView {
 	t.SessionID = wire.ClientSessionID(t.SessionID)
+	id := t.TurnID
 	if t.ClientTurnID != nil {
-		t.TurnID = *t.ClientTurnID
+		id = *t.ClientTurnID
 	}
-	return t
+	return turnView{Turn: t, TurnID: h.showTurnID(id)}
 }
 
 // loadTurn loads the path's turn for the request's tenant, answering the refusal itself when it
 // cannot. A turn intake accepted moments ago may still sit in this replica's queued-row buffer, so a
 // miss flushes it and reads again.
-func (h *Handler) loadTurn(w http.ResponseWriter, r *http.Request, route string) (turnView, bool) {
-	id, err := uuid.Parse(chi.URLParam(r, "turn_id"))
-	if err != nil {
-		h.refuse(w, route, httpx.ProblemInvalidTurnID.Problem("turn_id must be a UUID"))
-		return turnView{}, false
+func (h *Handler) loadTurn(w http.ResponseWriter, r *http.Request, route string) (turnstore.Turn, bool) {
+	id, ok := h.parseTurnID(chi.URLParam(r, "turn_id"))
+	if !ok {
+		h.refuse(w, route, httpx.ProblemInvalidTurnID.Problem(h.turnIDShape()))
+		return turnstore.Turn{}, false
 	}
 	if h.store == nil {
 		h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("turn status is unavailable"))
-		return turnView{}, false
+		return turnstore.Turn{}, false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
 	defer cancel()
@@ -260,18 +266,18 @@ func (h *Handler) loadTurn(w http.ResponseWriter, r *http.Request, route string)
 	switch {
 	case errors.Is(err, turnstore.ErrNotFound) || (err == nil && t.Tenant != tenantOf(r)):
 		h.refuse(w, route, httpx.ProblemTurnNotFound.Problem("no such turn"))
-		return turnView{}, false
+		return turnstore.Turn{}, false
 	case err != nil:
 		h.d.Log.WarnContext(r.Context(), "read turn failed", "turn_id", id, "err", err)
 		h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("turn status is temporarily unavailable"))
-		return turnView{}, false
+		return turnstore.Turn{}, false
 	}
 	return t, true
 }
 
 // getOwn reads the tenant's turn that the client calls id: the one stored under the ID derived
 // from id when the client minted it (wire.ClientTurnKey), else the one stored under id itself.
-func (h *Handler) getOwn(ctx context.Context, id uuid.UUID, tenant string) (turnView, error) {
+func (h *Handler) getOwn(ctx context.Context, id uuid.UUID, tenant string) (turnstore.Turn, error) {
 	t, err := h.store.Get(ctx, wire.ClientTurnKey(tenant, id))
 	if errors.Is(err, turnstore.ErrNotFound) {
 		t, err = h.store.Get(ctx, id)
@@ -306,7 +312,7 @@ func (h *Handler) cancelTurn(w http.ResponseWriter, r *http.Request) {
 	if c.Ended {
 		// A queued turn's cancel is terminal at once: nothing waits for a worker to read its
 		// record, which may have been lost.
-		announce.Ended(ctx, h.d.Events, h.d.Log, wire.StatusCancelled, []turnstore.Ended{{
+		announce.Ended(ctx, h.d.Events, h.d.Log, h.cfg.Region.Code, wire.StatusCancelled, []turnstore.Ended{{
 			TurnID: t.TurnID, SessionID: t.SessionID, ClientTurnID: t.ClientTurnID, Token: c.Token,
 			Attempt: c.Attempt, Error: turnstore.CancelledBeforeStart,
 		}})
@@ -318,7 +324,7 @@ func (h *Handler) cancelTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	h.requests.WithLabelValues(route, "accepted").Inc()
 	httpx.WriteJSON(w, http.StatusAccepted, CancelAccepted{
-		TurnID: shown(t).TurnID.String(), Status: string(t.Status),
+		TurnID: h.shown(t).TurnID, Status: string(t.Status),
 		CancelRequested: live || t.CancelReq,
 	})
 }
@@ -376,7 +382,7 @@ func (h *Handler) listTurns(w http.ResponseWriter, r *http.Request) {
 	}
 	page := TurnPage{Turns: make([]turnView, len(turns))}
 	for i, t := range turns {
-		page.Turns[i] = shown(t)
+		page.Turns[i] = h.shown(t)
 	}
 	if len(turns) == limit {
 		page.NextCursor = strconv.FormatInt(turns[len(turns)-1].AcceptedAt.UnixMicro(), 36)

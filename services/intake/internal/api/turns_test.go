@@ -146,7 +146,7 @@ func TestListSessionTurns(t *testing.T) {
 		resp.JSON(t, &p)
 		require.LessOrEqual(t, len(p.Turns), 2)
 		for _, tv := range p.Turns {
-			got = append(got, tv.TurnID.String())
+			got = append(got, tv.TurnID)
 			// No worker claimed these turns: the queued row holds the input all the same.
 			require.Equal(t, wire.StatusQueued, tv.Status)
 			require.Regexp(t, `^\{"text": ?"n[0-4]"\}$`, string(tv.Input), "the list shows an unclaimed turn's input")
@@ -222,7 +222,7 @@ func TestTenants(t *testing.T) {
 		var p TurnPage
 		resp.JSON(t, &p)
 		require.Len(t, p.Turns, 1, "each tenant lists its own session of the ID")
-		require.Equal(t, c.want, p.Turns[0].TurnID.String())
+		require.Equal(t, c.want, p.Turns[0].TurnID)
 		require.Equal(t, "shared", p.Turns[0].SessionID)
 	}
 	tv, resp := getTurn(t, b.srv.URL, a.TurnID, acme)

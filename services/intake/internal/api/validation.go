@@ -135,9 +135,9 @@ func (h *Handler) turnID(r *http.Request, req postTurnRequest, tenant, sessionID
 	var id uuid.UUID
 	switch key := r.Header.Get("Idempotency-Key"); {
 	case req.TurnID != "":
-		parsed, err := uuid.Parse(req.TurnID)
-		if err != nil || parsed == uuid.Nil {
-			return uuid.Nil, "", errors.New("turn_id must be a UUID")
+		parsed, ok := h.parseTurnID(req.TurnID)
+		if !ok {
+			return uuid.Nil, "", errors.New(h.turnIDShape())
 		}
 		id = wire.ClientTurnKey(tenant, parsed)
 	case key != "":

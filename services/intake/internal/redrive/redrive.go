@@ -43,6 +43,9 @@ const ExpiredError = "the deadline passed before the turn started"
 type Config struct {
 	// Topic is the turns topic.
 	Topic string
+	// Region is this region's code (TURNSTILE_REGION), stamped on re-driven envelopes so their
+	// events show the turn's prefixed ID; empty in single-region mode.
+	Region string
 	// Interval between rounds. Defaults to config.RedriveIntervalDefault (5s).
 	Interval time.Duration
 	// Grace is how long after its acceptance a turn's record is surely acknowledged, so an offset
@@ -257,7 +260,7 @@ func (r *Redriver) endUnstartable(ctx context.Context, res *Result) {
 		byStatus := map[wire.Status][]turnstore.Ended{}
 		for i, e := range ended {
 			byStatus[statuses[i]] = append(byStatus[statuses[i]], e)
-			r.log.InfoContext(ctx, "turn ended before it started", "turn_id", e.ShownTurnID(),
+			r.log.InfoContext(ctx, "turn ended before it started", "turn_id", e.ShownTurnID(r.cfg.Region),
 				"session_id", wire.ClientSessionID(e.SessionID), "status", statuses[i], "reason", e.Error)
 		}
 		for status, es := range byStatus {
@@ -267,7 +270,7 @@ func (r *Redriver) endUnstartable(ctx context.Context, res *Result) {
 			} else {
 				res.Cancelled += len(es)
 			}
-			announce.Ended(ctx, r.events, r.log, status, es)
+			announce.Ended(ctx, r.events, r.log, r.cfg.Region, status, es)
 		}
 		if len(ended) < r.cfg.Batch {
 			return
@@ -336,6 +339,7 @@ func (r *Redriver) redriveBatch(ctx context.Context, topic turnstore.Topic, res 
 	taken := make([]*turnstore.LostTurn, 0, len(lost))
 	for i := range lost {
 		l := &lost[i]
+		l.Envelope.Region = r.cfg.Region
 		if !l.HasInput {
 			r.orphan(ctx, l, res)
 			continue
@@ -422,7 +426,7 @@ func (r *Redriver) orphan(ctx context.Context, l *turnstore.LostTurn, res *Resul
 	if l.Envelope.ClientTurnID != uuid.Nil {
 		e.ClientTurnID = &l.Envelope.ClientTurnID
 	}
-	announce.Ended(ctx, r.events, r.log, wire.StatusFailed, []turnstore.Ended{e})
+	announce.Ended(ctx, r.events, r.log, r.cfg.Region, wire.StatusFailed, []turnstore.Ended{e})
 }
 
 func cmpErr(first, err error) error {
