@@ -2,8 +2,8 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MODULES := pkg migrations services/intake services/worker services/gateway services/a2a services/aisdk services/langgraph services/notifier cmd/turnstile loadtest deploy
-SERVICES := intake worker gateway a2a aisdk langgraph notifier
+MODULES := pkg migrations services/intake services/worker services/gateway services/a2a services/aisdk services/langgraph services/notifier services/router cmd/turnstile loadtest deploy
+SERVICES := intake worker gateway a2a aisdk langgraph notifier router
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 15m
 export TURNSTILE_HTTP_ADDR ?= 127.0.0.1:8080
@@ -74,3 +74,7 @@ COMPOSE_PROFILES ?=
 .PHONY: up
 up: ## run the full stack with Apache Kafka under docker compose (COMPOSE_PROFILES=observability adds Prometheus)
 	COMPOSE_PROFILES=$(COMPOSE_PROFILES) docker compose up --build
+
+.PHONY: up-regions
+up-regions: ## run two regions (euw1, use1) behind one router under docker compose (docker-compose.regions.yml)
+	docker compose -f docker-compose.regions.yml up --build

@@ -19,6 +19,7 @@ require (
 	github.com/turnstile-run/turnstile/services/intake v0.0.0
 	github.com/turnstile-run/turnstile/services/langgraph v0.0.0
 	github.com/turnstile-run/turnstile/services/notifier v0.0.0
+	github.com/turnstile-run/turnstile/services/router v0.0.0
 	github.com/turnstile-run/turnstile/services/worker v0.0.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
@@ -89,5 +90,6 @@ replace (
 	github.com/turnstile-run/turnstile/services/intake => ../../services/intake
 	github.com/turnstile-run/turnstile/services/langgraph => ../../services/langgraph
 	github.com/turnstile-run/turnstile/services/notifier => ../../services/notifier
+	github.com/turnstile-run/turnstile/services/router => ../../services/router
 	github.com/turnstile-run/turnstile/services/worker => ../../services/worker
 )
