@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/turnstile-run/turnstile/pkg/config"
+	"github.com/turnstile-run/turnstile/pkg/region"
 )
 
 // readmeVars lists the variables of the README's configuration table.
@@ -117,7 +118,7 @@ func TestComposeStack(t *testing.T) {
 // outside the workspace, without cgo.
 func TestServiceImagesBuild(t *testing.T) {
 	t.Parallel()
-	for _, svc := range []string{"intake", "worker", "gateway", "a2a", "aisdk", "langgraph", "notifier"} {
+	for _, svc := range []string{"intake", "worker", "gateway", "a2a", "aisdk", "langgraph", "notifier", "router"} {
 		df, err := os.ReadFile("../services/" + svc + "/Dockerfile")
 		require.NoError(t, err)
 		for _, want := range []string{"AS build", "GOWORK=off", "CGO_ENABLED=0", "./cmd/turnstile-" + svc, "distroless/static", "USER 65532:65532"} {
@@ -130,5 +131,52 @@ func TestServiceImagesBuild(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		cancel()
 		require.NoError(t, err, "services/%s does not build on its own:\n%s", svc, out)
+	}
+}
+
+// TestComposeRegions checks docker-compose.regions.yml: two regions, each a whole stack in one
+// container with its own region code, Postgres schema, Redis key prefix and embedded broker, and
+// one router whose region map names both by their service names.
+func TestComposeRegions(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docker-compose.regions.yml")
+	require.NoError(t, err)
+	var f composeFile
+	require.NoError(t, yaml.Unmarshal(b, &f))
+	for _, name := range []string{"postgres", "redis", "region-euw1", "region-use1", "router"} {
+		require.Contains(t, f.Services, name)
+	}
+	seen := map[string]map[string]bool{}
+	for _, code := range []string{"euw1", "use1"} {
+		name := "region-" + code
+		s := f.Services[name]
+		require.Equal(t, "cmd/turnstile/Dockerfile", s.Build.Dockerfile, name)
+		e := s.Environment
+		require.Equal(t, code, e["TURNSTILE_REGION"], name)
+		var c config.Config
+		require.NoError(t, env.ParseWithOptions(&c, env.Options{Environment: e}))
+		c.ApplyDefaults()
+		require.True(t, c.HasRole("broker"), "%s runs its own embedded broker", name)
+		require.Equal(t, "127.0.0.1:9092", c.KafkaBrokers, "%s's roles use its own broker", name)
+		for _, k := range []string{"TURNSTILE_DATABASE_SCHEMA", "TURNSTILE_KEY_PREFIX", "TURNSTILE_INSTANCE_ID"} {
+			if seen[k] == nil {
+				seen[k] = map[string]bool{}
+			}
+			require.NotEmpty(t, e[k], name)
+			require.False(t, seen[k][e[k]], "%s: %s must differ between the regions", name, k)
+			seen[k][e[k]] = true
+		}
+		checkEnv(t, name, e)
+	}
+	r := f.Services["router"]
+	require.Equal(t, "services/router/Dockerfile", r.Build.Dockerfile)
+	checkEnv(t, "router", r.Environment)
+	m, err := region.Parse([]byte(r.Environment["TURNSTILE_REGIONS"]))
+	require.NoError(t, err)
+	for _, code := range []string{"euw1", "use1"} {
+		reg, ok := m.Region(code)
+		require.True(t, ok, code)
+		require.Equal(t, "http://region-"+code+":8080", reg.URL, "the router reaches each region by its service name")
+		require.Equal(t, r.Environment["TURNSTILE_REGIONS"], f.Services["region-"+code].Environment["TURNSTILE_REGIONS"], "one map for all")
 	}
 }
