@@ -320,6 +320,11 @@ func TestRegionDownAndBack(t *testing.T) {
 	defer cancel()
 	task := taskResult(t)(rig.a2aClient("initech").SendMessage(ctx, &a2a.MessageSendParams{Message: a2aMessage("a2a in the outage", nil)}))
 	require.Equal(t, "use1", ownerOf(t, string(task.ID)))
+	// The router's metrics say so too.
+	metrics := rig.call(rig.router, http.MethodGet, "/metrics", "", "")
+	require.Contains(t, string(metrics.body), `turnstile_router_region_up{region="euw1"} 0`)
+	require.Contains(t, string(metrics.body), `turnstile_router_forwards_total{outcome="failover",region="use1"}`)
+	require.Contains(t, string(metrics.body), `turnstile_router_forwards_total{outcome="unavailable",region="euw1"}`)
 	// An A2A follow-up naming euw1 is refused as JSON-RPC, HTTP 503 kept.
 	rpc := rig.call(rig.router, http.MethodPost, "/a2a", "initech",
 		`{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":{"id":"euw1-0192f3c4-0000-7000-8000-000000000000"}}`)
