@@ -308,7 +308,7 @@ func renderTurns(turns []frontdoor.Turn) []render.Turn {
 
 func renderTurn(t frontdoor.Turn) render.Turn {
 	return render.Turn{
-		ID: t.TurnID.String(), Status: t.Status, Attempt: t.Attempt,
+		ID: t.TurnID, Status: t.Status, Attempt: t.Attempt,
 		Input: textOf(t.Input), Output: textOf(t.Output),
 	}
 }
