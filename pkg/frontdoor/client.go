@@ -119,8 +119,9 @@ type Accepted struct {
 	StreamToken string `json:"stream_token"`
 }
 
-// Turn is a turn as the native API shows it.
-type Turn = turnstore.Turn
+// Turn is a turn as the native API shows it: TurnID is the ID as clients know it (prefixed by the
+// region, pkg/region).
+type Turn = turnstore.Shown
 
 // TurnPage is a page of a session's turns, newest first.
 type TurnPage struct {

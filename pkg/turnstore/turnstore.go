@@ -40,6 +40,14 @@ type Turn struct {
 	ClientTurnID *uuid.UUID `json:"-"`
 }
 
+// Shown is a turn as the native API shows it and its clients (the protocol front doors) read it:
+// its ID is text, the one the client knows ("<region>-<uuid>" in a region, pkg/region), where
+// the stored Turn's TurnID is the bare UUID.
+type Shown struct {
+	Turn
+	TurnID string `json:"turn_id"`
+}
+
 // Store wraps a pool.
 type Store struct{ pool *pgxpool.Pool }
 

@@ -17,7 +17,7 @@ import (
 )
 
 // Role builds the A2A front door from shared deps.
-var Role = app.Role{Name: "a2a", New: func(_ context.Context, d *app.Deps) (app.Component, error) { return New(d), nil }}
+var Role = app.Role{Name: "a2a", New: func(_ context.Context, d *app.Deps) (app.Component, error) { return New(d) }}
 
 // Server is the running A2A role.
 type Server struct {
@@ -32,17 +32,21 @@ type Server struct {
 }
 
 // New builds the role. It connects to nothing until a request comes.
-func New(d *app.Deps) *Server {
+func New(d *app.Deps) (*Server, error) {
 	cfg := d.Config
 	log := d.Log.With("role", "a2a")
+	place, err := cfg.Region.Local()
+	if err != nil {
+		return nil, err
+	}
 	fd := frontdoor.New(frontdoor.FromConfig(cfg, d.LocalURL()))
-	h := tasks.New(fd, tasks.Config{MaxBlock: cfg.A2A.MaxBlock}, log)
+	h := tasks.New(fd, tasks.Config{MaxBlock: cfg.A2A.MaxBlock, Region: cfg.Region.Code}, log)
 	return &Server{
 		fd:      fd,
 		handler: h,
-		rpc:     rpc.New(rpc.Config{MaxBody: cfg.MaxBody, KeepAlive: cfg.KeepAlive, WriteTimeout: cfg.Gateway.WriteTimeout}, h, d.Registry),
+		rpc:     rpc.New(rpc.Config{MaxBody: cfg.MaxBody, KeepAlive: cfg.KeepAlive, WriteTimeout: cfg.Gateway.WriteTimeout, Region: place}, h, d.Registry),
 		card:    rpc.NewCardHandler(card.New(cfg.A2A, cfg.Auth.Enabled(), rpc.Path), rpc.Path),
-	}
+	}, nil
 }
 
 // Routes mounts the JSON-RPC endpoint and the Agent Card.

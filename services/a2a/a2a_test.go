@@ -18,7 +18,9 @@ func newServer(t *testing.T) *Server {
 	t.Helper()
 	d := app.NewDeps(config.Default(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	d.Registry = prometheus.NewRegistry()
-	return New(d)
+	s, err := New(d)
+	require.NoError(t, err)
+	return s
 }
 
 func TestServer(t *testing.T) {

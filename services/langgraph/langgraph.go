@@ -36,6 +36,10 @@ type LangGraph struct {
 func New(ctx context.Context, d *app.Deps) (*LangGraph, error) {
 	cfg := d.Config
 	log := d.Log.With("role", "langgraph")
+	place, err := cfg.Region.Local()
+	if err != nil {
+		return nil, err
+	}
 	var ownPool *pgxpool.Pool
 	pool, err := d.Postgres(ctx)
 	if err != nil {
@@ -49,6 +53,7 @@ func New(ctx context.Context, d *app.Deps) (*LangGraph, error) {
 	h := api.New(api.Config{
 		Assistants: cfg.LangGraph.AssistantList(), Auth: cfg.Auth.Enabled(),
 		KeepAlive: cfg.KeepAlive, MaxBody: cfg.MaxBody, RetryAfter: cfg.Intake.RetryAfter,
+		Region: place,
 	}, fd, pool, log, d.Registry)
 	return &LangGraph{handler: h, ownPool: ownPool}, nil
 }

@@ -12,6 +12,9 @@ const apiUrl = process.env.TURNSTILE_URL;
 assert.ok(apiUrl, "TURNSTILE_URL must name the stack (set by the Go test)");
 const apiKey = process.env.TURNSTILE_API_KEY || undefined;
 const client = new Client({ apiUrl, apiKey });
+// TURNSTILE_REGION, when the stack runs as a region: every ID it mints starts with "<region>-".
+const region = process.env.TURNSTILE_REGION || "";
+const minted = new RegExp(`^${region ? region + "-" : ""}[0-9a-f]{8}-[0-9a-f-]{27}$`);
 
 const human = (content) => ({ messages: [{ type: "human", content }] });
 const demo = (knobs) => ({ demo: knobs });
@@ -42,7 +45,7 @@ async function waitStatus(threadId, runId, want, timeoutMs = 20000) {
 
 test("a thread exists before any run, with its metadata", async () => {
   const created = await client.threads.create({ metadata: { owner: "ann" } });
-  assert.match(created.thread_id, /^[0-9a-f-]{36}$/);
+  assert.match(created.thread_id, minted);
   const got = await client.threads.get(created.thread_id);
   assert.equal(got.thread_id, created.thread_id);
   assert.equal(got.metadata.owner, "ann");
@@ -80,6 +83,7 @@ test("a streamed run: metadata first, message chunks in order, values and update
   assert.equal(values[0].data.messages.at(-1).content, "hello");
   assert.equal(lastAI(values.at(-1).data).content, words(12).join(""));
   assert.equal(parts.at(-1).event, "end");
+  assert.match(created.run_id, minted);
   const run = await client.runs.get(thread_id, created.run_id);
   assert.equal(run.status, "success");
   assert.equal(run.assistant_id, "agent");
@@ -214,4 +218,19 @@ test("refusals: unknown assistant, unknown thread, unsupported stream mode", asy
   const values = await client.runs.wait(fresh, "agent", { input: human("new"), ifNotExists: "create", metadata: demo({ tokens: 1 }) });
   assert.equal(lastAI(values).content, "w0");
   assert.equal((await client.threads.get(fresh)).thread_id, fresh);
+});
+
+test("another region's thread or run is misdirected (421), naming its owner", { skip: !region && "single region" }, async () => {
+  // The SDK retries a 421 with backoff like any status it does not know; once is enough here.
+  const once = new Client({ apiUrl, apiKey, callerOptions: { maxRetries: 0 } });
+  const other = "use1-" + crypto.randomUUID();
+  for (const call of [() => once.threads.get(other), () => once.runs.get(other, other)]) {
+    await assert.rejects(call(), (e) => {
+      assert.equal(e.status, 421);
+      assert.match(String(e.message), /use1/);
+      return true;
+    });
+  }
+  const { thread_id } = await client.threads.create();
+  await assert.rejects(once.runs.get(thread_id, "use1-" + crypto.randomUUID()), (e) => e.status === 421);
 });

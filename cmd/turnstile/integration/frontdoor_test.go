@@ -120,7 +120,7 @@ func TestFrontDoorClient(t *testing.T) {
 		page, err := c.ListTurns(ctx, "", session, 10, "")
 		require.NoError(t, err)
 		require.Len(t, page.Turns, 1)
-		require.Equal(t, a.TurnID, page.Turns[0].TurnID.String())
+		require.Equal(t, a.TurnID, page.Turns[0].TurnID)
 
 		done, err := c.CancelTurn(ctx, "", a.TurnID)
 		require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/apikey"
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/demo"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/services/langgraph"
@@ -52,7 +53,12 @@ func runNode(ctx context.Context, dir string, env []string, args ...string) (str
 // on a fixed port: the front door calls the native API on its own listener.
 func startLangGraphStack(t *testing.T, env *testenv.Env) string {
 	t.Helper()
-	cfg := env.Config
+	return startLangGraphStackCfg(t, env, env.Config)
+}
+
+// startLangGraphStackCfg is startLangGraphStack from cfg (e.g. a region's).
+func startLangGraphStackCfg(t *testing.T, env *testenv.Env, cfg config.Config) string {
+	t.Helper()
 	cfg.Roles = "intake,worker,gateway,langgraph"
 	cfg.HTTPAddr = testenv.FreeAddr(t)
 	startStackCfg(t, env, cfg)
@@ -61,17 +67,31 @@ func startLangGraphStack(t *testing.T, env *testenv.Env) string {
 
 // TestLangGraphSDK runs clients/langgraph's node:test suite: @langchain/langgraph-sdk's Client,
 // unmodified, creating threads, streaming and joining runs, background runs, cancel, double-texting
-// with reject and interrupt, idempotent creation, state and history.
+// with reject and interrupt, idempotent creation, state and history. It runs once in single-region
+// mode and once as region euw1, where every thread and run ID must carry the prefix and another
+// region's thread or run is a 421.
 func TestLangGraphSDK(t *testing.T) {
 	dir := langgraphProject(t)
-	env := testenv.New(t, testenv.Options{})
-	base := startLangGraphStack(t, env)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	out, err := runNode(ctx, dir, []string{"TURNSTILE_URL=" + base}, "--test", "--test-reporter=spec", "test/sdk.test.js")
-	t.Log(out)
-	require.NoError(t, err, "the SDK suite failed")
-	require.Contains(t, out, "ℹ fail 0")
+	for _, tc := range []struct {
+		name   string
+		region func(config.Config) config.Config
+		code   string
+	}{
+		{"SingleRegion", func(c config.Config) config.Config { return c }, ""},
+		{"Region", inRegion, "euw1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := testenv.New(t, testenv.Options{})
+			base := startLangGraphStackCfg(t, env, tc.region(env.Config))
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			out, err := runNode(ctx, dir, []string{"TURNSTILE_URL=" + base, "TURNSTILE_REGION=" + tc.code},
+				"--test", "--test-reporter=spec", "test/sdk.test.js")
+			t.Log(out)
+			require.NoError(t, err, "the SDK suite failed")
+			require.Contains(t, out, "ℹ fail 0")
+		})
+	}
 }
 
 // TestLangGraphWorkerKilledMidRun: the SDK streams a run while the worker running it is SIGKILLed;

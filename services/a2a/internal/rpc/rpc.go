@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
+	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/services/a2a/internal/tasks"
 )
 
@@ -53,6 +54,10 @@ type Config struct {
 	KeepAlive time.Duration
 	// WriteTimeout bounds one write to a stream's client. Defaults to WriteTimeoutDefault.
 	WriteTimeout time.Duration
+	// Region is this region (TURNSTILE_REGION and the region map): a request naming another
+	// region's task or context is answered 421 with JSON-RPC error region.RPCMisdirected. The
+	// zero value is single-region mode.
+	Region region.Local
 }
 
 // Server is the JSON-RPC endpoint.
@@ -144,6 +149,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusOK, req.ID, call, err)
 		return
 	}
+	if owner, ok := misdirected(s.cfg.Region, req.Method, req.Params); ok {
+		writeMisdirected(w, req.ID, call, owner)
+		return
+	}
 	out, err := json.Marshal(req)
 	if err != nil {
 		writeError(w, http.StatusOK, req.ID, call, fmt.Errorf("%w: %w", a2a.ErrInternalError, err))
@@ -231,6 +240,59 @@ func checkParams(method string, raw json.RawMessage) error {
 		}
 	}
 	return nil
+}
+
+// misdirected reports whether a checked request names a task or context of another region, and
+// which: a task ID (tasks/get, tasks/cancel, tasks/resubscribe, message.taskId) by its shape, a
+// contextId by a prefix the region map knows (pkg/region). It reads nothing but the params.
+func misdirected(place region.Local, method string, raw json.RawMessage) (string, bool) {
+	if place.Code == "" {
+		return "", false
+	}
+	var p struct {
+		ID      string `json:"id"`
+		Message *struct {
+			TaskID    string `json:"taskId"`
+			ContextID string `json:"contextId"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(raw, &p) != nil {
+		return "", false
+	}
+	switch method {
+	case "tasks/get", "tasks/cancel", "tasks/resubscribe":
+		return place.Minted(p.ID)
+	case "message/send", "message/stream":
+		if p.Message == nil {
+			return "", false
+		}
+		if owner, ok := place.Minted(p.Message.TaskID); ok {
+			return owner, true
+		}
+		return place.Chosen(p.Message.ContextID)
+	}
+	return "", false
+}
+
+// writeMisdirected answers a request for another region's task: HTTP 421 (as the native API
+// answers) carrying the JSON-RPC error region.RPCMisdirected whose data names the owner.
+func writeMisdirected(w http.ResponseWriter, id json.RawMessage, call *tasks.Call, owner string) {
+	call.SetOutcome("misdirected")
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	resp := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   rpcError        `json:"error"`
+	}{"2.0", id, rpcError{
+		Code:    region.RPCMisdirected,
+		Message: "misdirected: this task belongs to region " + owner,
+		Data:    map[string]any{region.MemberRegion: owner},
+	}}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusMisdirectedRequest)
+	_ = json.NewEncoder(w).Encode(resp)
 }
 
 // rpcError is a JSON-RPC error object.

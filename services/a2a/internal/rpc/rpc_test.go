@@ -10,6 +10,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/services/a2a/internal/tasks"
 )
 
@@ -89,3 +90,51 @@ func queue(c *tasks.Call, ids ...string) {
 }
 
 func refuseForTest(c *tasks.Call, status int, retry time.Duration) { c.Refuse(status, retry) }
+
+// TestMisdirected: in region euw1, a request naming a task of another region (by shape) or a
+// context of a mapped region is answered 421 with JSON-RPC error -32051 naming the owner, before
+// the SDK (here: no handler at all) sees it; everything else passes.
+func TestMisdirected(t *testing.T) {
+	t.Parallel()
+	m, err := region.Parse([]byte(`{"regions":[{"code":"euw1","url":"http://a"},{"code":"use1","url":"http://b"}]}`))
+	require.NoError(t, err)
+	place := region.Local{Code: "euw1", Map: m}
+	const u = "0192f0c4-5d3c-7b7e-8a6f-1c2d3e4f5a6b"
+	msg := func(extra string) string {
+		return `{"message":{"messageId":"m","role":"user","parts":[{"kind":"text","text":"hi"}]` + extra + `}}`
+	}
+	for _, c := range []struct {
+		method, params, owner string
+	}{
+		{"tasks/get", `{"id":"use1-` + u + `"}`, "use1"},
+		{"tasks/cancel", `{"id":"apse2-` + u + `"}`, "apse2"},
+		{"tasks/resubscribe", `{"id":"use1-` + u + `"}`, "use1"},
+		{"message/send", msg(`,"taskId":"use1-` + u + `"`), "use1"},
+		{"message/stream", msg(`,"contextId":"use1-chat"`), "use1"},
+		{"tasks/get", `{"id":"euw1-` + u + `"}`, ""},
+		{"tasks/get", `{"id":"` + u + `"}`, ""},
+		{"message/send", msg(`,"contextId":"user-42"`), ""},
+		{"message/send", msg(``), ""},
+	} {
+		owner, ok := misdirected(place, c.method, json.RawMessage(c.params))
+		require.Equal(t, c.owner != "", ok, "%s %s", c.method, c.params)
+		require.Equal(t, c.owner, owner)
+		_, ok = misdirected(region.Local{}, c.method, json.RawMessage(c.params))
+		require.False(t, ok, "single-region mode checks nothing")
+	}
+
+	rec := httptest.NewRecorder()
+	writeMisdirected(rec, json.RawMessage(`7`), tasks.NewCall("", ""), "use1")
+	require.Equal(t, http.StatusMisdirectedRequest, rec.Code)
+	var resp struct {
+		ID    int `json:"id"`
+		Error struct {
+			Code int            `json:"code"`
+			Data map[string]any `json:"data"`
+		} `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &resp))
+	require.Equal(t, 7, resp.ID)
+	require.Equal(t, region.RPCMisdirected, resp.Error.Code)
+	require.Equal(t, "use1", resp.Error.Data["region"])
+}

@@ -16,9 +16,9 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
-	"github.com/google/uuid"
 
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
+	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
@@ -42,6 +42,9 @@ type Config struct {
 	// TurnsPage is how many of a session's newest turns are read to find a task's later turns.
 	// Defaults to TurnsPageDefault.
 	TurnsPage int
+	// Region is this region's code (TURNSTILE_REGION): derived context IDs carry it, as task IDs
+	// (turn IDs) do. Empty in single-region mode.
+	Region string
 }
 
 // Handler is the A2A request handler over the native API. It keeps no task state: everything it
@@ -119,7 +122,7 @@ func (h *Handler) OnCancelTask(ctx context.Context, id *a2a.TaskIDParams) (*a2a.
 	if st := statusOf(id.ID, last).State; ended(st) {
 		return nil, call.fail(fmt.Errorf("task is %s: %w", st, a2a.ErrTaskNotCancelable))
 	}
-	ca, err := h.fd.CancelTurn(ctx, call.Credential, last.TurnID.String())
+	ca, err := h.fd.CancelTurn(ctx, call.Credential, last.TurnID)
 	if err != nil {
 		return nil, call.native(err, a2a.ErrTaskNotFound)
 	}
@@ -140,7 +143,7 @@ func (h *Handler) awaitEnd(ctx context.Context, call *Call, t frontdoor.Turn) {
 	if err != nil {
 		return
 	}
-	s, err := h.fd.OpenStream(ctx, frontdoor.StreamRequest{SessionID: t.SessionID, Token: grant.StreamToken, TurnID: t.TurnID.String()})
+	s, err := h.fd.OpenStream(ctx, frontdoor.StreamRequest{SessionID: t.SessionID, Token: grant.StreamToken, TurnID: t.TurnID})
 	if err != nil {
 		return
 	}
@@ -268,7 +271,7 @@ func (h *Handler) resubscribe(ctx context.Context, call *Call, id a2a.TaskID, yi
 	if err != nil {
 		return call.native(err, a2a.ErrTaskNotFound)
 	}
-	return h.follow(ctx, call, last.SessionID, grant.StreamToken, newRenderer(id, last.SessionID, last.TurnID.String()), cur, yield)
+	return h.follow(ctx, call, last.SessionID, grant.StreamToken, newRenderer(id, last.SessionID, last.TurnID), cur, yield)
 }
 
 // follow relays the renderer's turn's native stream from cur until the task's stream ends, the
@@ -385,16 +388,18 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 			if err != nil {
 				return nil, call.native(err, a2a.ErrTaskNotFound)
 			}
-			sub.prior, sub.turnID, sub.token = turns[:len(turns)-1], last.TurnID.String(), grant.StreamToken
+			sub.prior, sub.turnID, sub.token = turns[:len(turns)-1], last.TurnID, grant.StreamToken
 			return sub, nil
 		}
 		if st := statusOf(m.TaskID, last).State; !interrupted(st) {
 			return nil, call.fail(fmt.Errorf("task is %s; only a task waiting for input takes another message: %w", st, a2a.ErrUnsupportedOperation))
 		}
 		sub.prior = turns
-		link["task_id"] = string(m.TaskID)
+		// The task's ID as its first turn shows it, whichever form (bare or prefixed) the client sent.
+		sub.task = a2a.TaskID(turns[0].TurnID)
+		link["task_id"] = turns[0].TurnID
 	} else if sub.contextID == "" {
-		sub.contextID = contextFor(m.ID)
+		sub.contextID = contextFor(h.cfg.Region, m.ID)
 	}
 	if !wire.SessionIDValid(sub.contextID) {
 		return nil, call.fail(fmt.Errorf("contextId must be %s: %w", wire.SessionIDRule, a2a.ErrInvalidParams))
@@ -422,7 +427,7 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 // taskTurns returns the turns of task id, oldest first: its own (first) turn and the follow-ups
 // that name it among the session's newest TurnsPage turns.
 func (h *Handler) taskTurns(ctx context.Context, call *Call, id string) ([]frontdoor.Turn, error) {
-	if _, err := uuid.Parse(id); err != nil {
+	if _, _, err := region.ParseUUID(id); err != nil {
 		return nil, call.fail(fmt.Errorf("task %q: %w", id, a2a.ErrTaskNotFound))
 	}
 	first, err := h.fd.GetTurn(ctx, call.Credential, id)
@@ -444,7 +449,7 @@ func (h *Handler) taskTurns(ctx context.Context, call *Call, id string) ([]front
 	}
 	var later []frontdoor.Turn
 	for _, t := range page.Turns {
-		if linkOf(t).TaskID == id {
+		if tid := linkOf(t).TaskID; tid == first.TurnID || tid == id {
 			later = append(later, t)
 		}
 	}

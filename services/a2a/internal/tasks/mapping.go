@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
+	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
@@ -25,9 +26,11 @@ const startID = "0"
 // contextNamespace derives the session of a message sent without a contextId from its messageId.
 var contextNamespace = uuid.MustParse("5d3c2b7e-8f0a-4e61-9c1d-2a7b4e5f6a80")
 
-// contextFor is the session of a first message without contextId.
-func contextFor(messageID string) string {
-	return uuid.NewSHA1(contextNamespace, []byte(messageID)).String()
+// contextFor is the session of a first message without contextId in region code (empty in
+// single-region mode): "<region>-<uuidv5 of the messageId>", so a retried first message lands in
+// the same session and a router places it by its ID.
+func contextFor(code, messageID string) string {
+	return region.Prefix(code, uuid.NewSHA1(contextNamespace, []byte(messageID)).String())
 }
 
 // turnLink is what a turn's metadata says of its task.
@@ -127,9 +130,9 @@ func statusOf(task a2a.TaskID, t frontdoor.Turn) a2a.TaskStatus {
 	st := a2a.TaskStatus{State: stateOf(t.Status, out.State)}
 	switch {
 	case interrupted(st.State) && out.Text != "":
-		st.Message = agentMessage(task, t.SessionID, "status-"+t.TurnID.String(), out.Text)
+		st.Message = agentMessage(task, t.SessionID, "status-"+t.TurnID, out.Text)
 	case t.Error != "" && st.State.Terminal():
-		st.Message = agentMessage(task, t.SessionID, "status-"+t.TurnID.String(), t.Error)
+		st.Message = agentMessage(task, t.SessionID, "status-"+t.TurnID, t.Error)
 	}
 	if t.FinishedAt != nil {
 		ts := *t.FinishedAt
@@ -142,10 +145,10 @@ func statusOf(task a2a.TaskID, t frontdoor.Turn) a2a.TaskStatus {
 // latest turn's, its history cut to the newest historyLength messages when that is set.
 func buildTask(turns []frontdoor.Turn, historyLength *int) *a2a.Task {
 	first, last := turns[0], turns[len(turns)-1]
-	id := a2a.TaskID(first.TurnID.String())
+	id := a2a.TaskID(first.TurnID)
 	task := &a2a.Task{ID: id, ContextID: first.SessionID, Status: statusOf(id, last)}
 	for _, t := range turns {
-		tid := t.TurnID.String()
+		tid := t.TurnID
 		if text := input(t); text != "" {
 			mid := linkOf(t).MessageID
 			if mid == "" {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
@@ -96,9 +97,14 @@ func TestStateOf(t *testing.T) {
 
 func TestContextForIsStable(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, contextFor("m-1"), contextFor("m-1"), "a retried first message lands in the same session")
-	require.NotEqual(t, contextFor("m-1"), contextFor("m-2"))
-	require.True(t, wire.SessionIDValid(contextFor("m-1")))
+	for _, code := range []string{"", "euw1"} {
+		require.Equal(t, contextFor(code, "m-1"), contextFor(code, "m-1"), "a retried first message lands in the same session")
+		require.NotEqual(t, contextFor(code, "m-1"), contextFor(code, "m-2"))
+		require.True(t, wire.SessionIDValid(contextFor(code, "m-1")))
+	}
+	require.Equal(t, "euw1-"+contextFor("", "m-1"), contextFor("euw1", "m-1"), "a region prefixes the derived context")
+	_, err := uuid.Parse(contextFor("", "m-1"))
+	require.NoError(t, err, "bare in single-region mode")
 }
 
 func TestOutcome(t *testing.T) {

@@ -201,7 +201,7 @@ func (h *Handler) activeTurn(ctx context.Context, cred frontdoor.Credential, cha
 		}
 		for _, t := range page.Turns {
 			if !t.Status.Terminal() {
-				active = t.TurnID.String()
+				active = t.TurnID
 			}
 		}
 		if page.NextCursor == "" || len(page.Turns) == 0 || page.Turns[len(page.Turns)-1].Status.Terminal() {

@@ -60,7 +60,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 	slices.Reverse(turns)
 	out := make([]message, 0, 2*len(turns))
 	for _, t := range turns {
-		id := t.TurnID.String()
+		id := t.TurnID
 		var in wire.Input
 		_ = json.Unmarshal(t.Input, &in)
 		out = append(out, message{ID: id + "-user", Role: "user", Parts: []textPart{{"text", in.Text}}})

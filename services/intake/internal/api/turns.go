@@ -217,10 +217,7 @@ func (h *Handler) interrupt(ctx context.Context, sessionID string, turnID uuid.U
 
 // turnView is a turn as the API shows it: its ID is the one the client knows, prefixed by this
 // region (the stored turn's TurnID is the bare UUID).
-type turnView struct {
-	turnstore.Turn
-	TurnID string `json:"turn_id"`
-}
+type turnView = turnstore.Shown
 
 func (h *Handler) getTurn(w http.ResponseWriter, r *http.Request) {
 	const route = "get_turn"

@@ -21,6 +21,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/services/langgraph/internal/threads"
 )
 
@@ -55,6 +56,10 @@ type Config struct {
 	MaxBody      int64
 	StoreTimeout time.Duration
 	RetryAfter   time.Duration
+	// Region is this region (TURNSTILE_REGION and the region map): minted thread IDs carry its
+	// code (run IDs are turn IDs and carry it already), and another region's thread or run is
+	// answered 421. The zero value is single-region mode.
+	Region region.Local
 }
 
 func (c *Config) applyDefaults() {
@@ -118,18 +123,37 @@ func New(cfg Config, fd *frontdoor.Client, pool *pgxpool.Pool, log *slog.Logger,
 // Routes mounts LangGraph's paths. They do not overlap the native /v1 paths.
 func (h *Handler) Routes(r chi.Router) {
 	r.Post("/threads", h.createThread)
-	const thread = "/threads/{thread_id}"
-	r.Get(thread, h.getThread)
-	r.Get(thread+"/state", h.getState)
-	r.Post(thread+"/history", h.getHistory)
-	r.Get(thread+"/runs", h.listRuns)
-	r.Post(thread+"/runs", h.createRun)
-	r.Post(thread+"/runs/stream", h.streamRun)
-	r.Post(thread+"/runs/wait", h.waitRun)
-	r.Get(thread+"/runs/{run_id}", h.getRun)
-	r.Get(thread+"/runs/{run_id}/stream", h.joinStream)
-	r.Get(thread+"/runs/{run_id}/join", h.joinRun)
-	r.Post(thread+"/runs/{run_id}/cancel", h.cancelRun)
+	r.Group(func(r chi.Router) {
+		r.Use(h.placed)
+		const thread = "/threads/{thread_id}"
+		r.Get(thread, h.getThread)
+		r.Get(thread+"/state", h.getState)
+		r.Post(thread+"/history", h.getHistory)
+		r.Get(thread+"/runs", h.listRuns)
+		r.Post(thread+"/runs", h.createRun)
+		r.Post(thread+"/runs/stream", h.streamRun)
+		r.Post(thread+"/runs/wait", h.waitRun)
+		r.Get(thread+"/runs/{run_id}", h.getRun)
+		r.Get(thread+"/runs/{run_id}/stream", h.joinStream)
+		r.Get(thread+"/runs/{run_id}/join", h.joinRun)
+		r.Post(thread+"/runs/{run_id}/cancel", h.cancelRun)
+	})
+}
+
+// placed answers 421 for a path naming another region's thread (a prefix of the region map) or
+// run (by its shape), before the key is checked or any store read (pkg/region).
+func (h *Handler) placed(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		owner, misdirected := h.cfg.Region.Chosen(chi.URLParam(r, "thread_id"))
+		if !misdirected {
+			owner, misdirected = h.cfg.Region.Minted(chi.URLParam(r, "run_id"))
+		}
+		if misdirected {
+			h.refuse(w, "misdirected", region.Misdirected(owner))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Drain ends every open stream without an end event, so each client reconnects (the SDK follows

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
@@ -73,7 +74,7 @@ func TestStatesOnePerFinishedTurn(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	turn := func(status wire.Status, in, out string) frontdoor.Turn {
-		t := frontdoor.Turn{TurnID: uuid.New(), Status: status, Attempt: 1, AcceptedAt: now}
+		t := frontdoor.Turn{TurnID: "euw1-" + uuid.New().String(), Turn: turnstore.Turn{Status: status, Attempt: 1, AcceptedAt: now}}
 		t.Input, _ = json.Marshal(map[string]string{"text": in})
 		if out != "" {
 			t.Output, _ = json.Marshal(map[string]string{"text": out})
@@ -83,7 +84,7 @@ func TestStatesOnePerFinishedTurn(t *testing.T) {
 	turns := []frontdoor.Turn{turn(wire.StatusSucceeded, "one", "uno"), turn(wire.StatusFailed, "two", ""), turn(wire.StatusRunning, "three", "")}
 	st := states("th", turns)
 	require.Len(t, st, 2, "the running turn has no checkpoint yet")
-	require.Equal(t, turns[1].TurnID.String(), st[0].Checkpoint.CheckpointID, "newest first")
+	require.Equal(t, turns[1].TurnID, st[0].Checkpoint.CheckpointID, "newest first")
 	require.Equal(t, st[1].Checkpoint, st[0].ParentCheckpoint)
 	require.Nil(t, st[1].ParentCheckpoint)
 	require.Equal(t, "error", threadStatus(turns[:2]))

@@ -77,7 +77,7 @@ func viewRun(threadID string, t frontdoor.Turn) runJSON {
 		}
 	}
 	return runJSON{
-		RunID: t.TurnID.String(), ThreadID: threadID, AssistantID: rm.AssistantID,
+		RunID: t.TurnID, ThreadID: threadID, AssistantID: rm.AssistantID,
 		CreatedAt: t.AcceptedAt, UpdatedAt: updated, Status: runStatus(t.Status), Metadata: md,
 		Multitask: rm.Multitask, Kwargs: map[string]any{},
 	}
@@ -342,7 +342,7 @@ func (h *Handler) joinRun(w http.ResponseWriter, r *http.Request) {
 		}
 		token = g.StreamToken
 	}
-	h.answerWhenDone(w, r, route, c, th.ID, t.TurnID.String(), token)
+	h.answerWhenDone(w, r, route, c, th.ID, t.TurnID, token)
 }
 
 // answerWhenDone follows the run's native stream (when token is set) to its terminal event, then
@@ -363,7 +363,7 @@ func (h *Handler) answerWhenDone(w http.ResponseWriter, r *http.Request, route s
 	}
 	out := map[string]any{"messages": render.ThreadMessages(renderTurns(turns))}
 	for _, t := range turns {
-		if t.TurnID.String() == runID && (t.Status == wire.StatusFailed || t.Status == wire.StatusExpired) {
+		if t.TurnID == runID && (t.Status == wire.StatusFailed || t.Status == wire.StatusExpired) {
 			out["__error__"] = map[string]string{"error": "AgentError", "message": t.Error}
 		}
 	}
@@ -442,7 +442,7 @@ func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	runID := t.TurnID.String()
+	runID := t.TurnID
 	if _, err := h.fd.CancelTurn(r.Context(), c.cred, runID); err != nil {
 		h.relay(w, r, route, err)
 		return

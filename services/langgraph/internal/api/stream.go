@@ -114,7 +114,7 @@ func (h *Handler) joinStream(w http.ResponseWriter, r *http.Request) {
 		h.relay(w, r, route, err)
 		return
 	}
-	runID := t.TurnID.String()
+	runID := t.TurnID
 	run := &render.Run{RunID: runID, ThreadID: th.ID, AssistantID: assistant, Modes: modes, Input: textOf(t.Input)}
 	h.serveStream(w, r, route, streamArgs{caller: c, threadID: th.ID, run: run, token: g.StreamToken, from: from, metadata: from == cursor{}})
 }

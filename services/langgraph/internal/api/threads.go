@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/google/uuid"
 
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/langgraph/internal/render"
 	"github.com/turnstile-run/turnstile/services/langgraph/internal/threads"
@@ -66,9 +66,13 @@ func (h *Handler) createThread(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, httpx.ProblemValidation.Problem("metadata must be an object"))
 		return
 	}
+	if owner, ok := h.cfg.Region.Chosen(body.ThreadID); ok {
+		h.refuse(w, route, region.Misdirected(owner))
+		return
+	}
 	id := body.ThreadID
 	if id == "" {
-		id = uuid.Must(uuid.NewV7()).String()
+		id = region.NewID(h.cfg.Region.Code)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StoreTimeout)
 	defer cancel()
@@ -308,7 +312,7 @@ func renderTurns(turns []frontdoor.Turn) []render.Turn {
 
 func renderTurn(t frontdoor.Turn) render.Turn {
 	return render.Turn{
-		ID: t.TurnID.String(), Status: t.Status, Attempt: t.Attempt,
+		ID: t.TurnID, Status: t.Status, Attempt: t.Attempt,
 		Input: textOf(t.Input), Output: textOf(t.Output),
 	}
 }
