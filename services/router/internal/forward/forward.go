@@ -164,10 +164,20 @@ func (fw *Handler) proxy(u *url.URL, tr *http.Transport) *httputil.ReverseProxy 
 // every request.
 type bufferPool struct{ p sync.Pool }
 
-func (b *bufferPool) Get() []byte  { return *(b.p.Get().(*[]byte)) }
-func (b *bufferPool) Put(v []byte) { b.p.Put(&v) }
+// Get lends a buffer.
+func (b *bufferPool) Get() []byte {
+	return *b.p.Get().(*[]byte)
+}
 
-var copyBuffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+// Put takes a buffer back.
+func (b *bufferPool) Put(v []byte) {
+	b.p.Put(&v)
+}
+
+var copyBuffers = &bufferPool{p: sync.Pool{New: func() any {
+	b := make([]byte, 32<<10)
+	return &b
+}}}
 
 // placement is where one request goes.
 type placement struct {
@@ -238,7 +248,7 @@ func (fw *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), forwardKey{}, f))
 	defer cancel()
-	stop := context.AfterFunc(fw.closing, cancel)
+	stop := context.AfterFunc(fw.closing, cancel) //nolint:contextcheck // the handler's lifetime ends the forward too (Close); the request's context stays its parent
 	defer stop()
 	fw.proxies[f.place.to].ServeHTTP(w, r.WithContext(ctx))
 }

@@ -57,7 +57,7 @@ func newFakeRegion(t *testing.T, code string) *fakeRegion {
 		if r.URL.Path == "/stream" {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, "id: 1\nevent: one\ndata: {}\n\n")
-			http.NewResponseController(w).Flush()
+			_ = http.NewResponseController(w).Flush()
 			select {
 			case <-f.release:
 			case <-r.Context().Done():
@@ -142,7 +142,13 @@ func setup(t *testing.T) *bundle {
 	return b
 }
 
-func (b *bundle) do(t *testing.T, method, path, key, body string) (*http.Response, string) {
+// reply is a response whose body was read and closed.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func (b *bundle) do(t *testing.T, method, path, key, body string) (reply, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), method, b.router.URL+path, strings.NewReader(body))
 	require.NoError(t, err)
@@ -154,7 +160,7 @@ func (b *bundle) do(t *testing.T, method, path, key, body string) (*http.Respons
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp, string(out)
+	return reply{resp.StatusCode, resp.Header}, string(out)
 }
 
 func (b *bundle) count(code, outcome string) float64 {
@@ -162,7 +168,7 @@ func (b *bundle) count(code, outcome string) float64 {
 }
 
 // requireUnavailable checks a 503 region-unavailable problem naming code.
-func requireUnavailable(t *testing.T, resp *http.Response, body, code string) {
+func requireUnavailable(t *testing.T, resp reply, body, code string) {
 	t.Helper()
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
 	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))

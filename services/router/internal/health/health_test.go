@@ -137,9 +137,11 @@ func TestMonitor(t *testing.T) {
 		t.Cleanup(srv.Close)
 		t.Cleanup(func() { close(release) })
 		probes := make(chan probe, 100)
-		m := New(Config{Interval: 5 * time.Millisecond, Timeout: 20 * time.Millisecond, Fall: 1,
-			OnProbe: func(code string, ok, up bool) { probes <- probe{code, ok, up} }},
-			[]Region{{Code: "hung", URL: srv.URL}}, srv.Client(), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+		cfg := Config{
+			Interval: 5 * time.Millisecond, Timeout: 20 * time.Millisecond, Fall: 1,
+			OnProbe: func(code string, ok, up bool) { probes <- probe{code, ok, up} },
+		}
+		m := New(cfg, []Region{{Code: "hung", URL: srv.URL}}, srv.Client(), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 		require.NoError(t, m.Start(ctx))
 		select {
 		case p := <-probes:
