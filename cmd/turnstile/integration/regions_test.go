@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -341,7 +342,7 @@ func TestRegionDownAndBack(t *testing.T) {
 		Until(t, 60*time.Second, func(e testenv.Event) bool {
 			return e.Type == "turn.completed" && strings.Contains(e.Data, queued.TurnID)
 		})
-	resumed := append(head, rest...)
+	resumed := append(slices.Clone(head), rest...)
 	whole := rig.stream("acme-down", running.StreamToken, "", "").
 		Until(t, 30*time.Second, func(e testenv.Event) bool {
 			return e.Type == "turn.completed" && strings.Contains(e.Data, queued.TurnID)
