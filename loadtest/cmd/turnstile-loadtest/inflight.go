@@ -109,7 +109,7 @@ func runInflight(ctx context.Context, o options) error {
 	worker := exec.Command(bin) //nolint:gosec // as above
 	worker.Env = append(append(append(os.Environ(), common...), certEnv...), "TURNSTILE_ROLES=worker", "TURNSTILE_HTTP_ADDR="+workerAddr,
 		"TURNSTILE_AGENT=openai", "TURNSTILE_OPENAI_BASE_URL="+scheme+"://"+chatAddr+"/v1", "TURNSTILE_OPENAI_MODEL=fake",
-		orDefault("TURNSTILE_WORKER_MAX_INFLIGHT", n),
+		orDefault("TURNSTILE_WORKER_MAX_INFLIGHT", n), orDefault("TURNSTILE_UPSTREAM_TOTAL_LIMIT", n),
 		orDefault("TURNSTILE_UPSTREAM_INITIAL_LIMIT", n), orDefault("TURNSTILE_UPSTREAM_MAX_LIMIT", n))
 	wp, err := startService(ctx, "worker", worker, workerAddr)
 	if err != nil {
