@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -23,11 +24,16 @@ type Entry struct {
 type Reader struct {
 	rdb    redis.UniversalClient
 	prefix string
+	// single is true for a single-node client (plain or Sentinel-managed, both *redis.Client),
+	// whose transactions may hold keys of any slot; a cluster client refuses a transaction across
+	// slots, so ReadMany sends it one per session.
+	single bool
 }
 
 // NewReader returns a reader over keys under prefix.
 func NewReader(rdb redis.UniversalClient, prefix string) *Reader {
-	return &Reader{rdb: rdb, prefix: prefix}
+	_, single := rdb.(*redis.Client)
+	return &Reader{rdb: rdb, prefix: prefix, single: single}
 }
 
 // Keys returns the keys of a session.
@@ -159,34 +165,84 @@ func (r *Reader) After(ctx context.Context, sessionID string, id EntryID, count 
 // caller holding another epoch must not label these entries with its own: the stream was lost and
 // restarted, and its IDs begin again.
 func (r *Reader) Read(ctx context.Context, sessionID string, id EntryID, count int64) (string, []Entry, error) {
-	k := r.Keys(sessionID)
-	var epochCmd *redis.StringCmd
-	var rangeCmd *redis.XMessageSliceCmd
-	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		epochCmd = p.HGet(ctx, k.Meta, "epoch")
-		rangeCmd = p.XRangeN(ctx, k.Events, "("+id.String(), "+", count)
+	res := r.ReadMany(ctx, []ReadRequest{{SessionID: sessionID, After: id, Count: count}})
+	return res[0].Epoch, res[0].Entries, res[0].Err
+}
+
+// ReadRequest asks for up to Count entries of a session's stream strictly after After.
+type ReadRequest struct {
+	SessionID string
+	After     EntryID
+	Count     int64
+}
+
+// ReadResult answers one ReadRequest as Read would: the stream's epoch and the entries after the
+// request's ID, or the error of that session's read.
+type ReadResult struct {
+	Epoch   string
+	Entries []Entry
+	Err     error
+}
+
+// ReadMany reads several sessions' streams: each session's epoch and entries are read together as
+// Read reads them, and the result i answers reqs[i]. On a single node it is one round trip, one
+// MULTI/EXEC for every session, so a gateway that wakes for thousands of sessions a second reads
+// them a batch at a time instead of one round trip each. A cluster client gets one transaction per
+// session (its keys share a slot), sent at once.
+func (r *Reader) ReadMany(ctx context.Context, reqs []ReadRequest) []ReadResult {
+	out := make([]ReadResult, len(reqs))
+	if r.single || len(reqs) == 1 {
+		r.readTx(ctx, reqs, out)
+		return out
+	}
+	var wg sync.WaitGroup
+	for i := range reqs {
+		wg.Go(func() { r.readTx(ctx, reqs[i:i+1], out[i:i+1]) })
+	}
+	wg.Wait()
+	return out
+}
+
+// readTx reads reqs in one MULTI/EXEC into out.
+func (r *Reader) readTx(ctx context.Context, reqs []ReadRequest, out []ReadResult) {
+	type cmds struct {
+		epoch *redis.StringCmd
+		rng   *redis.XMessageSliceCmd
+	}
+	sent := make([]cmds, len(reqs))
+	// The pipeline's own error is the first of its commands' (a failed connection sets every
+	// command's), so each session's result is read from its own commands.
+	_, _ = r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for i, q := range reqs {
+			k := r.Keys(q.SessionID)
+			sent[i] = cmds{p.HGet(ctx, k.Meta, "epoch"), p.XRangeN(ctx, k.Events, "("+q.After.String(), "+", q.Count)}
+		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", nil, fmt.Errorf("read session stream: %w", err)
+	for i, c := range sent {
+		out[i] = readResult(c.epoch, c.rng)
 	}
+}
+
+// readResult is one session's answer of ReadMany.
+func readResult(epochCmd *redis.StringCmd, rangeCmd *redis.XMessageSliceCmd) ReadResult {
 	epoch, err := epochCmd.Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", nil, fmt.Errorf("read stream epoch: %w", err)
+		return ReadResult{Err: fmt.Errorf("read stream epoch: %w", err)}
 	}
 	msgs, err := rangeCmd.Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", nil, fmt.Errorf("read session stream: %w", err)
+		return ReadResult{Err: fmt.Errorf("read session stream: %w", err)}
 	}
 	out := make([]Entry, 0, len(msgs))
 	for _, m := range msgs {
 		e, err := entryFrom(m)
 		if err != nil {
-			return "", nil, err
+			return ReadResult{Err: err}
 		}
 		out = append(out, e)
 	}
-	return epoch, out, nil
+	return ReadResult{Epoch: epoch, Entries: out}
 }
 
 // Terminal returns the cursor of a turn's terminal event, if it has one.

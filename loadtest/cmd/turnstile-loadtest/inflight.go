@@ -109,7 +109,7 @@ func runInflight(ctx context.Context, o options) error {
 	worker := exec.Command(bin) //nolint:gosec // as above
 	worker.Env = append(append(append(os.Environ(), common...), certEnv...), "TURNSTILE_ROLES=worker", "TURNSTILE_HTTP_ADDR="+workerAddr,
 		"TURNSTILE_AGENT=openai", "TURNSTILE_OPENAI_BASE_URL="+scheme+"://"+chatAddr+"/v1", "TURNSTILE_OPENAI_MODEL=fake",
-		orDefault("TURNSTILE_WORKER_MAX_INFLIGHT", n),
+		orDefault("TURNSTILE_WORKER_MAX_INFLIGHT", n), orDefault("TURNSTILE_UPSTREAM_TOTAL_LIMIT", n),
 		orDefault("TURNSTILE_UPSTREAM_INITIAL_LIMIT", n), orDefault("TURNSTILE_UPSTREAM_MAX_LIMIT", n))
 	wp, err := startService(ctx, "worker", worker, workerAddr)
 	if err != nil {
@@ -128,7 +128,7 @@ func runInflight(ctx context.Context, o options) error {
 		IntakeURL: "http://" + frontAddr, WorkerMetricsURL: "http://" + workerAddr + "/metrics",
 		Redis: rdb, FloorKey: cfg.KeyPrefix + ":floor", Turns: o.turns, Tokens: o.turnTokens,
 		Interval: o.tokenInterval, Ramp: o.ramp, Heartbeat: cfg.Heartbeat,
-		Processes: map[string]int{"front": fp.cmd.Process.Pid, "model": chat.cmd.Process.Pid},
+		Processes: map[string]int{"front": fp.cmd.Process.Pid, "model": chat.cmd.Process.Pid, "worker": wp.cmd.Process.Pid},
 		Progress: func(done, held int) {
 			if !o.quiet {
 				fmt.Fprintf(os.Stderr, "\r%d done, %d held by the worker   ", done, held)
@@ -148,6 +148,15 @@ func runInflight(ctx context.Context, o options) error {
 		return fmt.Errorf("inflight: %d of %d turns complete and in order; problems: %v", res.Completed, res.Turns, res.Problems)
 	}
 	return nil
+}
+
+// loadAverage is the machine's 1-, 5- and 15-minute load averages, or "?" if unreadable.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }
 
 func orDefault(name, value string) string {
@@ -205,6 +214,11 @@ func printInflight(r *inflight.Result, files []string) {
 	cores := r.CoresUsed()
 	fmt.Printf("  cores used on average  worker %.2f, front (broker, intake, gateway) %.2f, model %.2f, generator %.2f\n",
 		cores["worker"], cores["front"], cores["model"], cores["generator"])
+	// Threads waiting for a core on average: above zero, a process was ready to work and the
+	// machine's other work (or the run's other processes) held the cores.
+	wait := r.RunQueueWait()
+	fmt.Printf("  run-queue wait         worker %.2f, front %.2f, model %.2f, generator %.2f threads waiting for a core on average (load average %s)\n",
+		wait["worker"], wait["front"], wait["model"], wait["generator"], loadAverage())
 	fmt.Printf("  report: %s\n", strings.Join(files, ", "))
 }
 

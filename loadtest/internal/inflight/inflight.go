@@ -113,6 +113,10 @@ type Sample struct {
 	UpstreamWaiting  float64 `json:"upstream_waiting"`
 	// ProcessCPU is the CPU seconds so far of Config.Processes and of the generator ("generator").
 	ProcessCPU map[string]float64 `json:"process_cpu_seconds,omitempty"`
+	// ProcessWait is the seconds so far that the same processes' threads were runnable but waited
+	// for a CPU (/proc/<pid>/task/*/schedstat): on a machine shared with other work, the share of
+	// the run a process spent queued for a core rather than working or idle.
+	ProcessWait map[string]float64 `json:"process_runqueue_wait_seconds,omitempty"`
 }
 
 // Latency is a distribution summary in milliseconds.
@@ -339,8 +343,10 @@ func (r *runner) sample(ctx context.Context) (Sample, error) {
 		s.T = time.Since(r.start).Seconds()
 	}
 	s.ProcessCPU = map[string]float64{"generator": procCPU(os.Getpid())}
+	s.ProcessWait = map[string]float64{"generator": procWait(os.Getpid())}
 	for name, pid := range r.cfg.Processes {
 		s.ProcessCPU[name] = procCPU(pid)
+		s.ProcessWait[name] = procWait(pid)
 	}
 	return s, nil
 }
@@ -587,8 +593,47 @@ func procCPU(pid int) float64 {
 	return (ut + st) / 100 // clock ticks at Linux's USER_HZ
 }
 
+// procWait is the seconds a process's threads have waited on a run queue, summed over its live
+// threads from /proc/<pid>/task/*/schedstat (the second field, in nanoseconds); zero if unreadable.
+func procWait(pid int) float64 {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var ns float64
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat") //nolint:gosec // a /proc path made of a PID and the kernel's task IDs
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			ns += v
+		}
+	}
+	return ns / 1e9
+}
+
+// RunQueueWait is each process's average number of threads waiting for a CPU between the idle
+// sample and the end: seconds of run-queue wait per second of the run.
+func (r *Result) RunQueueWait() map[string]float64 {
+	return r.perSecond(func(s Sample) map[string]float64 { return s.ProcessWait })
+}
+
 // CoresUsed is each process's average CPU (in cores) between the idle sample and the end.
 func (r *Result) CoresUsed() map[string]float64 {
+	out := r.perSecond(func(s Sample) map[string]float64 { return s.ProcessCPU })
+	if n := len(r.Timeline); n > 0 && r.Timeline[n-1].T > 0 {
+		end := r.Timeline[n-1]
+		out["worker"] = (end.CPUSeconds - r.Idle.CPUSeconds) / end.T
+	}
+	return out
+}
+
+// perSecond is each process's growth of the per-process seconds that of picks from a sample,
+// between the idle sample and the end, per second of the run.
+func (r *Result) perSecond(of func(Sample) map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	if len(r.Timeline) == 0 {
 		return out
@@ -597,9 +642,9 @@ func (r *Result) CoresUsed() map[string]float64 {
 	if end.T <= 0 {
 		return out
 	}
-	out["worker"] = (end.CPUSeconds - r.Idle.CPUSeconds) / end.T
-	for name, v := range end.ProcessCPU {
-		out[name] = (v - r.Idle.ProcessCPU[name]) / end.T
+	idle := of(r.Idle)
+	for name, v := range of(end) {
+		out[name] = (v - idle[name]) / end.T
 	}
 	return out
 }

@@ -46,6 +46,9 @@ func TestSmoke(t *testing.T) {
 		Ramp: time.Second, Heartbeat: cfg.Heartbeat,
 	})
 	require.NoError(t, err)
+	perTurn := res.HeapPerTurn + res.StackPerTurn
+	t.Logf("%d turns, peak held %.0f; per held turn %.1f KiB (heap %.1f + stacks %.1f, %.2f goroutines) for the whole process",
+		turns, res.PeakHeld, perTurn/1024, res.HeapPerTurn/1024, res.StackPerTurn/1024, res.GoroutinesPerTurn)
 	require.True(t, res.OK(), "problems: %v", res.Problems)
 	require.Zero(t, res.Retried, "no attempt was taken over")
 	require.Equal(t, turns*tokens, res.Delivered)
@@ -54,4 +57,11 @@ func TestSmoke(t *testing.T) {
 	require.Positive(t, res.Floor.N)
 	require.Greater(t, res.PeakHeld, float64(turns)/2, "the turns overlapped on the worker")
 	require.Positive(t, res.PublishesPerToken)
+	// Here one process holds every end of each turn (generator, gateway stream, worker, model
+	// stream over HTTP/1.1), so the figures are the whole process's: about 11 goroutines and
+	// 180 KiB a held turn (275–305 KiB under the race detector, with the heap's garbage varying
+	// with the collector's timing). The bounds catch a goroutine, or a buffer of a few hundred KiB,
+	// added per turn; the worker's own figure is the full scenario's.
+	require.LessOrEqual(t, res.GoroutinesPerTurn, 12.5, "goroutines per held turn")
+	require.LessOrEqual(t, perTurn, float64(512<<10), "heap and stacks per held turn")
 }

@@ -2,7 +2,12 @@
 // clients has one feed: it learns of new entries from one Pub/Sub connection shared by the whole
 // replica (each publish script call that appends to a session announces its last append's
 // cursor there; the feed reads the payload only as a wake-up), reads them once with XRANGE from its
-// last ID into a ring shared by the session's local subscribers, and wakes them. Each subscriber
+// last ID into a ring shared by the session's local subscribers, and wakes them. Feeds own no
+// goroutine: a woken feed joins a queue, and a few readers (Config.Readers) each read up to
+// Config.ReadBatch queued feeds in one round trip (streams.Reader.ReadMany), so a replica whose
+// thousands of sessions each grow several times a second spends a few pipelined round trips on
+// them, not one pooled connection per session per entry: the pool, which the replica's other
+// roles may share, never queues behind the reads. Each subscriber
 // holds only its position in the ring, so an idle one costs a few hundred bytes; one that falls
 // more than the ring's size behind is cut loose (Next reports it lost) so it cannot stall the
 // others, and resumes from its cursor. The feed never blocks on a subscriber.

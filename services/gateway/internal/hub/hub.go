@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,10 +32,19 @@ type Config struct {
 	// feed re-read at once). Idle feeds cost Redis one read per Resync each, so it is long.
 	// Defaults to 30s.
 	Resync time.Duration
+	// Readers is how many reads of woken feeds the hub has in flight at once, and ReadBatch how
+	// many feeds one read covers (one round trip for all of them). A session's feed is read by one
+	// reader at a time. Default 4 and 256.
+	Readers   int
+	ReadBatch int
 }
 
-// ResyncDefault is Config.Resync's default.
-const ResyncDefault = 30 * time.Second
+// Defaults of Config.
+const (
+	ResyncDefault    = 30 * time.Second
+	ReadersDefault   = 4
+	ReadBatchDefault = 256
+)
 
 // resyncTick is how often the hub looks for feeds due for a re-read.
 const resyncTick = time.Second
@@ -61,6 +71,16 @@ type Hub struct {
 
 	// life serialises Start and Stop.
 	life sync.Mutex
+
+	woken woken
+}
+
+// woken is the queue of feeds waiting to be read, each at most once; wake has a value while the
+// queue may hold feeds no reader has taken.
+type woken struct {
+	mu    sync.Mutex
+	feeds []*feed
+	wake  chan struct{}
 }
 
 // New returns a hub.
@@ -71,7 +91,13 @@ func New(cfg Config, rdb redis.UniversalClient, reader *streams.Reader, log *slo
 	if cfg.Resync <= 0 {
 		cfg.Resync = ResyncDefault
 	}
-	return &Hub{cfg: cfg, rdb: rdb, reader: reader, log: log, feeds: map[string]*feed{}, byChan: map[string]*feed{}}
+	if cfg.Readers <= 0 {
+		cfg.Readers = ReadersDefault
+	}
+	if cfg.ReadBatch <= 0 {
+		cfg.ReadBatch = ReadBatchDefault
+	}
+	return &Hub{cfg: cfg, rdb: rdb, reader: reader, log: log, feeds: map[string]*feed{}, byChan: map[string]*feed{}, woken: woken{wake: make(chan struct{}, 1)}}
 }
 
 // Start opens the Pub/Sub connection and its dispatcher. While running, Start does nothing; after
@@ -106,7 +132,16 @@ func (h *Hub) Start(ctx context.Context) error {
 	// Feeds of an earlier run ended with it; their subscribers' streams end too.
 	h.feeds, h.byChan = map[string]*feed{}, map[string]*feed{}
 	h.mu.Unlock()
-	h.wg.Add(2)
+	h.woken.mu.Lock()
+	h.woken.feeds = nil
+	h.woken.mu.Unlock()
+	h.wg.Add(2 + h.cfg.Readers)
+	for range h.cfg.Readers {
+		go func() {
+			defer h.wg.Done()
+			h.readLoop(hctx)
+		}()
+	}
 	go func() {
 		defer h.wg.Done()
 		for msg := range ch {
@@ -261,16 +296,16 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string) (*Subscriber, err
 	created := f == nil
 	if created {
 		k := h.reader.Keys(sessionID)
+		// The feed counts as being read until init has run: a notification meanwhile is kept and
+		// read once init knows where the stream ends.
 		f = &feed{
 			hub: h, session: sessionID, channel: k.Notify, ready: make(chan struct{}),
-			ring: make([]*Delivery, h.cfg.Buffer),
-			subs: map[*Subscriber]struct{}{}, poke: make(chan struct{}, 1), stop: make(chan struct{}),
+			ring: make([]*Delivery, h.cfg.Buffer), reading: true,
+			subs: map[*Subscriber]struct{}{}, stop: make(chan struct{}),
 		}
 		f.lastRead.Store(time.Now().UnixNano()) // init reads where the stream ends
 		h.feeds[sessionID] = f
 		h.byChan[k.Notify] = f
-		h.wg.Add(1)
-		go func() { defer h.wg.Done(); f.run(h.ctx) }()
 	}
 	f.refs++
 	ps := h.ps
@@ -279,6 +314,7 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string) (*Subscriber, err
 	if created {
 		f.err = f.init(ctx, ps)
 		close(f.ready)
+		h.readDone(f, false)
 	}
 	select {
 	case <-f.ready:
@@ -329,14 +365,17 @@ type feed struct {
 	hub     *Hub
 	session string
 	channel string
-	poke    chan struct{}
-	stop    chan struct{}
+	stop    chan struct{} // closed when the feed's last subscriber left
 	ready   chan struct{} // closed once init ran; err says how
 	err     error
 	refs    int // guarded by hub.mu
-	// lastRead is when readNew last began (Unix nanoseconds); the hub's resync loop wakes a feed
-	// whose last read is older than Config.Resync.
+	// lastRead is when the feed's last read began (Unix nanoseconds); the hub's resync loop wakes a
+	// feed whose last read is older than Config.Resync.
 	lastRead atomic.Int64
+	// queued says the feed is in the hub's woken queue, reading that a reader has taken it (or
+	// init runs), again that it was woken meanwhile and goes back in the queue when that ends.
+	// Guarded by hub.woken.mu.
+	queued, reading, again bool
 
 	mu    sync.Mutex
 	subs  map[*Subscriber]struct{}
@@ -365,81 +404,164 @@ func (f *feed) init(ctx context.Context, ps *redis.PubSub) error {
 	return nil
 }
 
-func (f *feed) notify() {
+// notify wakes the feed: it is read by the next free reader, once however often it was woken
+// before that read began.
+func (f *feed) notify() { f.hub.wakeFeed(f) }
+
+func (h *Hub) wakeFeed(f *feed) {
+	h.woken.mu.Lock()
+	switch {
+	case f.reading:
+		f.again = true
+	case !f.queued:
+		f.queued = true
+		h.woken.feeds = append(h.woken.feeds, f)
+	}
+	h.woken.mu.Unlock()
 	select {
-	case f.poke <- struct{}{}:
+	case h.woken.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (f *feed) run(ctx context.Context) {
-	select {
-	case <-f.ready:
-	case <-f.stop:
-		return
-	case <-ctx.Done():
-		return
+// readDone ends a read of f (or its init); a feed woken meanwhile goes back in the queue, and so
+// does one whose read was cut short (more entries waiting, a new stream generation) when more is
+// true.
+func (h *Hub) readDone(f *feed, more bool) {
+	h.woken.mu.Lock()
+	f.reading = false
+	requeue := f.again || more
+	f.again = false
+	h.woken.mu.Unlock()
+	if requeue {
+		h.wakeFeed(f)
 	}
-	if f.err != nil {
-		return
+}
+
+// take removes up to ReadBatch feeds from the queue and marks them as being read. A feed whose
+// last subscriber left, or whose subscription failed, leaves the queue unread.
+func (h *Hub) take(batch []*feed) []*feed {
+	h.woken.mu.Lock()
+	defer h.woken.mu.Unlock()
+	n := min(len(h.woken.feeds), h.cfg.ReadBatch)
+	batch = batch[:0]
+	for _, f := range h.woken.feeds[:n] {
+		f.queued = false
+		if f.err != nil || isClosed(f.stop) {
+			continue
+		}
+		f.reading = true
+		batch = append(batch, f)
 	}
+	rest := copy(h.woken.feeds, h.woken.feeds[n:])
+	clear(h.woken.feeds[rest:])
+	h.woken.feeds = h.woken.feeds[:rest]
+	if rest > 0 { // another reader may take the rest meanwhile
+		select {
+		case h.woken.wake <- struct{}{}:
+		default:
+		}
+	}
+	return batch
+}
+
+// readLoop is one of the hub's readers: it reads woken feeds a batch at a time, one round trip for
+// the batch, until the hub stops.
+func (h *Hub) readLoop(ctx context.Context) {
+	var batch []*feed
+	reqs := make([]streams.ReadRequest, 0, h.cfg.ReadBatch)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-f.stop:
-			return
-		case <-f.poke:
+		case <-h.woken.wake:
 		}
-		f.readNew(ctx)
+		for ctx.Err() == nil {
+			if batch = h.take(batch); len(batch) == 0 && !h.queued() {
+				break
+			}
+			if len(batch) > 0 {
+				reqs = h.read(ctx, batch, reqs[:0])
+			}
+		}
 	}
 }
 
-const readBatch = 512
+// queued says whether feeds wait in the queue.
+func (h *Hub) queued() bool {
+	h.woken.mu.Lock()
+	defer h.woken.mu.Unlock()
+	return len(h.woken.feeds) > 0
+}
 
-func (f *feed) readNew(ctx context.Context) {
-	f.lastRead.Store(time.Now().UnixNano())
-	for {
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// feedReadCount is the most entries one read takes of a session's stream; a feed that got as many
+// is read again at once.
+const feedReadCount = 512
+
+// read reads the batch's feeds in one round trip and hands each its new entries.
+func (h *Hub) read(ctx context.Context, batch []*feed, reqs []streams.ReadRequest) []streams.ReadRequest {
+	now := time.Now().UnixNano()
+	for _, f := range batch {
+		f.lastRead.Store(now)
 		f.mu.Lock()
-		last, epoch := f.last, f.epoch
+		reqs = append(reqs, streams.ReadRequest{SessionID: f.session, After: f.last, Count: feedReadCount})
 		f.mu.Unlock()
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		got, entries, err := f.hub.reader.Read(rctx, f.session, last, readBatch)
-		cancel()
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	res := h.reader.ReadMany(rctx, reqs)
+	cancel()
+	failed := 0
+	var firstErr error
+	for i, f := range batch {
+		more, err := f.apply(res[i])
 		if err != nil {
-			if ctx.Err() == nil {
-				f.hub.log.Warn("read session stream failed", "session_id", f.session, "err", err)
+			failed++
+			firstErr = cmp.Or(firstErr, err)
+		}
+		h.readDone(f, more)
+	}
+	if failed > 0 && ctx.Err() == nil {
+		h.log.Warn("read session streams failed", "sessions", failed, "of", len(batch), "err", firstErr)
+	}
+	return reqs
+}
+
+// apply hands the feed what its read found, and says whether the feed must
+// be read again at once: the read returned as many entries as it asked for, or found a new
+// stream generation, whose IDs start again, so it is read from its beginning. Subscribers holding
+// the old epoch see the change in the next delivery and end their streams, so their clients resume
+// and get a stream.reset.
+func (f *feed) apply(r streams.ReadResult) (more bool, err error) {
+	if r.Err != nil {
+		return false, r.Err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.Epoch != f.epoch {
+		f.epoch, f.last = r.Epoch, streams.EntryID{}
+		return r.Epoch != "", nil
+	}
+	for _, e := range r.Entries {
+		f.ring[f.head%uint64(len(f.ring))] = &Delivery{Epoch: r.Epoch, Entry: e}
+		f.head++
+	}
+	if len(r.Entries) > 0 {
+		f.last = r.Entries[len(r.Entries)-1].ID
+		for s := range f.subs {
+			select {
+			case s.ready <- struct{}{}:
+			default: // already signalled
 			}
-			return
-		}
-		f.mu.Lock()
-		if got != epoch {
-			// A new stream generation (or none): its IDs start again, so read it from its beginning.
-			// Subscribers holding the old epoch see the change in the next delivery and end their
-			// streams, so their clients resume and get a stream.reset.
-			f.epoch, f.last = got, streams.EntryID{}
-			f.mu.Unlock()
-			if got == "" {
-				return
-			}
-			continue
-		}
-		for _, e := range entries {
-			f.ring[f.head%uint64(len(f.ring))] = &Delivery{Epoch: epoch, Entry: e}
-			f.head++
-		}
-		if len(entries) > 0 {
-			f.last = entries[len(entries)-1].ID
-			for s := range f.subs {
-				select {
-				case s.ready <- struct{}{}:
-				default: // already signalled
-				}
-			}
-		}
-		f.mu.Unlock()
-		if len(entries) < readBatch {
-			return
 		}
 	}
+	return len(r.Entries) == feedReadCount, nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -240,9 +241,53 @@ func TestHub(t *testing.T) {
 	})
 }
 
+// TestHubReadsWokenFeedsTogether: feeds woken while a read is under way are read together, in one
+// round trip for the batch rather than one per session.
+func TestHubReadsWokenFeedsTogether(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, b := setup(t)
+	stall := &stallHook{entered: make(chan struct{}), release: make(chan struct{})}
+	rdb := redis.NewClient(b.rdb.Options())
+	rdb.AddHook(stall)
+	defer func() { _ = rdb.Close() }()
+	h := hub.New(hub.Config{Buffer: 8, Resync: time.Hour, Readers: 1, ReadBatch: 64}, rdb, streams.NewReader(rdb, b.prefix), testenv.TestLogger(t))
+	require.NoError(t, h.Start(ctx))
+	defer func() { require.NoError(t, h.Stop(ctx)) }()
+	const sessions = 150
+	subs := make([]*hub.Subscriber, sessions)
+	for i := range subs {
+		s, err := h.Subscribe(ctx, "s"+strconv.Itoa(i))
+		require.NoError(t, err)
+		defer h.Unsubscribe(s)
+		subs[i] = s
+	}
+	// Subscribing woke every feed once (its own subscription's confirmation); let those reads end.
+	require.Eventually(t, func() bool { return h.Queued() == 0 }, 10*time.Second, time.Millisecond)
+
+	stall.armed.Store(true)
+	b.publish(t, "s0", 1)
+	<-stall.entered // the one reader is held in the read of s0
+	for i := 1; i < sessions; i++ {
+		b.publish(t, "s"+strconv.Itoa(i), 1)
+	}
+	require.Eventually(t, func() bool { return h.Queued() == sessions-1 }, 10*time.Second, time.Millisecond,
+		"every other feed waits for the reader")
+	stall.armed.Store(false)
+	stall.reads.Store(0)
+	close(stall.release)
+	for _, s := range subs {
+		await(t, s, nil, 1)
+	}
+	// The 149 in batches of at most 64 (3 round trips), with room for reads that subscription
+	// confirmations arriving late caused; one read per session would be 149.
+	require.LessOrEqual(t, stall.reads.Load(), int64(sessions/10), "round trips for %d woken sessions", sessions)
+}
+
 // stallHook holds every pipeline of a Redis client, whatever its context, from when it is armed
 // until release is closed: a stuck Redis call of the hub's.
 type stallHook struct {
+	reads   atomic.Int64 // pipelines seen
 	armed   atomic.Bool
 	entered chan struct{}
 	once    sync.Once
@@ -253,6 +298,7 @@ func (h *stallHook) DialHook(next redis.DialHook) redis.DialHook          { retu
 func (h *stallHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h *stallHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.reads.Add(1)
 		if h.armed.Load() {
 			h.once.Do(func() { close(h.entered) })
 			<-h.release
