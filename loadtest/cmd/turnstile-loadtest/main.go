@@ -12,6 +12,9 @@
 //	        the openai adapter against a fake model in another process; memory per held turn,
 //	        CPU per token, renewal statements per heartbeat, Redis round trips per token and token
 //	        delivery p99 beside the XADD→XREAD floor of the same run
+//	latency POST → turn.started and → first delta at a waiting SSE reader for an agent that answers
+//	        at once, at 10%, 50% and 90% of the capacity measured first, each beside the floor
+//	        (produce → fetch → XADD → XREAD through the same broker and Redis) for -level
 //	peer    the same no-op work through turnstile, through River and through the floor (the
 //	        least a pipeline of turnstile's shape does, on the raw clients), as ratios
 //
@@ -57,7 +60,7 @@ type options struct {
 	pprof, serveChat, chatCert, turnstileBin                       string
 	plainModel                                                     bool
 	turns, turnTokens                                              int
-	tokenInterval, ramp                                            time.Duration
+	tokenInterval, ramp, level                                     time.Duration
 	rate                                                           float64
 	duration, calibrate, rehearse, normal, burst, drainMax         time.Duration
 	calibrateRate                                                  float64
@@ -67,7 +70,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.scenario, "scenario", "steady", "steady, burst, soak, peer or inflight")
+	flag.StringVar(&o.scenario, "scenario", "steady", "steady, burst, soak, peer, inflight or latency")
 	flag.StringVar(&o.url, "url", "", "intake base URL of a running stack; empty starts one in process")
 	flag.StringVar(&o.gatewayURL, "gateway-url", "", "gateway base URL (default: -url)")
 	flag.StringVar(&o.metricsURL, "metrics-url", "", "comma list of /metrics URLs to scrape for backlog age (default: -url/metrics)")
@@ -81,6 +84,7 @@ func main() {
 	flag.DurationVar(&o.rehearse, "rehearse", 15*time.Second, "burst: rehearsal at the burst rate that measures capacity under the burst's own load (0 skips it: naive prediction only)")
 	flag.DurationVar(&o.normal, "normal", 20*time.Second, "burst: normal load before the burst")
 	flag.DurationVar(&o.burst, "burst", 60*time.Second, "burst: length of the burst")
+	flag.DurationVar(&o.level, "level", 20*time.Second, "latency: arrival time of each load level")
 	flag.DurationVar(&o.drainMax, "drain-max", 5*time.Minute, "longest wait for the backlog to drain")
 	flag.IntVar(&o.tokens, "tokens", 3, "demo agent: words per turn")
 	flag.IntVar(&o.durationMs, "turn-ms", 0, "demo agent: spread each turn's words over this many ms")
@@ -140,6 +144,10 @@ func baseConfig(o options) (config.Config, error) {
 	if o.scenario == "burst" && os.Getenv("TURNSTILE_WORKER_MAX_INFLIGHT") == "" {
 		cfg.MaxInflight = burstMaxInflight
 	}
+	// The latency scenario's agent answers at once: no pause before each word.
+	if o.scenario == "latency" && os.Getenv("TURNSTILE_DEMO_DELAY") == "" {
+		cfg.DemoDelay = 0
+	}
 	if o.scenario == "burst" && os.Getenv("TURNSTILE_MAX_BACKLOG_AGE") == "" {
 		cfg.Intake.MaxBacklogAge = max(cfg.Intake.MaxBacklogAge, burstBacklogAgeLimit(o.burst))
 	}
@@ -180,6 +188,8 @@ func run(ctx context.Context, o options) error {
 		return serveChat(ctx, o)
 	case o.scenario == "inflight":
 		return runInflight(ctx, o)
+	case o.scenario == "latency":
+		return runLatency(ctx, o, log)
 	}
 	if o.scenario == "peer" {
 		cfg, err := baseConfig(o)
@@ -342,37 +352,17 @@ func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar, openFi
 // that the workers kept up with.
 const calibrateAttempts = 3
 
-// calibrate measures the workers' capacity μ with the generator idle: it posts at -calibrate-rate
-// for -calibrate and takes the completion rate while the backlog that built is worked off. A rate
-// the workers keep up with builds no backlog and measures the rate, not the capacity: when less
-// than a second of arrivals is left outstanding as the posting stops, it calibrates again at twice
-// the rate (calibrateAttempts in all), so the default rate serves a faster machine too.
+// calibrate measures the workers' capacity μ with the generator idle (gen.Generator.Calibrate),
+// starting at -calibrate-rate for -calibrate.
 func calibrate(ctx context.Context, o options, g *gen.Generator, bar *bar) (float64, error) {
-	rate := o.calibrateRate
-	for attempt := 1; ; attempt++ {
-		bar.phase("calibrate", o.calibrate)
-		c0 := g.Elapsed()
-		g.Arrive(ctx, "calibrate", rate, o.calibrate)
-		left := g.Outstanding()
-		bar.phase("calibrate drain", o.drainMax)
-		if !g.WaitIdle(ctx, o.drainMax) {
-			return 0, fmt.Errorf("calibration backlog did not drain within %v", o.drainMax)
-		}
-		// Capacity: the completion rate while the calibration backlog was being worked off.
-		mu := g.BusyRate(c0, g.Elapsed()+time.Second)
-		if mu <= 0 {
-			return 0, fmt.Errorf("calibration measured no completions")
-		}
-		if left >= int(rate) {
-			return mu, nil
-		}
-		if attempt == calibrateAttempts {
-			fmt.Fprintf(os.Stderr, "warning: calibration at %.0f turns/s left only %d outstanding; the workers may not have been saturated\n", rate, left)
-			return mu, nil
-		}
-		fmt.Fprintf(os.Stderr, "calibration at %.0f turns/s left only %d outstanding (measured %.1f/s): the workers kept up, so again at %.0f/s\n", rate, left, mu, 2*rate)
-		rate *= 2
+	c, err := g.Calibrate(ctx, o.calibrateRate, o.calibrate, o.drainMax, calibrateAttempts, bar.phase)
+	if err != nil {
+		return 0, err
 	}
+	if !c.Saturated {
+		fmt.Fprintf(os.Stderr, "warning: calibration at %.0f turns/s left less than a second of arrivals outstanding; the workers may not have been saturated\n", c.Rate)
+	}
+	return c.PerSec, nil
 }
 
 // fitsOpenFiles fails a burst whose predicted peak backlog would hold more streams open than the

@@ -14,5 +14,5 @@
 //     event, its deltas are the predicted ones in order, exactly once, and a session's turns never
 //     overlap) and from Postgres (every accepted turn succeeded with the predicted output, its user
 //     and assistant messages are in the history exactly once, and the history, the stream and the
-//     Kafka offsets agree on the order of a session's turns).
+//     acceptance order agree on the order of a session's turns).
 package gen
