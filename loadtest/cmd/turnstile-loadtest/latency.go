@@ -50,7 +50,7 @@ func runLatency(ctx context.Context, o options, log *slog.Logger) error {
 	rep, err := latency.Run(ctx, g, latency.Config{
 		Level: o.level, CalibrateRate: o.calibrateRate, Calibrate: o.calibrate, DrainMax: o.drainMax,
 		Floor: latency.Floor{Brokers: st.Config.BrokerList(), Topic: cfg.Topic + "-floor", Redis: rdb, Key: cfg.KeyPrefix + ":floor"},
-		Phase: bar.phase,
+		Phase: bar.phase, WorkerMetricsURL: st.URL + "/metrics",
 	})
 	bar.stop()
 	if err != nil {
@@ -82,6 +82,10 @@ func summariseLatency(r latency.Report, files []string) {
 		fmt.Printf("  %3.0f%%  %9.1f  %5d  %8.1f / %-8.1f   %8.1f / %-8.1f  %5.1f / %-6.1f  %+6.1f / %+6.1f\n",
 			100*l.Fraction, l.Rate, l.FirstDelta.N, l.Started.P50, l.Started.P99, l.FirstDelta.P50, l.FirstDelta.P99,
 			l.Floor.P50, l.Floor.P99, l.AddedP50, l.AddedP99)
+		if len(l.BatchMeanMs) > 0 {
+			fmt.Printf("        worker batches meanwhile, mean round trip: claim %.1f ms, complete %.1f ms, publish %.1f ms\n",
+				l.BatchMeanMs["claim"], l.BatchMeanMs["complete"], l.BatchMeanMs["publish"])
+		}
 	}
 	fmt.Printf("  target at %.0f%%: added ≤ %.0f ms p50 and ≤ %.0f ms p99: met %v\n", 100*latency.TargetFraction, latency.TargetAddedP50Ms, latency.TargetAddedP99Ms, r.Met)
 	for _, n := range r.Notes {

@@ -60,7 +60,7 @@ type options struct {
 	pprof, serveChat, chatCert, turnstileBin                       string
 	plainModel                                                     bool
 	turns, turnTokens                                              int
-	tokenInterval, ramp, level                                     time.Duration
+	tokenInterval, ramp, level, loadFor                            time.Duration
 	rate                                                           float64
 	duration, calibrate, rehearse, normal, burst, drainMax         time.Duration
 	calibrateRate                                                  float64
@@ -93,6 +93,7 @@ func main() {
 	flag.IntVar(&o.jobs, "jobs", 5000, "peer: no-op jobs per system")
 	flag.IntVar(&o.sessions, "sessions", 0, "peer: sessions to spread turnstile's turns over (default: one per job)")
 	flag.IntVar(&o.rounds, "rounds", 1, "peer: comparisons to run one after another; with more than one, peer.json holds each round and the medians")
+	flag.DurationVar(&o.loadFor, "load-for", 15*time.Second, "peer: then turnstile at 25% and 50% of the capacity its drain measured, each for this long, beside Postgres's CPU (0 skips it)")
 	flag.BoolVar(&o.recordQueued, "record-queued", false, "peer: also record turnstile's turns in Postgres as intake does (queued rows, session owners) before the drain, so claims take over existing rows as in production")
 	flag.BoolVar(&o.keep, "keep", false, "keep the in-process stack's schema and keys")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress bar")
@@ -198,12 +199,13 @@ func run(ctx context.Context, o options) error {
 		}
 		po := peer.Options{Jobs: o.jobs, Sessions: o.sessions, RecordQueued: o.recordQueued, Base: cfg, Log: log}
 		var report any
+		var drain peer.Result
 		if o.rounds == 1 {
 			c, err := peer.Run(ctx, po)
 			if err != nil {
 				return err
 			}
-			report = c
+			report, drain = c, c.Turnstile
 		} else {
 			s, err := peer.RunRounds(ctx, po, o.rounds)
 			if err != nil {
@@ -212,14 +214,20 @@ func run(ctx context.Context, o options) error {
 			m := s.Median
 			fmt.Fprintf(os.Stderr, "medians of %d rounds: turnstile %.0f/s, River %.0f/s, floor %.0f/s; turnstile/River %.3f, turnstile/floor %.3f, floor/River %.3f\n",
 				o.rounds, m.Turnstile.PerSec, m.River.PerSec, m.Floor.PerSec, m.TurnstileOverRiver, m.TurnstileOverFloor, m.FloorOverRiver)
-			report = s
+			report, drain = s, s.MedianTurnstile()
 		}
 		b, _ := json.MarshalIndent(report, "", "  ")
 		if err := os.MkdirAll(o.out, 0o755); err != nil { //nolint:gosec // reports are meant to be read by anyone on the machine
 			return err
 		}
 		fmt.Println(string(b))
-		return os.WriteFile(filepath.Join(o.out, "peer.json"), b, 0o644) //nolint:gosec // reports are meant to be read by anyone on the machine
+		if err := os.WriteFile(filepath.Join(o.out, "peer.json"), b, 0o644); err != nil { //nolint:gosec // reports are meant to be read by anyone on the machine
+			return err
+		}
+		if o.loadFor <= 0 {
+			return nil
+		}
+		return runPostgresLoads(ctx, o, po, drain)
 	}
 
 	// Every followed session holds a connection (two ends of it with the stack in process).
@@ -518,4 +526,20 @@ func (b *bar) stop() {
 	if b.pb != nil {
 		_ = b.pb.Finish()
 	}
+}
+
+// runPostgresLoads measures turnstile's Postgres CPU at 25% and 50% of the capacity drain measured
+// and at capacity (peer.Loads), prints them and writes them to -out/peer-postgres.json.
+func runPostgresLoads(ctx context.Context, o options, po peer.Options, drain peer.Result) error {
+	loads, err := peer.Loads(ctx, po, drain, o.loadFor)
+	if err != nil {
+		return err
+	}
+	fmt.Println("\nturnstile beside the Postgres server's CPU (the whole local server)")
+	fmt.Println("  load   offered/s  turns/s  postgres cores  share of the machine  postgres µs/turn")
+	for _, p := range loads {
+		fmt.Printf("  %3.0f%%  %9.0f  %7.0f  %14.2f  %19.1f%%  %16.1f\n", 100*p.Fraction, p.Offered, p.TurnsPerSec, p.PostgresCores, 100*p.PostgresShare, p.PostgresPerTurn)
+	}
+	b, _ := json.MarshalIndent(loads, "", "  ")
+	return os.WriteFile(filepath.Join(o.out, "peer-postgres.json"), b, 0o644) //nolint:gosec // reports are meant to be read by anyone on the machine
 }

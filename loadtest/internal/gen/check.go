@@ -35,7 +35,7 @@ type Correctness struct {
 	// Repeated: events after a turn's terminal event, deltas or starts seen twice.
 	Repeated int `json:"repeated"`
 	// Reordered: a turn started while another of its session was running, or a delta of another
-	// attempt, or the stream's order of a session's turns disagreeing with the acceptance order.
+	// attempt, or the stream's order of a session's turns disagreeing with Kafka's.
 	Reordered int `json:"reordered"`
 	// WrongContent: deltas or outputs other than the demo agent's prediction.
 	WrongContent int `json:"wrong_content"`
@@ -70,7 +70,8 @@ type PostgresCheck struct {
 	WrongOutput int `json:"wrong_output"`
 	// HistoryWrong: turns without exactly one user and one assistant message with the right content.
 	HistoryWrong int `json:"history_wrong"`
-	// OrderWrong: sessions whose history order, acceptance order and stream order disagree.
+	// OrderWrong: sessions whose history order and stream order disagree, or where a turn posted
+	// after another's answer came back runs, or sits in Kafka, before it.
 	OrderWrong int `json:"order_wrong"`
 	// Unexpected: rows for turns the run did not see accepted (a 202 lost to a timeout, or a 503
 	// from intake's produce wait running out while the record was written after all).
@@ -104,7 +105,6 @@ type pgTurn struct {
 	status    string
 	partition int32
 	offset    int64
-	accepted  time.Time
 	output    string
 	user      int
 	assistant int
@@ -121,7 +121,7 @@ func (g *Generator) checkPostgres(ctx context.Context, pool *pgxpool.Pool, c *Co
 	// The generator mints its turn IDs, which the stores hold under a key of the tenant's
 	// (wire.ClientTurnKey) with the minted ID beside it: shown maps the stored ID to the minted one.
 	rows, err := pool.Query(ctx, `SELECT turn_id::text, coalesce(client_turn_id, turn_id)::text, status,
-		coalesce(kafka_partition, -1), coalesce(kafka_offset, -1), accepted_at, coalesce(output->>'text', '')
+		coalesce(kafka_partition, -1), coalesce(kafka_offset, -1), coalesce(output->>'text', '')
 		FROM turns WHERE session_id LIKE $1 || '%'`, prefix)
 	if err != nil {
 		return fmt.Errorf("read turns: %w", err)
@@ -131,7 +131,7 @@ func (g *Generator) checkPostgres(ctx context.Context, pool *pgxpool.Pool, c *Co
 	for rows.Next() {
 		var stored, id string
 		p := &pgTurn{firstSeq: -1}
-		if err := rows.Scan(&stored, &id, &p.status, &p.partition, &p.offset, &p.accepted, &p.output); err != nil {
+		if err := rows.Scan(&stored, &id, &p.status, &p.partition, &p.offset, &p.output); err != nil {
 			rows.Close()
 			return fmt.Errorf("scan turn: %w", err)
 		}
@@ -205,12 +205,13 @@ func (g *Generator) checkPostgres(ctx context.Context, pool *pgxpool.Pool, c *Co
 			}
 		}
 	}
-	// One session's turns: the order intake accepted them in (the order the claim keeps; two posts
-	// of a session in flight at once may reach Kafka the other way round, so its offsets only break
-	// ties), the order the history recorded them in, and the order the stream started them in agree. Every
-	// turn the database holds takes part, accepted or not: a 503 after the produce wait timed out
-	// may still have queued its turn (intake says so, and a client would retry with the same key),
-	// and that turn then runs and shows on the stream in its place.
+	// One session's turns: the order the history recorded them in and the order the stream started
+	// them in agree, and a turn posted after another's answer came back follows it there and in
+	// Kafka (its partition is the session's). Two posts of a session in flight at once have no
+	// order between them: either may reach Kafka, and be claimed, first. Every turn the database
+	// holds takes part, accepted or not: a 503 after the produce wait timed out may still have
+	// queued its turn (intake says so, and a client would retry with the same key), and that turn
+	// then runs and shows on the stream in its place.
 	for _, s := range g.sessions {
 		var acc []*turn
 		for _, t := range s.turns {
@@ -218,20 +219,25 @@ func (g *Generator) checkPostgres(ctx context.Context, pool *pgxpool.Pool, c *Co
 				acc = append(acc, t)
 			}
 		}
-		byAccepted := append([]*turn(nil), acc...)
-		sort.Slice(byAccepted, func(i, j int) bool {
-			a, b := byID[byAccepted[i].id], byID[byAccepted[j].id]
-			if !a.accepted.Equal(b.accepted) {
-				return a.accepted.Before(b.accepted)
-			}
-			return a.offset < b.offset
-		})
 		bySeq := append([]*turn(nil), acc...)
 		sort.Slice(bySeq, func(i, j int) bool { return byID[bySeq[i].id].firstSeq < byID[bySeq[j].id].firstSeq })
 		ok := len(s.order) == len(acc)
-		for i := range acc {
-			if byAccepted[i] != bySeq[i] || (ok && s.order[i] != byAccepted[i]) {
+		for i, t := range bySeq {
+			if ok && s.order[i] != t {
 				ok = false
+			}
+			if t.answered.IsZero() {
+				continue
+			}
+			for _, u := range acc {
+				if !t.answered.Before(u.sentAt) {
+					continue
+				}
+				// u was posted after t's answer came back: it must follow t in the history and in Kafka.
+				pu, pt := byID[u.id], byID[t.id]
+				if pu.firstSeq < pt.firstSeq || (pu.offset >= 0 && pt.offset >= 0 && pu.offset < pt.offset) {
+					ok = false
+				}
 			}
 		}
 		if !ok {

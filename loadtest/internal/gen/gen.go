@@ -116,6 +116,7 @@ type turn struct {
 	sess     *session
 	text     string
 	sentAt   time.Time
+	answered time.Time // when its POST's answer came back (zero while in flight or on a transport error)
 	accepted bool
 	status   int
 
@@ -339,6 +340,9 @@ func (g *Generator) post(t *turn) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t.status = status
+	if err == nil {
+		t.answered = now
+	}
 	sec := g.secondLocked(now)
 	switch {
 	case status == http.StatusAccepted:

@@ -3,10 +3,12 @@ package latency
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/turnstile-run/turnstile/loadtest/internal/gen"
+	"github.com/turnstile-run/turnstile/loadtest/internal/scrape"
 )
 
 // Config tunes Run.
@@ -25,7 +27,15 @@ type Config struct {
 	Floor Floor
 	// Phase, when not nil, is told of each phase and its longest time.
 	Phase func(string, time.Duration)
+	// WorkerMetricsURL, when set, is the worker's /metrics: each level then reports the mean round
+	// trip of its group-commit batches (BatchMeanMs).
+	WorkerMetricsURL string
 }
+
+// batchKinds are the worker's group-commit batches on a turn's way to its first delta: the claim,
+// the completion (an agent that finishes within the turn.started linger has its held events
+// published with turn.completed, after this commit) and the publish.
+var batchKinds = []string{"claim", "complete", "publish"}
 
 // TargetAddedP50Ms and TargetAddedP99Ms are what the platform may add to the first delta beyond
 // the floor at half of the capacity (issue 27).
@@ -47,6 +57,8 @@ type Level struct {
 	AddedP99        float64 `json:"first_delta_added_p99_ms"`
 	AddedStartedP50 float64 `json:"started_added_p50_ms"`
 	AddedStartedP99 float64 `json:"started_added_p99_ms"`
+	// BatchMeanMs is the mean round trip of the worker's batches of each kind during the level.
+	BatchMeanMs map[string]float64 `json:"worker_batch_mean_ms,omitempty"`
 }
 
 // Report is the scenario's outcome.
@@ -111,9 +123,11 @@ func level(ctx context.Context, g *gen.Generator, cfg Config, fraction, capacity
 		floor, floorErr = probe.Run(pctx)
 	}()
 	phase(fmt.Sprintf("%.0f%% of capacity", 100*fraction), cfg.Level)
+	before := batches(ctx, cfg.WorkerMetricsURL)
 	from := g.Elapsed()
 	g.Arrive(ctx, fmt.Sprintf("latency-%.0f%%", 100*fraction), l.Rate, cfg.Level)
 	to := g.Elapsed()
+	l.BatchMeanMs = batchMeans(before, batches(ctx, cfg.WorkerMetricsURL))
 	stop()
 	wg.Wait()
 	if floorErr != nil {
@@ -127,4 +141,39 @@ func level(ctx context.Context, g *gen.Generator, cfg Config, fraction, capacity
 	l.AddedP50, l.AddedP99 = l.FirstDelta.P50-l.Floor.P50, l.FirstDelta.P99-l.Floor.P99
 	l.AddedStartedP50, l.AddedStartedP99 = l.Started.P50-l.Floor.P50, l.Started.P99-l.Floor.P99
 	return l, nil
+}
+
+// batches reads the sums and counts of the worker's batch round trips by kind; nil without a URL
+// or on a failed scrape (the level then reports none).
+func batches(ctx context.Context, url string) map[string]float64 {
+	if url == "" {
+		return nil
+	}
+	var names []string
+	for _, k := range batchKinds {
+		names = append(names, fmt.Sprintf(`%s_sum{kind=%q}`, batchMetric, k), fmt.Sprintf(`%s_count{kind=%q}`, batchMetric, k))
+	}
+	m, err := scrape.FetchSums(ctx, http.DefaultClient, url, names...)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// batchMetric is the worker's histogram of batch round trips, by kind.
+const batchMetric = "turnstile_worker_batch_duration_seconds"
+
+// batchMeans is the mean round trip of each kind's batches between two readings, in milliseconds.
+func batchMeans(a, b map[string]float64) map[string]float64 {
+	if a == nil || b == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, k := range batchKinds {
+		sum, count := fmt.Sprintf(`%s_sum{kind=%q}`, batchMetric, k), fmt.Sprintf(`%s_count{kind=%q}`, batchMetric, k)
+		if n := b[count] - a[count]; n > 0 {
+			out[k] = 1000 * (b[sum] - a[sum]) / n
+		}
+	}
+	return out
 }
