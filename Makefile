@@ -56,7 +56,7 @@ migrate: build ## apply the database migrations to TURNSTILE_DATABASE_URL
 	./bin/turnstile migrate
 
 .PHONY: bench
-bench: ## run the benchmarks, each beside its baseline (see docs/BENCHMARKS.md)
+bench: ## run the benchmarks, each beside its baseline (see docs/BENCHMARKS.md); the gateway's at its default cap of streams
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...); done
 
 .PHONY: loadtest
@@ -64,7 +64,12 @@ loadtest: build ## run every load-test scenario, each figure beside its floor; r
 	@# Eight turns a session: the burst's backlog (a minute of the capacity) is followed over half the
 	@# streams four would take, two open files each with the stack in process (docs/BENCHMARKS.md).
 	./bin/turnstile-loadtest -scenario burst -turns-per-session 8 -out loadtest-out
+	@# The peer comparison, then turnstile at 25% and 50% of its capacity beside Postgres's CPU.
 	./bin/turnstile-loadtest -scenario peer -rounds 3 -out loadtest-out
+	@# Added latency for an agent that answers at once, at 10/50/90% of capacity, beside the floor;
+	@# a session every 1,024 arrivals keeps its posts from overlapping; the calibration starts at
+	@# 300/s (doubled while the workers keep up) so its posts in flight fit the open-file limit.
+	./bin/turnstile-loadtest -scenario latency -window 1024 -calibrate-rate 300 -calibrate 10s -out loadtest-out
 	@# One worker process holding many 30-second model streams; INFLIGHT_TURNS sizes it.
 	./bin/turnstile-loadtest -scenario inflight -turns $(INFLIGHT_TURNS) -out loadtest-out
 
