@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
-	"time"
 
 	"github.com/turnstile-run/turnstile/loadtest/internal/fdlimit"
 	"github.com/turnstile-run/turnstile/loadtest/internal/gen"
 	"github.com/turnstile-run/turnstile/loadtest/internal/latency"
-	"github.com/turnstile-run/turnstile/loadtest/internal/stack"
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/demo"
 )
@@ -22,17 +19,12 @@ func runLatency(ctx context.Context, o options, log *slog.Logger) error {
 	if _, err := fdlimit.Raise(); err != nil {
 		fmt.Fprintf(os.Stderr, "warning: %v\n", err)
 	}
-	cfg, err := baseConfig(o)
-	if err != nil {
-		return err
-	}
-	id := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	cfg.DatabaseSchema, cfg.KeyPrefix, cfg.InstanceID = "lt_"+id, "lt-"+id, "lt-"+id
-	st, err := stack.Start(ctx, cfg, "intake,worker,gateway", log)
+	st, err := startLocal(ctx, o, log)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = st.Stop(context.WithoutCancel(ctx), o.keep) }()
+	cfg := st.Config
 	rdb, err := app.NewRedis(st.Config)
 	if err != nil {
 		return err

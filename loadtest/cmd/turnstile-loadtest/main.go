@@ -155,6 +155,18 @@ func baseConfig(o options) (config.Config, error) {
 	return cfg, cfg.Validate()
 }
 
+// startLocal starts intake, a worker and the gateway in this process (baseConfig) on a fresh schema
+// and key prefix, which its Stop removes unless -keep.
+func startLocal(ctx context.Context, o options, log *slog.Logger) (*stack.Stack, error) {
+	cfg, err := baseConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	id := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	cfg.DatabaseSchema, cfg.KeyPrefix, cfg.InstanceID = "lt_"+id, "lt-"+id, "lt-"+id
+	return stack.Start(ctx, cfg, "intake,worker,gateway", log)
+}
+
 // runProfiled runs the scenario, serving net/http/pprof on -pprof meanwhile when it names an address.
 func runProfiled(ctx context.Context, o options) error {
 	if o.pprof == "" {
@@ -241,17 +253,12 @@ func run(ctx context.Context, o options) error {
 		Knobs: demo.Knobs{Tokens: o.tokens, DurationMs: o.durationMs},
 	}
 	if o.url == "" {
-		cfg, err := baseConfig(o)
-		if err != nil {
-			return err
-		}
-		id := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-		cfg.DatabaseSchema, cfg.KeyPrefix, cfg.InstanceID = "lt_"+id, "lt-"+id, "lt-"+id
-		st, err := stack.Start(ctx, cfg, "intake,worker,gateway", log)
+		st, err := startLocal(ctx, o, log)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = st.Stop(context.WithoutCancel(ctx), o.keep) }() // stop cleanly after Ctrl-C too
+		cfg := st.Config
 		gc.IntakeURL, gc.GatewayURL, pool = st.URL, st.URL, st.Pool
 		fmt.Fprintf(os.Stderr, "in-process stack at %s (schema %s, %d partitions, max in-flight %d, demo delay %v, max backlog age %v)\n",
 			st.URL, cfg.DatabaseSchema, cfg.Partitions, cfg.MaxInflight, cfg.DemoDelay, cfg.Intake.MaxBacklogAge)
