@@ -40,7 +40,7 @@ func runLatency(ctx context.Context, o options, log *slog.Logger) error {
 	bar := newBar(o, g)
 	defer bar.stop()
 	rep, err := latency.Run(ctx, g, latency.Config{
-		Level: o.level, CalibrateRate: o.calibrateRate, Calibrate: o.calibrate, DrainMax: o.drainMax,
+		Level: o.level, CalibrateRate: o.calibrateRate, Calibrate: o.calibrate, CalibrateAttempts: o.calibrateAttempts, DrainMax: o.drainMax,
 		Floor: latency.Floor{Brokers: st.Config.BrokerList(), Topic: cfg.Topic + "-floor", Redis: rdb, Key: cfg.KeyPrefix + ":floor"},
 		Phase: bar.phase, WorkerMetricsURL: st.URL + "/metrics",
 	})

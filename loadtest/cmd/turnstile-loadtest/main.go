@@ -64,6 +64,7 @@ type options struct {
 	rate                                                           float64
 	duration, calibrate, rehearse, normal, burst, drainMax         time.Duration
 	calibrateRate                                                  float64
+	calibrateAttempts                                              int
 	tokens, durationMs, window, perSession, jobs, sessions, rounds int
 	keep, quiet, recordQueued                                      bool
 }
@@ -81,6 +82,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 0, "arrival time (steady default 30s, soak default 10m)")
 	flag.DurationVar(&o.calibrate, "calibrate", 15*time.Second, "burst: saturation phase that measures capacity")
 	flag.Float64Var(&o.calibrateRate, "calibrate-rate", 600, "burst: arrivals per second while calibrating; doubled (twice at most) while the workers keep up with it")
+	flag.IntVar(&o.calibrateAttempts, "calibrate-attempts", defaultCalibrateAttempts, "burst, latency: calibrations at most, the rate doubled after each the workers kept up with")
 	flag.DurationVar(&o.rehearse, "rehearse", 15*time.Second, "burst: rehearsal at the burst rate that measures capacity under the burst's own load (0 skips it: naive prediction only)")
 	flag.DurationVar(&o.normal, "normal", 20*time.Second, "burst: normal load before the burst")
 	flag.DurationVar(&o.burst, "burst", 60*time.Second, "burst: length of the burst")
@@ -363,14 +365,14 @@ func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar, openFi
 	return b, drained, nil
 }
 
-// calibrateAttempts is how many calibrations calibrate runs at most, doubling the rate after each
-// that the workers kept up with.
-const calibrateAttempts = 3
+// defaultCalibrateAttempts is how many calibrations calibrate runs at most unless
+// -calibrate-attempts says otherwise, doubling the rate after each that the workers kept up with.
+const defaultCalibrateAttempts = 3
 
 // calibrate measures the workers' capacity μ with the generator idle (gen.Generator.Calibrate),
 // starting at -calibrate-rate for -calibrate.
 func calibrate(ctx context.Context, o options, g *gen.Generator, bar *bar) (float64, error) {
-	c, err := g.Calibrate(ctx, o.calibrateRate, o.calibrate, o.drainMax, calibrateAttempts, bar.phase)
+	c, err := g.Calibrate(ctx, o.calibrateRate, o.calibrate, o.drainMax, o.calibrateAttempts, bar.phase)
 	if err != nil {
 		return 0, err
 	}

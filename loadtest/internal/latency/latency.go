@@ -20,6 +20,9 @@ type Config struct {
 	// CalibrateRate and Calibrate start the capacity measurement (gen.Generator.Calibrate).
 	CalibrateRate float64
 	Calibrate     time.Duration
+	// CalibrateAttempts is how many calibrations at most, each at twice the rate of the one before
+	// while the workers keep up. Defaults to 3.
+	CalibrateAttempts int
 	// DrainMax bounds each wait for the stack to go idle.
 	DrainMax time.Duration
 	// Floor is the probe run through each level, on a topic and a stream named after its own with
@@ -82,7 +85,10 @@ func Run(ctx context.Context, g *gen.Generator, cfg Config) (Report, error) {
 		phase = func(string, time.Duration) {}
 	}
 	var r Report
-	c, err := g.Calibrate(ctx, cfg.CalibrateRate, cfg.Calibrate, cfg.DrainMax, 3, phase)
+	if cfg.CalibrateAttempts <= 0 {
+		cfg.CalibrateAttempts = 3
+	}
+	c, err := g.Calibrate(ctx, cfg.CalibrateRate, cfg.Calibrate, cfg.DrainMax, cfg.CalibrateAttempts, phase)
 	if err != nil {
 		return r, err
 	}
