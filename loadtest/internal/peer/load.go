@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/turnstile-run/turnstile/loadtest/internal/stack"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 )
 
@@ -50,16 +48,12 @@ const loadWarmup = 3 * time.Second
 // over the window after loadWarmup.
 func Steady(ctx context.Context, o Options, fraction, rate float64, d time.Duration) (LoadPoint, error) {
 	p := LoadPoint{Fraction: fraction, Offered: rate, Source: fmt.Sprintf("turns produced to Kafka at a steady rate for %v, the first %v left out", d, loadWarmup)}
-	cfg := o.Base
-	id := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	cfg.DatabaseSchema, cfg.KeyPrefix, cfg.InstanceID = "lt_load_"+id, "lt-load-"+id, "lt-load-"+id
-	cfg.DemoDelay = 0
-	st, err := stack.Start(ctx, cfg, "intake,gateway", o.Log)
+	st, err := startFront(ctx, o, "load")
 	if err != nil {
 		return p, err
 	}
 	defer func() { _ = st.Stop(context.WithoutCancel(ctx), false) }()
-	if err := st.StartWorker(ctx, cfg.InstanceID+"-w"); err != nil {
+	if err := st.StartWorker(ctx, st.Config.InstanceID+"-w"); err != nil {
 		return p, err
 	}
 	workers := st.WorkerMetrics()
