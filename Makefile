@@ -56,7 +56,7 @@ migrate: build ## apply the database migrations to TURNSTILE_DATABASE_URL
 	./bin/turnstile migrate
 
 .PHONY: bench
-bench: ## run the benchmarks, each beside its baseline (see docs/BENCHMARKS.md)
+bench: ## run the benchmarks, each beside its baseline (see docs/BENCHMARKS.md); the gateway's at its default cap of streams
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem -count=1 ./...); done
 
 .PHONY: loadtest
@@ -64,7 +64,11 @@ loadtest: build ## run every load-test scenario, each figure beside its floor; r
 	@# Eight turns a session: the burst's backlog (a minute of the capacity) is followed over half the
 	@# streams four would take, two open files each with the stack in process (docs/BENCHMARKS.md).
 	./bin/turnstile-loadtest -scenario burst -turns-per-session 8 -out loadtest-out
+	@# The peer comparison, then turnstile at 25% and 50% of its capacity beside Postgres's CPU.
 	./bin/turnstile-loadtest -scenario peer -rounds 3 -out loadtest-out
+	@# Added latency for an agent that answers at once, at 10/50/90% of capacity, beside the floor.
+	@# One calibration at 400/s: a doubled one overloads intake on two shared cores (docs/BENCHMARKS.md).
+	./bin/turnstile-loadtest -scenario latency -calibrate-rate 400 -calibrate-attempts 1 -calibrate 6s -level 15s -drain-max 2m -out loadtest-out
 	@# One worker process holding many 30-second model streams; INFLIGHT_TURNS sizes it.
 	./bin/turnstile-loadtest -scenario inflight -turns $(INFLIGHT_TURNS) -out loadtest-out
 

@@ -12,6 +12,9 @@
 //	        the openai adapter against a fake model in another process; memory per held turn,
 //	        CPU per token, renewal statements per heartbeat, Redis round trips per token and token
 //	        delivery p99 beside the XADD→XREAD floor of the same run
+//	latency POST → turn.started and → first delta at a waiting SSE reader for an agent that answers
+//	        at once, at 10%, 50% and 90% of the capacity measured first, each beside the floor
+//	        (produce → fetch → XADD → XREAD through the same broker and Redis) for -level
 //	peer    the same no-op work through turnstile, through River and through the floor (the
 //	        least a pipeline of turnstile's shape does, on the raw clients), as ratios
 //
@@ -57,17 +60,18 @@ type options struct {
 	pprof, serveChat, chatCert, turnstileBin                       string
 	plainModel                                                     bool
 	turns, turnTokens                                              int
-	tokenInterval, ramp                                            time.Duration
+	tokenInterval, ramp, level, loadFor                            time.Duration
 	rate                                                           float64
 	duration, calibrate, rehearse, normal, burst, drainMax         time.Duration
 	calibrateRate                                                  float64
+	calibrateAttempts                                              int
 	tokens, durationMs, window, perSession, jobs, sessions, rounds int
 	keep, quiet, recordQueued                                      bool
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.scenario, "scenario", "steady", "steady, burst, soak, peer or inflight")
+	flag.StringVar(&o.scenario, "scenario", "steady", "steady, burst, soak, peer, inflight or latency")
 	flag.StringVar(&o.url, "url", "", "intake base URL of a running stack; empty starts one in process")
 	flag.StringVar(&o.gatewayURL, "gateway-url", "", "gateway base URL (default: -url)")
 	flag.StringVar(&o.metricsURL, "metrics-url", "", "comma list of /metrics URLs to scrape for backlog age (default: -url/metrics)")
@@ -78,9 +82,11 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 0, "arrival time (steady default 30s, soak default 10m)")
 	flag.DurationVar(&o.calibrate, "calibrate", 15*time.Second, "burst: saturation phase that measures capacity")
 	flag.Float64Var(&o.calibrateRate, "calibrate-rate", 600, "burst: arrivals per second while calibrating; doubled (twice at most) while the workers keep up with it")
+	flag.IntVar(&o.calibrateAttempts, "calibrate-attempts", defaultCalibrateAttempts, "burst, latency: calibrations at most, the rate doubled after each the workers kept up with")
 	flag.DurationVar(&o.rehearse, "rehearse", 15*time.Second, "burst: rehearsal at the burst rate that measures capacity under the burst's own load (0 skips it: naive prediction only)")
 	flag.DurationVar(&o.normal, "normal", 20*time.Second, "burst: normal load before the burst")
 	flag.DurationVar(&o.burst, "burst", 60*time.Second, "burst: length of the burst")
+	flag.DurationVar(&o.level, "level", 20*time.Second, "latency: arrival time of each load level")
 	flag.DurationVar(&o.drainMax, "drain-max", 5*time.Minute, "longest wait for the backlog to drain")
 	flag.IntVar(&o.tokens, "tokens", 3, "demo agent: words per turn")
 	flag.IntVar(&o.durationMs, "turn-ms", 0, "demo agent: spread each turn's words over this many ms")
@@ -89,6 +95,7 @@ func main() {
 	flag.IntVar(&o.jobs, "jobs", 5000, "peer: no-op jobs per system")
 	flag.IntVar(&o.sessions, "sessions", 0, "peer: sessions to spread turnstile's turns over (default: one per job)")
 	flag.IntVar(&o.rounds, "rounds", 1, "peer: comparisons to run one after another; with more than one, peer.json holds each round and the medians")
+	flag.DurationVar(&o.loadFor, "load-for", 15*time.Second, "peer: then turnstile at 25% and 50% of the capacity its drain measured, each for this long, beside Postgres's CPU (0 skips it)")
 	flag.BoolVar(&o.recordQueued, "record-queued", false, "peer: also record turnstile's turns in Postgres as intake does (queued rows, session owners) before the drain, so claims take over existing rows as in production")
 	flag.BoolVar(&o.keep, "keep", false, "keep the in-process stack's schema and keys")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress bar")
@@ -140,10 +147,26 @@ func baseConfig(o options) (config.Config, error) {
 	if o.scenario == "burst" && os.Getenv("TURNSTILE_WORKER_MAX_INFLIGHT") == "" {
 		cfg.MaxInflight = burstMaxInflight
 	}
+	// The latency scenario's agent answers at once: no pause before each word.
+	if o.scenario == "latency" && os.Getenv("TURNSTILE_DEMO_DELAY") == "" {
+		cfg.DemoDelay = 0
+	}
 	if o.scenario == "burst" && os.Getenv("TURNSTILE_MAX_BACKLOG_AGE") == "" {
 		cfg.Intake.MaxBacklogAge = max(cfg.Intake.MaxBacklogAge, burstBacklogAgeLimit(o.burst))
 	}
 	return cfg, cfg.Validate()
+}
+
+// startLocal starts intake, a worker and the gateway in this process (baseConfig) on a fresh schema
+// and key prefix, which its Stop removes unless -keep.
+func startLocal(ctx context.Context, o options, log *slog.Logger) (*stack.Stack, error) {
+	cfg, err := baseConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	id := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	cfg.DatabaseSchema, cfg.KeyPrefix, cfg.InstanceID = "lt_"+id, "lt-"+id, "lt-"+id
+	return stack.Start(ctx, cfg, "intake,worker,gateway", log)
 }
 
 // runProfiled runs the scenario, serving net/http/pprof on -pprof meanwhile when it names an address.
@@ -180,6 +203,8 @@ func run(ctx context.Context, o options) error {
 		return serveChat(ctx, o)
 	case o.scenario == "inflight":
 		return runInflight(ctx, o)
+	case o.scenario == "latency":
+		return runLatency(ctx, o, log)
 	}
 	if o.scenario == "peer" {
 		cfg, err := baseConfig(o)
@@ -188,12 +213,13 @@ func run(ctx context.Context, o options) error {
 		}
 		po := peer.Options{Jobs: o.jobs, Sessions: o.sessions, RecordQueued: o.recordQueued, Base: cfg, Log: log}
 		var report any
+		var drain peer.Result
 		if o.rounds == 1 {
 			c, err := peer.Run(ctx, po)
 			if err != nil {
 				return err
 			}
-			report = c
+			report, drain = c, c.Turnstile
 		} else {
 			s, err := peer.RunRounds(ctx, po, o.rounds)
 			if err != nil {
@@ -202,14 +228,20 @@ func run(ctx context.Context, o options) error {
 			m := s.Median
 			fmt.Fprintf(os.Stderr, "medians of %d rounds: turnstile %.0f/s, River %.0f/s, floor %.0f/s; turnstile/River %.3f, turnstile/floor %.3f, floor/River %.3f\n",
 				o.rounds, m.Turnstile.PerSec, m.River.PerSec, m.Floor.PerSec, m.TurnstileOverRiver, m.TurnstileOverFloor, m.FloorOverRiver)
-			report = s
+			report, drain = s, s.MedianTurnstile()
 		}
 		b, _ := json.MarshalIndent(report, "", "  ")
 		if err := os.MkdirAll(o.out, 0o755); err != nil { //nolint:gosec // reports are meant to be read by anyone on the machine
 			return err
 		}
 		fmt.Println(string(b))
-		return os.WriteFile(filepath.Join(o.out, "peer.json"), b, 0o644) //nolint:gosec // reports are meant to be read by anyone on the machine
+		if err := os.WriteFile(filepath.Join(o.out, "peer.json"), b, 0o644); err != nil { //nolint:gosec // reports are meant to be read by anyone on the machine
+			return err
+		}
+		if o.loadFor <= 0 {
+			return nil
+		}
+		return runPostgresLoads(ctx, o, po, drain)
 	}
 
 	// Every followed session holds a connection (two ends of it with the stack in process).
@@ -223,17 +255,12 @@ func run(ctx context.Context, o options) error {
 		Knobs: demo.Knobs{Tokens: o.tokens, DurationMs: o.durationMs},
 	}
 	if o.url == "" {
-		cfg, err := baseConfig(o)
-		if err != nil {
-			return err
-		}
-		id := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-		cfg.DatabaseSchema, cfg.KeyPrefix, cfg.InstanceID = "lt_"+id, "lt-"+id, "lt-"+id
-		st, err := stack.Start(ctx, cfg, "intake,worker,gateway", log)
+		st, err := startLocal(ctx, o, log)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = st.Stop(context.WithoutCancel(ctx), o.keep) }() // stop cleanly after Ctrl-C too
+		cfg := st.Config
 		gc.IntakeURL, gc.GatewayURL, pool = st.URL, st.URL, st.Pool
 		fmt.Fprintf(os.Stderr, "in-process stack at %s (schema %s, %d partitions, max in-flight %d, demo delay %v, max backlog age %v)\n",
 			st.URL, cfg.DatabaseSchema, cfg.Partitions, cfg.MaxInflight, cfg.DemoDelay, cfg.Intake.MaxBacklogAge)
@@ -338,41 +365,21 @@ func runBurst(ctx context.Context, o options, g *gen.Generator, bar *bar, openFi
 	return b, drained, nil
 }
 
-// calibrateAttempts is how many calibrations calibrate runs at most, doubling the rate after each
-// that the workers kept up with.
-const calibrateAttempts = 3
+// defaultCalibrateAttempts is how many calibrations calibrate runs at most unless
+// -calibrate-attempts says otherwise, doubling the rate after each that the workers kept up with.
+const defaultCalibrateAttempts = 3
 
-// calibrate measures the workers' capacity μ with the generator idle: it posts at -calibrate-rate
-// for -calibrate and takes the completion rate while the backlog that built is worked off. A rate
-// the workers keep up with builds no backlog and measures the rate, not the capacity: when less
-// than a second of arrivals is left outstanding as the posting stops, it calibrates again at twice
-// the rate (calibrateAttempts in all), so the default rate serves a faster machine too.
+// calibrate measures the workers' capacity μ with the generator idle (gen.Generator.Calibrate),
+// starting at -calibrate-rate for -calibrate.
 func calibrate(ctx context.Context, o options, g *gen.Generator, bar *bar) (float64, error) {
-	rate := o.calibrateRate
-	for attempt := 1; ; attempt++ {
-		bar.phase("calibrate", o.calibrate)
-		c0 := g.Elapsed()
-		g.Arrive(ctx, "calibrate", rate, o.calibrate)
-		left := g.Outstanding()
-		bar.phase("calibrate drain", o.drainMax)
-		if !g.WaitIdle(ctx, o.drainMax) {
-			return 0, fmt.Errorf("calibration backlog did not drain within %v", o.drainMax)
-		}
-		// Capacity: the completion rate while the calibration backlog was being worked off.
-		mu := g.BusyRate(c0, g.Elapsed()+time.Second)
-		if mu <= 0 {
-			return 0, fmt.Errorf("calibration measured no completions")
-		}
-		if left >= int(rate) {
-			return mu, nil
-		}
-		if attempt == calibrateAttempts {
-			fmt.Fprintf(os.Stderr, "warning: calibration at %.0f turns/s left only %d outstanding; the workers may not have been saturated\n", rate, left)
-			return mu, nil
-		}
-		fmt.Fprintf(os.Stderr, "calibration at %.0f turns/s left only %d outstanding (measured %.1f/s): the workers kept up, so again at %.0f/s\n", rate, left, mu, 2*rate)
-		rate *= 2
+	c, err := g.Calibrate(ctx, o.calibrateRate, o.calibrate, o.drainMax, o.calibrateAttempts, bar.phase)
+	if err != nil {
+		return 0, err
 	}
+	if !c.Saturated {
+		fmt.Fprintf(os.Stderr, "warning: calibration at %.0f turns/s left less than a second of arrivals outstanding; the workers may not have been saturated\n", c.Rate)
+	}
+	return c.PerSec, nil
 }
 
 // fitsOpenFiles fails a burst whose predicted peak backlog would hold more streams open than the
@@ -528,4 +535,20 @@ func (b *bar) stop() {
 	if b.pb != nil {
 		_ = b.pb.Finish()
 	}
+}
+
+// runPostgresLoads measures turnstile's Postgres CPU at 25% and 50% of the capacity drain measured
+// and at capacity (peer.Loads), prints them and writes them to -out/peer-postgres.json.
+func runPostgresLoads(ctx context.Context, o options, po peer.Options, drain peer.Result) error {
+	loads, err := peer.Loads(ctx, po, drain, o.loadFor)
+	if err != nil {
+		return err
+	}
+	fmt.Println("\nturnstile beside the Postgres server's CPU (the whole local server)")
+	fmt.Println("  load   offered/s  turns/s  postgres cores  share of the machine  postgres µs/turn")
+	for _, p := range loads {
+		fmt.Printf("  %3.0f%%  %9.0f  %7.0f  %14.2f  %19.1f%%  %16.1f\n", 100*p.Fraction, p.Offered, p.TurnsPerSec, p.PostgresCores, 100*p.PostgresShare, p.PostgresPerTurn)
+	}
+	b, _ := json.MarshalIndent(loads, "", "  ")
+	return os.WriteFile(filepath.Join(o.out, "peer-postgres.json"), b, 0o644) //nolint:gosec // reports are meant to be read by anyone on the machine
 }

@@ -70,7 +70,8 @@ type PostgresCheck struct {
 	WrongOutput int `json:"wrong_output"`
 	// HistoryWrong: turns without exactly one user and one assistant message with the right content.
 	HistoryWrong int `json:"history_wrong"`
-	// OrderWrong: sessions whose history order, Kafka offset order and stream order disagree.
+	// OrderWrong: sessions whose history order and stream order disagree, or where a turn posted
+	// after another's answer came back runs, or sits in Kafka, before it.
 	OrderWrong int `json:"order_wrong"`
 	// Unexpected: rows for turns the run did not see accepted (a 202 lost to a timeout, or a 503
 	// from intake's produce wait running out while the record was written after all).
@@ -204,11 +205,13 @@ func (g *Generator) checkPostgres(ctx context.Context, pool *pgxpool.Pool, c *Co
 			}
 		}
 	}
-	// One session's turns: the order Kafka accepted them in (their partition is the session's),
-	// the order the history recorded them in, and the order the stream started them in agree. Every
-	// turn the database holds takes part, accepted or not: a 503 after the produce wait timed out
-	// may still have queued its turn (intake says so, and a client would retry with the same key),
-	// and that turn then runs and shows on the stream in its place.
+	// One session's turns: the order the history recorded them in and the order the stream started
+	// them in agree, and a turn posted after another's answer came back follows it there and in
+	// Kafka (its partition is the session's). Two posts of a session in flight at once have no
+	// order between them: either may reach Kafka, and be claimed, first. Every turn the database
+	// holds takes part, accepted or not: a 503 after the produce wait timed out may still have
+	// queued its turn (intake says so, and a client would retry with the same key), and that turn
+	// then runs and shows on the stream in its place.
 	for _, s := range g.sessions {
 		var acc []*turn
 		for _, t := range s.turns {
@@ -216,14 +219,25 @@ func (g *Generator) checkPostgres(ctx context.Context, pool *pgxpool.Pool, c *Co
 				acc = append(acc, t)
 			}
 		}
-		byOffset := append([]*turn(nil), acc...)
-		sort.Slice(byOffset, func(i, j int) bool { return byID[byOffset[i].id].offset < byID[byOffset[j].id].offset })
 		bySeq := append([]*turn(nil), acc...)
 		sort.Slice(bySeq, func(i, j int) bool { return byID[bySeq[i].id].firstSeq < byID[bySeq[j].id].firstSeq })
 		ok := len(s.order) == len(acc)
-		for i := range acc {
-			if byOffset[i] != bySeq[i] || (ok && s.order[i] != byOffset[i]) {
+		for i, t := range bySeq {
+			if ok && s.order[i] != t {
 				ok = false
+			}
+			if t.answered.IsZero() {
+				continue
+			}
+			for _, u := range acc {
+				if !t.answered.Before(u.sentAt) {
+					continue
+				}
+				// u was posted after t's answer came back: it must follow t in the history and in Kafka.
+				pu, pt := byID[u.id], byID[t.id]
+				if pu.firstSeq < pt.firstSeq || (pu.offset >= 0 && pt.offset >= 0 && pu.offset < pt.offset) {
+					ok = false
+				}
 			}
 		}
 		if !ok {

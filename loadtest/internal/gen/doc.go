@@ -13,6 +13,7 @@
 //   - Correctness is judged twice: from the streams (every accepted turn reaches exactly one terminal
 //     event, its deltas are the predicted ones in order, exactly once, and a session's turns never
 //     overlap) and from Postgres (every accepted turn succeeded with the predicted output, its user
-//     and assistant messages are in the history exactly once, and the history, the stream and the
-//     Kafka offsets agree on the order of a session's turns).
+//     and assistant messages are in the history exactly once, the history and the stream agree
+//     on the order of a session's turns, which keeps the order of posts that did not overlap, as
+//     the Kafka offsets do).
 package gen

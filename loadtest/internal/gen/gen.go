@@ -101,6 +101,10 @@ type session struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// openAt is when the session's stream first answered 200 (under Generator.mu): a turn posted
+	// after it has its events timed from a reader already waiting, as a browser's would be.
+	openAt time.Time
+
 	// stream state, owned by the session's reader goroutine
 	lastID  string
 	running *turn // the turn whose attempt is open on the stream
@@ -112,10 +116,15 @@ type turn struct {
 	sess     *session
 	text     string
 	sentAt   time.Time
+	answered time.Time // when its POST's answer came back (zero while in flight or on a transport error)
 	accepted bool
 	status   int
 
 	firstEvent time.Time
+	// started and firstDelta are when the first attempt's turn.started and first turn.delta
+	// arrived.
+	started    time.Time
+	firstDelta time.Time
 	terminal   time.Time
 	terminals  int
 	attempt    int
@@ -331,6 +340,9 @@ func (g *Generator) post(t *turn) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t.status = status
+	if err == nil {
+		t.answered = now
+	}
 	sec := g.secondLocked(now)
 	switch {
 	case status == http.StatusAccepted:
@@ -422,6 +434,11 @@ func (g *Generator) readStream(ctx context.Context, s *session) error {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("status %d: %s", resp.StatusCode, b)
 	}
+	g.mu.Lock()
+	if s.openAt.IsZero() {
+		s.openAt = time.Now()
+	}
+	g.mu.Unlock()
 	r := sse.NewReader(resp.Body, 0)
 	for {
 		ev, err := r.Next()
@@ -497,6 +514,7 @@ func (g *Generator) onEvent(s *session, ev sse.Event) {
 			}
 			if t.attempt == 0 {
 				s.order = append(s.order, t)
+				t.started = now
 			}
 			if t.attempt > 0 {
 				g.issues.retries++
@@ -522,6 +540,9 @@ func (g *Generator) onEvent(s *session, ev sse.Event) {
 			if d.Index >= len(want) || want[d.Index] != d.Text {
 				g.issues.wrong++
 				g.issues.note("turn %s: delta %d is %q, predicted otherwise", t.id, d.Index, d.Text)
+			}
+			if t.firstDelta.IsZero() {
+				t.firstDelta = now
 			}
 			t.nextIndex++
 		}
@@ -673,6 +694,9 @@ func (g *Generator) Stop() {
 	g.wg.Wait()
 	g.hc.CloseIdleConnections()
 }
+
+// QuantilesOf summarises durations in milliseconds.
+func QuantilesOf(ds []time.Duration) Quantiles { return quantiles(ds) }
 
 // quantiles of durations in milliseconds.
 func quantiles(ds []time.Duration) Quantiles {

@@ -236,15 +236,12 @@ func at(t0, t1 time.Time, frac float64) time.Time {
 
 // Turnstile queues o.Jobs one-word demo turns in Kafka, then starts a worker and times the drain.
 func Turnstile(ctx context.Context, o Options) (Result, error) {
-	cfg := o.Base
-	id := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	cfg.DatabaseSchema, cfg.KeyPrefix, cfg.InstanceID = "lt_peer_"+id, "lt-peer-"+id, "lt-peer-"+id
-	cfg.DemoDelay = 0
-	st, err := stack.Start(ctx, cfg, "intake,gateway", o.Log)
+	st, err := startFront(ctx, o, "peer")
 	if err != nil {
 		return Result{}, err
 	}
 	defer func() { _ = st.Stop(context.WithoutCancel(ctx), false) }()
+	cfg := st.Config
 
 	queuedAs := "straight into Kafka, no row until the claim inserts it"
 	var record func([]wire.Envelope) error
@@ -274,6 +271,17 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 		cfg.MaxInflight, cfg.Partitions, o.Sessions, queuedAs))
 	r.MeanBatch = batches
 	return r, nil
+}
+
+// startFront starts turnstile's intake and gateway in this process, with the demo agent at its
+// cheapest (no delay), on a fresh schema and key prefix named after name, which its Stop removes.
+// The worker is started on its own (stack.Stack.StartWorker).
+func startFront(ctx context.Context, o Options, name string) (*stack.Stack, error) {
+	cfg := o.Base
+	id := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	cfg.DatabaseSchema, cfg.KeyPrefix, cfg.InstanceID = "lt_"+name+"_"+id, "lt-"+name+"-"+id, "lt-"+name+"-"+id
+	cfg.DemoDelay = 0
+	return stack.Start(ctx, cfg, "intake,gateway", o.Log)
 }
 
 // turnEnvelopes is n one-word demo turns, the turns first..first+n-1 of a run that spreads its

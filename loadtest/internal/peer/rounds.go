@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -103,4 +104,15 @@ func median(vs []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// MedianTurnstile is the round whose turnstile rate is the median of the series' (the lower of the
+// two middle ones for an even count).
+func (s Series) MedianTurnstile() Result {
+	rs := make([]Result, len(s.Rounds))
+	for i, c := range s.Rounds {
+		rs[i] = c.Turnstile
+	}
+	slices.SortFunc(rs, func(a, b Result) int { return cmp.Compare(a.PerSec, b.PerSec) })
+	return rs[(len(rs)-1)/2]
 }

@@ -63,9 +63,16 @@ func Write(dir, name string, r gen.Report) ([]string, error) {
 }
 
 func line(dir, file, title, ylabel string, series ...any) (string, error) {
+	return xyLine(dir, file, title, "seconds since start", ylabel, false, series...)
+}
+
+func xyLine(dir, file, title, xlabel, ylabel string, logY bool, series ...any) (string, error) {
 	p := plot.New()
+	if logY {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	}
 	p.Title.Text = title
-	p.X.Label.Text = "seconds since start"
+	p.X.Label.Text = xlabel
 	p.Y.Label.Text = ylabel
 	p.Add(plotter.NewGrid())
 	if err := plotutil.AddLines(p, series...); err != nil {
@@ -87,6 +94,12 @@ type Series struct {
 
 // Line saves a line plot of series over seconds since the start as <dir>/<file> and returns its path.
 func Line(dir, file, title, ylabel string, series ...Series) (string, error) {
+	return XYLine(dir, file, title, "seconds since start", ylabel, false, series...)
+}
+
+// XYLine is Line with its own label of the x axis, and a logarithmic y axis when logY (every y
+// must then be above zero).
+func XYLine(dir, file, title, xlabel, ylabel string, logY bool, series ...Series) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // reports are meant to be read by anyone on the machine
 		return "", err
 	}
@@ -94,5 +107,5 @@ func Line(dir, file, title, ylabel string, series ...Series) (string, error) {
 	for _, s := range series {
 		args = append(args, s.Name, s.Points)
 	}
-	return line(dir, file, title, ylabel, args...)
+	return xyLine(dir, file, title, xlabel, ylabel, logY, args...)
 }
