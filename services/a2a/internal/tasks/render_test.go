@@ -7,6 +7,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/a2atask"
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
@@ -90,7 +91,7 @@ func TestStateOf(t *testing.T) {
 		{wire.StatusExpired, "", a2a.TaskStateFailed},
 		{wire.StatusCancelled, "", a2a.TaskStateCanceled},
 	} {
-		require.Equal(t, c.want, stateOf(c.status, c.out), "%s %s", c.status, c.out)
+		require.Equal(t, c.want, a2atask.State(c.status, c.out), "%s %s", c.status, c.out)
 	}
 }
 
