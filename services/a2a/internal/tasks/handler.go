@@ -364,9 +364,6 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 		if !acceptsText(p.Config.AcceptedOutputModes) {
 			return nil, call.fail(fmt.Errorf("this agent answers in text/plain: %w", a2a.ErrUnsupportedContentType))
 		}
-		if p.Config.PushConfig != nil {
-			return nil, call.fail(a2a.ErrPushNotificationNotSupported)
-		}
 	}
 	sub := &submission{message: m, contextID: m.ContextID, task: m.TaskID}
 	link := map[string]any{"message_id": m.ID}
@@ -406,7 +403,7 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 	}
 	md[a2atask.MetadataKey] = link
 	acc, err := h.fd.PostTurn(ctx, call.Credential, sub.contextID,
-		frontdoor.TurnRequest{Input: wire.Input{Text: text}, Metadata: md},
+		frontdoor.TurnRequest{Input: wire.Input{Text: text}, Metadata: md, PushConfigs: messagePush(m, pushConfigOf(p))},
 		frontdoor.PostOptions{IdempotencyKey: m.ID})
 	if err != nil {
 		return nil, call.native(err, a2a.ErrTaskNotFound)
@@ -418,6 +415,14 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 	h.log.LogAttrs(ctx, slog.LevelInfo, "a2a message accepted", slog.String("task_id", string(sub.task)),
 		slog.String("turn_id", sub.turnID), slog.String("session_id", sub.contextID))
 	return sub, nil
+}
+
+// pushConfigOf is the send's configuration.pushNotificationConfig, or nil.
+func pushConfigOf(p *a2a.MessageSendParams) *a2a.PushConfig {
+	if p.Config == nil {
+		return nil
+	}
+	return p.Config.PushConfig
 }
 
 // taskTurns returns the turns of task id, oldest first: its own (first) turn and the follow-ups
