@@ -19,6 +19,7 @@ require (
 )
 
 require (
+	github.com/a2aproject/a2a-go v0.3.3 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/caarlos0/env/v11 v11.4.2 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

@@ -15,6 +15,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/turnstile-run/turnstile/pkg/a2atask"
 	"github.com/turnstile-run/turnstile/services/notifier/internal/outbox"
 	"github.com/turnstile-run/turnstile/services/notifier/internal/safehttp"
 )
@@ -213,14 +214,34 @@ func (s *Sender) jitter(attempts int) time.Duration {
 	return time.Duration(rand.Int64N(int64(ceiling) + 1)) //nolint:gosec // jitter needs no cryptographic randomness
 }
 
-// request builds the signed POST of n's payload.
+// Body is what n POSTs: its payload, or for an A2A config's notification the A2A Task it renders
+// (the same bytes on every attempt, so a duplicate carries the body of its first delivery).
+func Body(n outbox.Notification) ([]byte, error) {
+	if n.Format != FormatA2A {
+		return n.Payload, nil
+	}
+	b, err := a2atask.Push(n.Payload, n.Created)
+	if err != nil {
+		return nil, fmt.Errorf("render the A2A task: %w", err)
+	}
+	return b, nil
+}
+
+// FormatA2A is the format of an A2A push config's notifications (migration 00150).
+const FormatA2A = "a2a"
+
+// request builds the signed POST of n's body.
 func (s *Sender) request(ctx context.Context, n outbox.Notification) (*http.Request, error) {
+	body, err := Body(n)
+	if err != nil {
+		return nil, err
+	}
 	now := s.opt.Now()
-	sig, err := s.signer.Sign(n.WebhookID(), now, n.Payload)
+	sig, err := s.signer.Sign(n.WebhookID(), now, body)
 	if err != nil {
 		return nil, fmt.Errorf("sign: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.URL, bytes.NewReader(n.Payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
@@ -231,6 +252,9 @@ func (s *Sender) request(ctx context.Context, n outbox.Notification) (*http.Requ
 	req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
 	if n.Token != "" {
 		req.Header.Set(TokenHeader, n.Token)
+	}
+	if n.AuthHeader != "" {
+		req.Header.Set("Authorization", n.AuthHeader)
 	}
 	return req, nil
 }
