@@ -264,6 +264,68 @@ func TestA2APushNotifications(t *testing.T) {
 		require.Len(t, all, 1)
 	})
 
+	t.Run("NativeRoutes", func(t *testing.T) {
+		task := taskResult(t)(c.SendMessage(ctx, &a2a.MessageSendParams{
+			Message: a2aMessage("native", map[string]any{"demo": map[string]any{"tokens": 1}}),
+			Config:  &a2a.MessageSendConfig{Blocking: ptr(false)},
+		}))
+		base := s.base + "/v1/turns/" + string(task.ID) + "/push-configs"
+		do := func(client *http.Client, method, url, key, ctype, body string) (*http.Response, []byte) {
+			t.Helper()
+			req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+key)
+			if ctype != "" {
+				req.Header.Set("Content-Type", ctype)
+			}
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			return resp, b
+		}
+		// The good paths, each checked against the OpenAPI document.
+		resp, b := do(apiClient, http.MethodPut, base+"/n1", keyA, "application/json",
+			`{"url":"https://example.com/hook","token":"t","authentication":{"schemes":["Basic"],"credentials":"dTpw"}}`)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+		require.NotContains(t, string(b), "dTpw", "credentials are write-only")
+		resp, b = do(apiClient, http.MethodGet, base, keyA, "", "")
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+		require.Contains(t, string(b), `"id":"n1"`)
+		resp, _ = do(apiClient, http.MethodGet, base+"/n1", keyA, "", "")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		resp, _ = do(apiClient, http.MethodDelete, base+"/n1", keyA, "", "")
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		// Bad input: a problem document, nothing stored.
+		for _, tc := range []struct {
+			name, method, url, key, ctype, body string
+			status                              int
+			problem                             string
+		}{
+			{"Gone", http.MethodGet, base + "/n1", keyA, "", "", http.StatusNotFound, "push-config-not-found"},
+			{"DeleteGone", http.MethodDelete, base + "/n1", keyA, "", "", http.StatusNotFound, "push-config-not-found"},
+			{"OtherTenant", http.MethodGet, base, keyB, "", "", http.StatusNotFound, "turn-not-found"},
+			{"OtherTenantPut", http.MethodPut, base + "/x", keyB, "application/json", `{"url":"https://example.com/h"}`, http.StatusNotFound, "turn-not-found"},
+			{"BadTurnID", http.MethodGet, s.base + "/v1/turns/nope/push-configs", keyA, "", "", http.StatusBadRequest, "invalid-turn-id"},
+			{"Malformed", http.MethodPut, base + "/x", keyA, "application/json", `{"url":`, http.StatusBadRequest, "invalid-body"},
+			{"UnknownField", http.MethodPut, base + "/x", keyA, "application/json", `{"url":"https://example.com/h","secret":1}`, http.StatusBadRequest, "invalid-body"},
+			{"TextPlain", http.MethodPut, base + "/x", keyA, "text/plain", `{"url":"https://example.com/h"}`, http.StatusUnsupportedMediaType, "unsupported-media-type"},
+			{"OtherID", http.MethodPut, base + "/x", keyA, "application/json", `{"id":"y","url":"https://example.com/h"}`, http.StatusUnprocessableEntity, "validation-failed"},
+			{"HTTPURL", http.MethodPut, base + "/x", keyA, "application/json", `{"url":"http://example.com/h"}`, http.StatusUnprocessableEntity, "validation-failed"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				resp, b := do(http.DefaultClient, tc.method, tc.url, tc.key, tc.ctype, tc.body)
+				require.Equal(t, tc.status, resp.StatusCode, "%s", b)
+				require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+				require.Contains(t, string(b), "/"+tc.problem+`"`)
+			})
+		}
+		var n int
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM task_push_configs WHERE task_id = $1`, string(task.ID)).Scan(&n))
+		require.Zero(t, n, "bad input stored nothing")
+	})
+
 	t.Run("SendWithConfigThroughFollowUp", func(t *testing.T) {
 		ask := map[string]any{"demo": map[string]any{"end_state": "input-required", "tokens": 5}}
 		task := taskResult(t)(c.SendMessage(ctx, &a2a.MessageSendParams{
