@@ -312,7 +312,7 @@ func TestA2APushNotifications(t *testing.T) {
 			{"UnknownField", http.MethodPut, base + "/x", keyA, "application/json", `{"url":"https://example.com/h","secret":1}`, http.StatusBadRequest, "invalid-body"},
 			{"TextPlain", http.MethodPut, base + "/x", keyA, "text/plain", `{"url":"https://example.com/h"}`, http.StatusUnsupportedMediaType, "unsupported-media-type"},
 			{"OtherID", http.MethodPut, base + "/x", keyA, "application/json", `{"id":"y","url":"https://example.com/h"}`, http.StatusUnprocessableEntity, "validation-failed"},
-			{"HTTPURL", http.MethodPut, base + "/x", keyA, "application/json", `{"url":"http://example.com/h"}`, http.StatusUnprocessableEntity, "validation-failed"},
+			{"FTPURL", http.MethodPut, base + "/x", keyA, "application/json", `{"url":"ftp://example.com/h"}`, http.StatusUnprocessableEntity, "validation-failed"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				resp, b := do(http.DefaultClient, tc.method, tc.url, tc.key, tc.ctype, tc.body)
