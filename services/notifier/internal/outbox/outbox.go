@@ -18,20 +18,20 @@ var ErrFenced = errors.New("outbox: notification is held by another claim")
 
 // Notification is one claimed row.
 type Notification struct {
-	ID       int64
-	TurnID   uuid.UUID
-	Tenant   string
-	URL      string
-	Token    string
-	Status   string
-	Payload  json.RawMessage
+	ID      int64
+	TurnID  uuid.UUID
+	Tenant  string
+	URL     string
+	Token   string
+	Status  string
+	Payload json.RawMessage
 	// Format is "native" (Payload is the body) or "a2a" (Payload is the task's turns, rendered as
 	// the A2A Task by package a2atask); AuthHeader is the Authorization an A2A config asks for.
 	Format     string
 	AuthHeader string
 	Created    time.Time
-	Attempts int // attempts made before this one
-	Fencing  int64
+	Attempts   int // attempts made before this one
+	Fencing    int64
 }
 
 // WebhookID is the Standard Webhooks message ID: the row's, so every retry of one notification
