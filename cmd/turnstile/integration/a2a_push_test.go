@@ -270,7 +270,12 @@ func TestA2APushNotifications(t *testing.T) {
 			Config:  &a2a.MessageSendConfig{Blocking: ptr(false)},
 		}))
 		base := s.base + "/v1/turns/" + string(task.ID) + "/push-configs"
-		do := func(client *http.Client, method, url, key, ctype, body string) (*http.Response, []byte) {
+		// do answers the status, the headers and the body (read and closed).
+		type answer struct {
+			StatusCode int
+			Header     http.Header
+		}
+		do := func(client *http.Client, method, url, key, ctype, body string) (answer, []byte) {
 			t.Helper()
 			req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 			require.NoError(t, err)
@@ -283,7 +288,7 @@ func TestA2APushNotifications(t *testing.T) {
 			defer resp.Body.Close()
 			b, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
-			return resp, b
+			return answer{resp.StatusCode, resp.Header}, b
 		}
 		// The good paths, each checked against the OpenAPI document.
 		resp, b := do(apiClient, http.MethodPut, base+"/n1", keyA, "application/json",
