@@ -16,7 +16,6 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
@@ -154,19 +153,14 @@ func openNotifications(t *testing.T, env *testenv.Env) int {
 // a send's configuration.pushNotificationConfig followed through an input-required task and its
 // follow-up, a deleted config, and retention.
 func TestA2APushNotifications(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Partitions: 2})
+	s := startA2AStackWith(t, "intake,worker,gateway,a2a,notifier", func(cfg *config.Config) {
+		cfg.Notifier.AllowHTTP = true
+		cfg.Notifier.AllowNetworks = "127.0.0.0/8"
+		cfg.Notifier.Poll = 20 * time.Millisecond
+	})
+	env, keyA, keyB := s.env, s.keyA, s.keyB
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, keyA, err := apikey.Create(ctx, env.Pool, "acme")
-	require.NoError(t, err)
-	_, keyB, err := apikey.Create(ctx, env.Pool, "globex")
-	require.NoError(t, err)
-	cfg := authConfig(env, "intake,worker,gateway,a2a,notifier")
-	cfg.Notifier.AllowHTTP = true
-	cfg.Notifier.AllowNetworks = "127.0.0.0/8"
-	cfg.Notifier.Poll = 20 * time.Millisecond
-	stack := startStackCfg(t, env, cfg)
-	s := &a2aStack{env: env, stack: stack, base: "http://" + stack.Addr(), keyA: keyA, keyB: keyB}
 	c := s.client(t, keyA, nil)
 	other := s.client(t, keyB, nil)
 	recv := newTaskReceiver(t)

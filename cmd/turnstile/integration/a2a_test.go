@@ -20,6 +20,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/demo"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/pkg/wire"
@@ -37,6 +38,12 @@ type a2aStack struct {
 
 func startA2AStack(t *testing.T) *a2aStack {
 	t.Helper()
+	return startA2AStackWith(t, "intake,worker,gateway,a2a", nil)
+}
+
+// startA2AStackWith starts the a2a stack with roles, its configuration changed by tune (if set).
+func startA2AStackWith(t *testing.T, roles string, tune func(*config.Config)) *a2aStack {
+	t.Helper()
 	env := testenv.New(t, testenv.Options{Partitions: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -44,11 +51,14 @@ func startA2AStack(t *testing.T) *a2aStack {
 	require.NoError(t, err)
 	_, keyB, err := apikey.Create(ctx, env.Pool, "globex")
 	require.NoError(t, err)
-	cfg := authConfig(env, "intake,worker,gateway,a2a")
+	cfg := authConfig(env, roles)
 	cfg.A2A.Name, cfg.A2A.Version = "turnstile-test", "9.9.9"
 	cfg.A2A.Skills = "chat:Chat:Answers a message,echo:Echo:Says it again"
 	// KafkaSlowIsRetryable holds Kafka's acknowledgement back; intake gives up after this.
 	cfg.ProduceTimeout = time.Second
+	if tune != nil {
+		tune(&cfg)
+	}
 	stack := startStackCfg(t, env, cfg)
 	return &a2aStack{env: env, stack: stack, base: "http://" + stack.Addr(), keyA: keyA, keyB: keyB}
 }
