@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
+
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -347,6 +350,27 @@ func TestChartRefusesUnsafeValues(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestChartSigningSecret: the rendered Secret signs with a random secret of its own (a fresh one per
+// install), never the published development default, unless one is given.
+func TestChartSigningSecret(t *testing.T) {
+	t.Parallel()
+	secretOf := func(values map[string]any) string {
+		r, err := render(t, values)
+		require.NoError(t, err)
+		v, _ := get(r.find("Secret", "ts-turnstile-secrets"), "stringData").(map[string]any)["TURNSTILE_NOTIFIER_SIGNING_SECRET"].(string)
+		return v
+	}
+	first, second := secretOf(nil), secretOf(nil)
+	require.True(t, strings.HasPrefix(first, "whsec_"), first)
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(first, "whsec_"))
+	require.NoError(t, err, "whsec_ and base64, as the Standard Webhooks scheme reads it")
+	require.GreaterOrEqual(t, len(key), 24)
+	require.NotEqual(t, config.NotifierSigningSecretDefault, first)
+	require.NotEqual(t, first, second, "each install gets its own")
+	given := "whsec_" + base64.StdEncoding.EncodeToString([]byte("a secret given in the values!!!!"))
+	require.Equal(t, given, secretOf(map[string]any{"secrets": map[string]any{"TURNSTILE_NOTIFIER_SIGNING_SECRET": given}}))
 }
 
 // checkEnvironments assembles each Deployment's environment (ConfigMap, Secret, literal env) and

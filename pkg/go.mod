@@ -41,6 +41,7 @@ require (
 )
 
 require (
+	github.com/a2aproject/a2a-go v0.3.3
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/google/uuid v1.6.0

@@ -100,6 +100,24 @@ type TurnRequest struct {
 	Metadata  map[string]any `json:"metadata,omitempty"`
 	Multitask string         `json:"multitask,omitempty"`
 	TurnID    string         `json:"turn_id,omitempty"`
+	// PushConfigs are push-notification configs of the turn's task, stored with it from the
+	// turn's first write on.
+	PushConfigs []PushConfig `json:"push_configs,omitempty"`
+}
+
+// PushAuthentication is a push config's authentication; Credentials are write-only.
+type PushAuthentication struct {
+	Schemes     []string `json:"schemes"`
+	Credentials string   `json:"credentials,omitempty"`
+}
+
+// PushConfig is a push-notification config of a task (the task's first turn), as intake stores
+// and shows it.
+type PushConfig struct {
+	ID             string              `json:"id"`
+	URL            string              `json:"url"`
+	Token          string              `json:"token,omitempty"`
+	Authentication *PushAuthentication `json:"authentication,omitempty"`
 }
 
 // PostOptions are the headers of a turn's POST.
@@ -200,6 +218,44 @@ func (c *Client) StreamToken(ctx context.Context, cred Credential, sessionID str
 	var g StreamGrant
 	err := c.call(ctx, cred, http.MethodPost, c.intake+"/v1/sessions/"+url.PathEscape(sessionID)+"/stream-token", nil, nil, &g)
 	return g, err
+}
+
+// pushConfigsURL is the push configs route of the task whose first turn is turnID.
+func (c *Client) pushConfigsURL(turnID string) string {
+	return c.intake + "/v1/turns/" + url.PathEscape(turnID) + "/push-configs"
+}
+
+// PutPushConfig creates or replaces a push config of the task whose first turn is turnID.
+func (c *Client) PutPushConfig(ctx context.Context, cred Credential, turnID string, pc PushConfig) (PushConfig, error) {
+	body, err := json.Marshal(pc)
+	if err != nil {
+		return PushConfig{}, fmt.Errorf("encode push config: %w", err)
+	}
+	var out PushConfig
+	err = c.call(ctx, cred, http.MethodPut, c.pushConfigsURL(turnID)+"/"+url.PathEscape(pc.ID),
+		http.Header{"Content-Type": {"application/json"}}, body, &out)
+	return out, err
+}
+
+// GetPushConfig reads one push config of the task whose first turn is turnID.
+func (c *Client) GetPushConfig(ctx context.Context, cred Credential, turnID, id string) (PushConfig, error) {
+	var out PushConfig
+	err := c.call(ctx, cred, http.MethodGet, c.pushConfigsURL(turnID)+"/"+url.PathEscape(id), nil, nil, &out)
+	return out, err
+}
+
+// ListPushConfigs reads the push configs of the task whose first turn is turnID, oldest first.
+func (c *Client) ListPushConfigs(ctx context.Context, cred Credential, turnID string) ([]PushConfig, error) {
+	var out struct {
+		PushConfigs []PushConfig `json:"push_configs"`
+	}
+	err := c.call(ctx, cred, http.MethodGet, c.pushConfigsURL(turnID), nil, nil, &out)
+	return out.PushConfigs, err
+}
+
+// DeletePushConfig deletes one push config of the task whose first turn is turnID.
+func (c *Client) DeletePushConfig(ctx context.Context, cred Credential, turnID, id string) error {
+	return c.call(ctx, cred, http.MethodDelete, c.pushConfigsURL(turnID)+"/"+url.PathEscape(id), nil, nil, nil)
 }
 
 // call makes one bounded request and decodes a 2xx answer into out; any other answer is a

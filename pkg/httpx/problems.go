@@ -42,6 +42,8 @@ var (
 	// way, so a tenant cannot learn that it exists.
 	ProblemSessionNotFound = ProblemType{"session-not-found", http.StatusNotFound}
 	ProblemTurnNotFound    = ProblemType{"turn-not-found", http.StatusNotFound}
+	// ProblemPushConfigNotFound is a push config the task does not have (or no longer has).
+	ProblemPushConfigNotFound = ProblemType{"push-config-not-found", http.StatusNotFound}
 	// ProblemThreadNotFound and ProblemAssistantNotFound are the LangGraph front door's: a thread
 	// the tenant never created, an assistant ID no TURNSTILE_LANGGRAPH_ASSISTANTS entry names.
 	ProblemThreadNotFound    = ProblemType{"thread-not-found", http.StatusNotFound}
@@ -83,7 +85,7 @@ func ProblemTypes() []ProblemType {
 		ProblemInvalidSession, ProblemInvalidBody, ProblemBodyTooLarge, ProblemUnsupportedType,
 		ProblemValidation, ProblemInvalidDeadline, ProblemInvalidTurnID, ProblemInvalidCursor,
 		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemSessionNotFound,
-		ProblemTurnNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemNotFound, ProblemMethodNotAllowed,
+		ProblemTurnNotFound, ProblemPushConfigNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemNotFound, ProblemMethodNotAllowed,
 		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
 		ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail, ProblemRegionUnavailable,
 	}

@@ -8,6 +8,7 @@ replace (
 )
 
 require (
+	github.com/a2aproject/a2a-go v0.3.3
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0

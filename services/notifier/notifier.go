@@ -89,7 +89,7 @@ func build(cfg config.Config, pool *pgxpool.Pool, log *slog.Logger, reg promethe
 	sender, err := deliver.New(deliver.Options{
 		Client: n.client, Secret: s.SigningSecret, PerDestination: s.PerDestination,
 		MaxAttempts: s.MaxAttempts, MaxAge: s.MaxAge, BackoffBase: s.BackoffBase, BackoffMax: s.BackoffMax,
-		SlotWait: s.Timeout / 2, BreakerFailures: config.NotifierBreakerFailures, BreakerOpen: max(s.Timeout, 5*time.Second),
+		SlotWait: s.Timeout / 2, Region: cfg.Region.Code, BreakerFailures: config.NotifierBreakerFailures, BreakerOpen: max(s.Timeout, 5*time.Second),
 		OnBreaker: func(dest string, st gobreaker.State) {
 			n.log.Warn("webhook circuit changed", "destination", dest, "state", st.String())
 			if st == gobreaker.StateClosed {

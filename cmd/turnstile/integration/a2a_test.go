@@ -20,6 +20,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/demo"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/pkg/wire"
@@ -37,6 +38,12 @@ type a2aStack struct {
 
 func startA2AStack(t *testing.T) *a2aStack {
 	t.Helper()
+	return startA2AStackWith(t, "intake,worker,gateway,a2a", nil)
+}
+
+// startA2AStackWith starts the a2a stack with roles, its configuration changed by tune (if set).
+func startA2AStackWith(t *testing.T, roles string, tune func(*config.Config)) *a2aStack {
+	t.Helper()
 	env := testenv.New(t, testenv.Options{Partitions: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -44,11 +51,14 @@ func startA2AStack(t *testing.T) *a2aStack {
 	require.NoError(t, err)
 	_, keyB, err := apikey.Create(ctx, env.Pool, "globex")
 	require.NoError(t, err)
-	cfg := authConfig(env, "intake,worker,gateway,a2a")
+	cfg := authConfig(env, roles)
 	cfg.A2A.Name, cfg.A2A.Version = "turnstile-test", "9.9.9"
 	cfg.A2A.Skills = "chat:Chat:Answers a message,echo:Echo:Says it again"
 	// KafkaSlowIsRetryable holds Kafka's acknowledgement back; intake gives up after this.
 	cfg.ProduceTimeout = time.Second
+	if tune != nil {
+		tune(&cfg)
+	}
 	stack := startStackCfg(t, env, cfg)
 	return &a2aStack{env: env, stack: stack, base: "http://" + stack.Addr(), keyA: keyA, keyB: keyB}
 }
@@ -229,6 +239,7 @@ func TestA2A(t *testing.T) {
 		require.Equal(t, s.base+"/a2a", card.URL)
 		require.Equal(t, a2a.TransportProtocolJSONRPC, card.PreferredTransport)
 		require.True(t, card.Capabilities.Streaming)
+		require.True(t, card.Capabilities.PushNotifications, "push configs are offered")
 		require.Len(t, card.Skills, 2)
 		require.Equal(t, "echo", card.Skills[1].ID)
 		require.Contains(t, card.SecuritySchemes, a2a.SecuritySchemeName("apiKey"))
@@ -492,7 +503,7 @@ func TestA2A(t *testing.T) {
 		_, err = c.GetTask(ctx, &a2a.TaskQueryParams{ID: "0190b7a4-0000-7000-8000-000000000000", HistoryLength: ptr(-1)})
 		require.ErrorIs(t, err, a2a.ErrInvalidParams)
 		_, err = c.SetTaskPushConfig(ctx, &a2a.TaskPushConfig{TaskID: "x", Config: a2a.PushConfig{URL: "https://example.com/hook"}})
-		require.ErrorIs(t, err, a2a.ErrPushNotificationNotSupported)
+		require.ErrorIs(t, err, a2a.ErrTaskNotFound, "push configs belong to tasks that exist")
 		versioned := s.client(t, s.keyA, map[string]string{"A2A-Version": "2.0"})
 		_, err = versioned.GetTask(ctx, &a2a.TaskQueryParams{ID: "0190b7a4-0000-7000-8000-000000000000"})
 		require.Error(t, err)

@@ -18,7 +18,7 @@ func New(s config.A2ASettings, authOn bool, rpcPath string) *a2a.AgentCard {
 	c := &a2a.AgentCard{
 		Name: s.Name, Description: s.Description, Version: s.Version, ProtocolVersion: ProtocolVersion,
 		URL: urlOf(s.URL, rpcPath), PreferredTransport: a2a.TransportProtocolJSONRPC,
-		Capabilities:       a2a.AgentCapabilities{Streaming: true},
+		Capabilities:       a2a.AgentCapabilities{Streaming: true, PushNotifications: true},
 		DefaultInputModes:  []string{"text/plain"},
 		DefaultOutputModes: []string{"text/plain"},
 	}

@@ -20,6 +20,7 @@ func TestCard(t *testing.T) {
 	off := New(s, false, "/a2a")
 	require.Equal(t, "https://agents.example.com/a2a", off.URL)
 	require.True(t, off.Capabilities.Streaming)
+	require.True(t, off.Capabilities.PushNotifications, "push configs are stored with the task and sent by the notifier role")
 	require.Empty(t, off.SecuritySchemes)
 	require.Equal(t, "chat", off.Skills[0].ID)
 	on := New(s, true, "/a2a")

@@ -164,7 +164,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	streaming := req.Method == "message/stream" || req.Method == "tasks/resubscribe"
 	rw := newWriter(w, call, streaming, s.cfg.KeepAlive, s.cfg.WriteTimeout)
 	s.sdk.ServeHTTP(rw, r2)
-	rw.finish()
+	rw.finish(nullResult(req.ID))
+}
+
+// nullResult is the JSON-RPC success response whose result is null, for the request id.
+func nullResult(id json.RawMessage) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result"`
+	}{"2.0", id, nil})
+	return append(b, '\n')
 }
 
 func speaks(v string) bool {

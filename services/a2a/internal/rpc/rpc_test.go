@@ -60,7 +60,7 @@ func TestWriterIDs(t *testing.T) {
 		_, _ = wr.Write([]byte("data: {}\n\n"))
 		wr.Flush()
 	}
-	wr.finish()
+	wr.finish(nil)
 	require.Equal(t, "id: 0\ndata: {}\n\nid: ep:1-0\ndata: {}\n\ndata: {}\n\n", rec.Body.String())
 }
 
@@ -76,7 +76,7 @@ func TestWriterRefusal(t *testing.T) {
 	refuseForTest(call, http.StatusTooManyRequests, 3*time.Second)
 	_, _ = wr.Write([]byte("id: x\n"))
 	_, _ = wr.Write([]byte(`data: {"error":{"code":-32000}}` + "\n\n"))
-	wr.finish()
+	wr.finish(nil)
 	require.Equal(t, http.StatusTooManyRequests, rec.Code)
 	require.Equal(t, "3", rec.Header().Get("Retry-After"))
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))

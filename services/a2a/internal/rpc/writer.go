@@ -165,13 +165,18 @@ func (wr *writer) Flush() {
 	}
 }
 
-// finish stops the keep-alives and sends the status line of an answer without a body.
-func (wr *writer) finish() {
+// finish stops the keep-alives and, when the SDK wrote nothing, sends the status line and empty
+// (if not nil): the SDK writes no response at all for a method whose result is null
+// (tasks/pushNotificationConfig/delete), which its own client cannot decode.
+func (wr *writer) finish(empty []byte) {
 	close(wr.stop)
 	<-wr.done
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
 	if !wr.committed {
 		wr.commit()
+		if empty != nil && !wr.streaming {
+			_, _ = wr.w.Write(empty)
+		}
 	}
 }

@@ -19,10 +19,9 @@
 //     parts are the turn's input. Other parts, or accepted output modes that exclude text, are
 //     "content type not supported".
 //
-// A turn's status maps to a task state: queued is submitted, running is working, succeeded is
-// completed (or the output's state), failed and expired are failed, cancelled is canceled. A task's
-// history is its turns' inputs and outputs, oldest first (historyLength keeps the newest); each
-// turn's output is an artifact "response-<turn id>". Until the worker claims a follow-up turn its
+// How a task's turns read as an A2A Task (states, history, artifacts) is package pkg/a2atask's,
+// shared with the notifier, which pushes the same rendering. historyLength keeps the newest
+// messages. Until the worker claims a follow-up turn its
 // row does not yet name its task, so tasks/get may show the task's previous state for that moment;
 // the send's own answer and its stream never do. Follow-ups are looked for among the session's
 // newest Config.TurnsPage (100) turns.
@@ -60,6 +59,15 @@
 // got: it is durable either way). tasks/cancel cancels the task's running turn and
 // follows its stream until it ends (at most Config.CancelWait); a task that ended or waits for the
 // user is not cancelable.
+//
+// # Push notifications
+//
+// tasks/pushNotificationConfig/set|get|list|delete call intake's /v1/turns/{task id}/push-configs
+// routes; configuration.pushNotificationConfig on message/send and message/stream travels with the
+// turn (push_configs), so it is stored with the task before the turn's first status change. A
+// config without an id gets one (from the messageId for a send, so a retried send is the same
+// request). The notifier role POSTs the task as tasks/get renders it at every status change of
+// every turn of the task; credentials are write-only (get and list show the schemes).
 //
 // The native API's refusals keep their meaning: 404 is task not found (another tenant's task
 // included), 400/422 invalid params, 429/503 an HTTP 429/503 with Retry-After before anything is

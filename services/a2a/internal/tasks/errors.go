@@ -31,7 +31,6 @@ var outcomes = []struct {
 	{a2a.ErrTaskNotCancelable, "task_not_cancelable"},
 	{a2a.ErrUnsupportedOperation, "unsupported_operation"},
 	{a2a.ErrUnsupportedContentType, "content_type_not_supported"},
-	{a2a.ErrPushNotificationNotSupported, "push_not_supported"},
 	{ErrVersionNotSupported, "version_not_supported"},
 	{errUnavailable, "unavailable"},
 	{a2a.ErrServerError, "server_error"},

@@ -17,6 +17,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 
+	"github.com/turnstile-run/turnstile/pkg/a2atask"
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
 	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/wire"
@@ -107,7 +108,7 @@ func (h *Handler) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2a.T
 	if err != nil {
 		return nil, err
 	}
-	return buildTask(turns, q.HistoryLength), nil
+	return a2atask.Build(turns, q.HistoryLength), nil
 }
 
 // OnCancelTask answers tasks/cancel: it cancels the task's current turn and waits, within
@@ -119,7 +120,7 @@ func (h *Handler) OnCancelTask(ctx context.Context, id *a2a.TaskIDParams) (*a2a.
 		return nil, err
 	}
 	last := turns[len(turns)-1]
-	if st := statusOf(id.ID, last).State; ended(st) {
+	if st := a2atask.Status(id.ID, last).State; a2atask.Ended(st) {
 		return nil, call.fail(fmt.Errorf("task is %s: %w", st, a2a.ErrTaskNotCancelable))
 	}
 	ca, err := h.fd.CancelTurn(ctx, call.Credential, last.TurnID)
@@ -132,7 +133,7 @@ func (h *Handler) OnCancelTask(ctx context.Context, id *a2a.TaskIDParams) (*a2a.
 	if turns, err = h.taskTurns(ctx, call, string(id.ID)); err != nil {
 		return nil, err
 	}
-	return buildTask(turns, nil), nil
+	return a2atask.Build(turns, nil), nil
 }
 
 // awaitEnd follows a turn's stream until its terminal event, at most CancelWait.
@@ -171,7 +172,7 @@ type submission struct {
 func (s *submission) snapshot(r *renderer) *a2a.Task {
 	task := &a2a.Task{ID: s.task, ContextID: s.contextID}
 	if len(s.prior) > 0 {
-		task = buildTask(s.prior, nil)
+		task = a2atask.Build(s.prior, nil)
 	}
 	msg := *s.message
 	msg.TaskID, msg.ContextID = s.task, s.contextID
@@ -181,9 +182,9 @@ func (s *submission) snapshot(r *renderer) *a2a.Task {
 		task.Status = *r.final
 	}
 	if text := r.text.String(); text != "" {
-		task.Artifacts = append(task.Artifacts, &a2a.Artifact{ID: artifactID(s.turnID), Name: "response", Parts: a2a.ContentParts{a2a.TextPart{Text: text}}})
+		task.Artifacts = append(task.Artifacts, &a2a.Artifact{ID: a2atask.ArtifactID(s.turnID), Name: "response", Parts: a2a.ContentParts{a2a.TextPart{Text: text}}})
 		if r.final != nil && r.state == a2a.TaskStateCompleted {
-			task.History = append(task.History, agentMessage(s.task, s.contextID, "agent-"+s.turnID, text))
+			task.History = append(task.History, a2atask.AgentMessage(s.task, s.contextID, "agent-"+s.turnID, text))
 		}
 	}
 	return task
@@ -257,13 +258,13 @@ func (h *Handler) resubscribe(ctx context.Context, call *Call, id a2a.TaskID, yi
 		return err
 	}
 	last := turns[len(turns)-1]
-	state := statusOf(id, last).State
+	state := a2atask.Status(id, last).State
 	if call.LastEventID == "" {
 		if state.Terminal() {
 			return call.fail(fmt.Errorf("task is %s: nothing more will stream: %w", state, a2a.ErrUnsupportedOperation))
 		}
 		call.tag(startID)
-		if !yield(buildTask(turns, nil), nil) || interrupted(state) {
+		if !yield(a2atask.Build(turns, nil), nil) || a2atask.Interrupted(state) {
 			return nil
 		}
 	}
@@ -366,9 +367,6 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 		if !acceptsText(p.Config.AcceptedOutputModes) {
 			return nil, call.fail(fmt.Errorf("this agent answers in text/plain: %w", a2a.ErrUnsupportedContentType))
 		}
-		if p.Config.PushConfig != nil {
-			return nil, call.fail(a2a.ErrPushNotificationNotSupported)
-		}
 	}
 	sub := &submission{message: m, contextID: m.ContextID, task: m.TaskID}
 	link := map[string]any{"message_id": m.ID}
@@ -382,7 +380,7 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 		}
 		sub.contextID = turns[0].SessionID
 		last := turns[len(turns)-1]
-		if len(turns) > 1 && linkOf(last).MessageID == m.ID {
+		if len(turns) > 1 && a2atask.LinkOf(last).MessageID == m.ID {
 			// A retry of a follow-up the worker already claimed: the same turn, not a new one.
 			grant, err := h.fd.StreamToken(ctx, call.Credential, sub.contextID)
 			if err != nil {
@@ -391,7 +389,7 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 			sub.prior, sub.turnID, sub.token = turns[:len(turns)-1], last.TurnID, grant.StreamToken
 			return sub, nil
 		}
-		if st := statusOf(m.TaskID, last).State; !interrupted(st) {
+		if st := a2atask.Status(m.TaskID, last).State; !a2atask.Interrupted(st) {
 			return nil, call.fail(fmt.Errorf("task is %s; only a task waiting for input takes another message: %w", st, a2a.ErrUnsupportedOperation))
 		}
 		sub.prior = turns
@@ -408,9 +406,9 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 	for k, v := range m.Metadata {
 		md[k] = v
 	}
-	md[MetadataKey] = link
+	md[a2atask.MetadataKey] = link
 	acc, err := h.fd.PostTurn(ctx, call.Credential, sub.contextID,
-		frontdoor.TurnRequest{Input: wire.Input{Text: text}, Metadata: md},
+		frontdoor.TurnRequest{Input: wire.Input{Text: text}, Metadata: md, PushConfigs: messagePush(m, pushConfigOf(p))},
 		frontdoor.PostOptions{IdempotencyKey: m.ID})
 	if err != nil {
 		return nil, call.native(err, a2a.ErrTaskNotFound)
@@ -424,6 +422,14 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 	return sub, nil
 }
 
+// pushConfigOf is the send's configuration.pushNotificationConfig, or nil.
+func pushConfigOf(p *a2a.MessageSendParams) *a2a.PushConfig {
+	if p.Config == nil {
+		return nil
+	}
+	return p.Config.PushConfig
+}
+
 // taskTurns returns the turns of task id, oldest first: its own (first) turn and the follow-ups
 // that name it among the session's newest TurnsPage turns.
 func (h *Handler) taskTurns(ctx context.Context, call *Call, id string) ([]frontdoor.Turn, error) {
@@ -434,12 +440,12 @@ func (h *Handler) taskTurns(ctx context.Context, call *Call, id string) ([]front
 	if err != nil {
 		return nil, call.native(err, fmt.Errorf("task %s: %w", id, a2a.ErrTaskNotFound))
 	}
-	if linkOf(first).TaskID != "" {
+	if a2atask.LinkOf(first).TaskID != "" {
 		// A follow-up turn's own ID names no task.
 		return nil, call.fail(fmt.Errorf("task %s: %w", id, a2a.ErrTaskNotFound))
 	}
 	turns := []frontdoor.Turn{first}
-	if !interrupted(stateOf(first.Status, output(first).State)) {
+	if !a2atask.Interrupted(a2atask.State(first.Status, a2atask.Output(first).State)) {
 		// Only a task waiting for the user ever gets another turn.
 		return turns, nil
 	}
@@ -449,7 +455,7 @@ func (h *Handler) taskTurns(ctx context.Context, call *Call, id string) ([]front
 	}
 	var later []frontdoor.Turn
 	for _, t := range page.Turns {
-		if tid := linkOf(t).TaskID; tid == first.TurnID || tid == id {
+		if tid := a2atask.LinkOf(t).TaskID; tid == first.TurnID || tid == id {
 			later = append(later, t)
 		}
 	}

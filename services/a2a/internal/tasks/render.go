@@ -10,6 +10,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/turnstile-run/turnstile/pkg/a2atask"
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
@@ -84,7 +85,7 @@ func (r *renderer) render(ev frontdoor.Event) ([]tagged, bool, error) {
 		r.text.WriteString(d.Text)
 		evs = append(evs, &a2a.TaskArtifactUpdateEvent{
 			TaskID: r.task, ContextID: r.contextID, Append: d.Index > 0, Metadata: meta("turnstile/index", d.Index),
-			Artifact: &a2a.Artifact{ID: artifactID(r.turnID), Name: "response", Parts: a2a.ContentParts{a2a.TextPart{Text: d.Text}}},
+			Artifact: &a2a.Artifact{ID: a2atask.ArtifactID(r.turnID), Name: "response", Parts: a2a.ContentParts{a2a.TextPart{Text: d.Text}}},
 		})
 	case wire.EventToolCall:
 		var d wire.ToolCallData
@@ -107,14 +108,14 @@ func (r *renderer) render(ev frontdoor.Event) ([]tagged, bool, error) {
 		_ = json.Unmarshal(ev.Data, &d)
 		r.text.Reset()
 		r.text.WriteString(d.Output.Text)
-		state := endState(d.Output.State)
+		state := a2atask.EndState(d.Output.State)
 		var msg *a2a.Message
-		if interrupted(state) && d.Output.Text != "" {
-			msg = agentMessage(r.task, r.contextID, "status-"+r.turnID, d.Output.Text)
+		if a2atask.Interrupted(state) && d.Output.Text != "" {
+			msg = a2atask.AgentMessage(r.task, r.contextID, "status-"+r.turnID, d.Output.Text)
 		}
 		evs = append(evs, &a2a.TaskArtifactUpdateEvent{
 			TaskID: r.task, ContextID: r.contextID, LastChunk: true, Metadata: meta(),
-			Artifact: &a2a.Artifact{ID: artifactID(r.turnID), Name: "response", Parts: a2a.ContentParts{a2a.TextPart{Text: d.Output.Text}}},
+			Artifact: &a2a.Artifact{ID: a2atask.ArtifactID(r.turnID), Name: "response", Parts: a2a.ContentParts{a2a.TextPart{Text: d.Output.Text}}},
 		}, r.finalStatus(state, msg, meta()))
 		done = true
 	case wire.EventFailed, wire.EventCancelled, wire.EventExpired:
@@ -127,7 +128,7 @@ func (r *renderer) render(ev frontdoor.Event) ([]tagged, bool, error) {
 		var msg *a2a.Message
 		if d.Error != "" {
 			r.failure = d.Error
-			msg = agentMessage(r.task, r.contextID, "status-"+r.turnID, d.Error)
+			msg = a2atask.AgentMessage(r.task, r.contextID, "status-"+r.turnID, d.Error)
 		}
 		evs = append(evs, r.finalStatus(state, msg, meta()))
 		done = true

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/a2atask"
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
@@ -91,7 +92,7 @@ func TestStateOf(t *testing.T) {
 		{wire.StatusExpired, "", a2a.TaskStateFailed},
 		{wire.StatusCancelled, "", a2a.TaskStateCanceled},
 	} {
-		require.Equal(t, c.want, stateOf(c.status, c.out), "%s %s", c.status, c.out)
+		require.Equal(t, c.want, a2atask.State(c.status, c.out), "%s %s", c.status, c.out)
 	}
 }
 

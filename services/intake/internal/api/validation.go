@@ -26,6 +26,9 @@ type postTurnRequest struct {
 	TurnID    string          `json:"turn_id,omitempty"`
 	Deadline  *int64          `json:"deadline,omitempty"`
 	Webhook   *webhookRequest `json:"webhook,omitempty"`
+	// PushConfigs are push-notification configs of the turn's task (the A2A front door's
+	// configuration.pushNotificationConfig): stored with the task from the turn's first write on.
+	PushConfigs []pushConfigRequest `json:"push_configs,omitempty"`
 }
 
 // maxDeadlineMs is the latest deadline accepted, 9999-12-31 in milliseconds since the epoch.

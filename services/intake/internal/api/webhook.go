@@ -27,44 +27,72 @@ type webhookRequest struct {
 	Token string `json:"token,omitempty"`
 }
 
-// checkWebhook validates the webhook's shape: an absolute https URL (http when allowHTTP) with a
-// host and no user info, and a printable token. Whether its address may be reached is the
-// notifier's to check, when it connects.
+// checkWebhook validates the webhook's shape (checkHookURL, checkHookToken) and refuses the
+// reserved metadata keys. Whether its address may be reached is the notifier's to check, when it
+// connects.
 func checkWebhook(req postTurnRequest, allowHTTP bool) *httpx.Problem {
-	if _, ok := req.Metadata[WebhookKey]; ok {
-		return problem(httpx.ProblemValidation, fmt.Sprintf("metadata key %q is reserved; use webhook", WebhookKey))
+	for _, key := range []string{WebhookKey, PushConfigsKey} {
+		if _, ok := req.Metadata[key]; ok {
+			return problem(httpx.ProblemValidation, fmt.Sprintf("metadata key %q is reserved; use webhook or push_configs", key))
+		}
+	}
+	if p := checkPushConfigs(req.PushConfigs, allowHTTP); p != nil {
+		return p
 	}
 	wh := req.Webhook
 	if wh == nil {
 		return nil
 	}
-	u, err := url.Parse(wh.URL)
+	if p := checkHookURL("webhook.url", wh.URL, allowHTTP); p != nil {
+		return p
+	}
+	return checkHookToken("webhook.token", wh.Token)
+}
+
+// checkHookURL validates a webhook URL: an absolute https URL (http when allowHTTP) with a host
+// and no user info, at most WebhookURLMaxLen long.
+func checkHookURL(field, raw string, allowHTTP bool) *httpx.Problem {
+	u, err := url.Parse(raw)
 	switch {
-	case len(wh.URL) > WebhookURLMaxLen:
-		return problem(httpx.ProblemValidation, fmt.Sprintf("webhook.url must be at most %d characters", WebhookURLMaxLen))
+	case len(raw) > WebhookURLMaxLen:
+		return problem(httpx.ProblemValidation, fmt.Sprintf("%s must be at most %d characters", field, WebhookURLMaxLen))
 	case err != nil || !u.IsAbs() || u.Hostname() == "":
-		return problem(httpx.ProblemValidation, "webhook.url must be an absolute URL")
+		return problem(httpx.ProblemValidation, field+" must be an absolute URL")
 	case u.Scheme != "https" && (u.Scheme != "http" || !allowHTTP):
-		return problem(httpx.ProblemValidation, "webhook.url must be an https URL")
+		return problem(httpx.ProblemValidation, field+" must be an https URL")
 	case u.User != nil:
-		return problem(httpx.ProblemValidation, "webhook.url must not hold user info")
-	case len(wh.Token) > WebhookTokenMaxLen:
-		return problem(httpx.ProblemValidation, fmt.Sprintf("webhook.token must be at most %d characters", WebhookTokenMaxLen))
-	case strings.IndexFunc(wh.Token, func(r rune) bool { return r > unicode.MaxASCII || !unicode.IsPrint(r) }) >= 0:
-		return problem(httpx.ProblemValidation, "webhook.token must be printable ASCII")
+		return problem(httpx.ProblemValidation, field+" must not hold user info")
+	}
+	return nil
+}
+
+// checkHookToken validates a token (or credentials) sent in a header: printable ASCII, at most
+// WebhookTokenMaxLen long.
+func checkHookToken(field, tok string) *httpx.Problem {
+	switch {
+	case len(tok) > WebhookTokenMaxLen:
+		return problem(httpx.ProblemValidation, fmt.Sprintf("%s must be at most %d characters", field, WebhookTokenMaxLen))
+	case strings.IndexFunc(tok, func(r rune) bool { return r > unicode.MaxASCII || !unicode.IsPrint(r) }) >= 0:
+		return problem(httpx.ProblemValidation, field+" must be printable ASCII")
 	}
 	return nil
 }
 
 // withWebhook returns the metadata the envelope carries: the client's, plus the webhook under
-// WebhookKey.
+// WebhookKey and the push configs under PushConfigsKey.
 func withWebhook(req postTurnRequest) map[string]any {
-	if req.Webhook == nil {
+	if req.Webhook == nil && len(req.PushConfigs) == 0 {
 		return req.Metadata
 	}
-	md := make(map[string]any, len(req.Metadata)+1)
+	md := make(map[string]any, len(req.Metadata)+2)
 	for k, v := range req.Metadata {
 		md[k] = v
+	}
+	if len(req.PushConfigs) > 0 {
+		md[PushConfigsKey] = pushConfigsMetadata(req.PushConfigs)
+	}
+	if req.Webhook == nil {
+		return md
 	}
 	wh := map[string]any{"url": req.Webhook.URL}
 	if req.Webhook.Token != "" {

@@ -27,6 +27,14 @@ func TestCheckWebhook(t *testing.T) {
 		{name: "TokenLong", body: `{"input":{"text":"hi"},"webhook":{"url":"https://example.com/h","token":"` + strings.Repeat("x", WebhookTokenMaxLen+1) + `"}}`, bad: "at most"},
 		{name: "Reserved", body: `{"input":{"text":"hi"},"metadata":{"turnstile.webhook":{"url":"https://example.com"}}}`, bad: "reserved"},
 		{name: "Unknown", body: `{"input":{"text":"hi"},"webhook":{"url":"https://example.com/h","secret":"x"}}`, bad: "unknown field"},
+		{name: "PushConfigs", body: `{"input":{"text":"hi"},"push_configs":[{"id":"a","url":"https://example.com/h","token":"t","authentication":{"schemes":["Bearer"],"credentials":"c"}},{"id":"b","url":"https://example.com/b"}]}`},
+		{name: "PushReserved", body: `{"input":{"text":"hi"},"metadata":{"turnstile.push_configs":[]}}`, bad: "reserved"},
+		{name: "PushNoID", body: `{"input":{"text":"hi"},"push_configs":[{"url":"https://example.com/h"}]}`, bad: "push_configs[0].id"},
+		{name: "PushSameID", body: `{"input":{"text":"hi"},"push_configs":[{"id":"a","url":"https://example.com/h"},{"id":"a","url":"https://example.com/b"}]}`, bad: "not unique"},
+		{name: "PushHTTP", body: `{"input":{"text":"hi"},"push_configs":[{"id":"a","url":"http://example.com/h"}]}`, bad: "push_configs[0].url must be an https URL"},
+		{name: "PushIDSlash", body: `{"input":{"text":"hi"},"push_configs":[{"id":"a/b","url":"https://example.com/h"}]}`, bad: "must not contain"},
+		{name: "PushCredentialsNoScheme", body: `{"input":{"text":"hi"},"push_configs":[{"id":"a","url":"https://example.com/h","authentication":{"schemes":["Digest"],"credentials":"c"}}]}`, bad: "Bearer or Basic"},
+		{name: "PushTooMany", body: `{"input":{"text":"hi"},"push_configs":[` + strings.TrimSuffix(strings.Repeat(`{"id":"x","url":"https://example.com/h"},`, PushConfigsMax+1), ",") + `]}`, bad: "at most"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, p := parseTurn([]byte(tc.body))
@@ -38,6 +46,12 @@ func TestCheckWebhook(t *testing.T) {
 				md := withWebhook(req)
 				if req.Webhook != nil {
 					require.Equal(t, req.Webhook.URL, md[WebhookKey].(map[string]any)["url"])
+				}
+				if len(req.PushConfigs) > 0 {
+					cs := md[PushConfigsKey].([]map[string]any)
+					require.Len(t, cs, len(req.PushConfigs))
+					require.Equal(t, "c", cs[0]["auth_credentials"], "the trigger of migration 00150 reads these names")
+					require.Equal(t, []string{"Bearer"}, cs[0]["auth_schemes"])
 				}
 				return
 			}

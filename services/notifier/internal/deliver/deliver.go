@@ -3,6 +3,7 @@ package deliver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,6 +16,8 @@ import (
 	"github.com/sony/gobreaker/v2"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/turnstile-run/turnstile/pkg/a2atask"
+	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/services/notifier/internal/outbox"
 	"github.com/turnstile-run/turnstile/services/notifier/internal/safehttp"
 )
@@ -63,7 +66,9 @@ type Options struct {
 	BreakerOpen     time.Duration
 	// OnBreaker is told every change of a destination's circuit.
 	OnBreaker func(destination string, state gobreaker.State)
-	Now       func() time.Time
+	// Region is this region's code (TURNSTILE_REGION), which the IDs of every body carry.
+	Region string
+	Now    func() time.Time
 }
 
 // Sender delivers notifications.
@@ -213,14 +218,52 @@ func (s *Sender) jitter(attempts int) time.Duration {
 	return time.Duration(rand.Int64N(int64(ceiling) + 1)) //nolint:gosec // jitter needs no cryptographic randomness
 }
 
-// request builds the signed POST of n's payload.
+// Body is what n POSTs in region code (pkg/region; empty in single-region mode): the turn's
+// status, or for an A2A config's notification the A2A Task its snapshot renders, with the IDs in
+// the prefixed form the API shows (the outbox keeps bare UUIDs). The same row gives the same
+// bytes on every attempt, so a duplicate carries the body of its first delivery.
+func Body(n outbox.Notification, code string) ([]byte, error) {
+	if n.Format == FormatA2A {
+		b, err := a2atask.Push(n.Payload, n.Created, code)
+		if err != nil {
+			return nil, fmt.Errorf("render the A2A task: %w", err)
+		}
+		return b, nil
+	}
+	if code == "" {
+		return n.Payload, nil
+	}
+	var status map[string]json.RawMessage
+	if err := json.Unmarshal(n.Payload, &status); err != nil {
+		return nil, fmt.Errorf("read the turn's status: %w", err)
+	}
+	var id string
+	if err := json.Unmarshal(status["turn_id"], &id); err != nil {
+		return nil, fmt.Errorf("read the turn's ID: %w", err)
+	}
+	shown, err := json.Marshal(region.Prefix(code, id))
+	if err != nil {
+		return nil, err
+	}
+	status["turn_id"] = shown
+	return json.Marshal(status) // map keys are sorted: the same bytes on every attempt
+}
+
+// FormatA2A is the format of an A2A push config's notifications (migration 00150).
+const FormatA2A = "a2a"
+
+// request builds the signed POST of n's body.
 func (s *Sender) request(ctx context.Context, n outbox.Notification) (*http.Request, error) {
+	body, err := Body(n, s.opt.Region)
+	if err != nil {
+		return nil, err
+	}
 	now := s.opt.Now()
-	sig, err := s.signer.Sign(n.WebhookID(), now, n.Payload)
+	sig, err := s.signer.Sign(n.WebhookID(), now, body)
 	if err != nil {
 		return nil, fmt.Errorf("sign: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.URL, bytes.NewReader(n.Payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
@@ -231,6 +274,9 @@ func (s *Sender) request(ctx context.Context, n outbox.Notification) (*http.Requ
 	req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
 	if n.Token != "" {
 		req.Header.Set(TokenHeader, n.Token)
+	}
+	if n.AuthHeader != "" {
+		req.Header.Set("Authorization", n.AuthHeader)
 	}
 	return req, nil
 }

@@ -2,6 +2,8 @@ package deliver
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/google/uuid"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -152,4 +156,70 @@ func TestBreakerIsolates(t *testing.T) {
 	require.Equal(t, Deferred, res.Outcome, "the circuit is open")
 	require.Less(t, time.Since(start), 20*time.Millisecond, "an open circuit costs no POST")
 	require.Equal(t, Delivered, s.Deliver(context.Background(), note(ok.URL)).Outcome)
+}
+
+// TestA2ABody: an A2A config's notification POSTs the Task its snapshot renders, signed over those
+// bytes, with the config's token and Authorization; a snapshot that renders nothing is
+// dead-lettered without a POST.
+func TestA2ABody(t *testing.T) {
+	type got struct {
+		body   []byte
+		header http.Header
+	}
+	seen := make(chan got, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		seen <- got{b, r.Header.Clone()}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	s := sender(t, safehttp.Options{AllowHTTP: true, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	n := note(srv.URL + "/hook")
+	n.Format, n.Token, n.AuthHeader = FormatA2A, "tok", "Bearer cred"
+	n.Payload = []byte(`{"turns":[{"turn_id":"0b7c6a52-6f1e-4bb1-9d7c-1b2a3c4d5e6f","session_id":"ctx","status":"running","attempts":1,"accepted_at":"2026-12-02T19:00:00Z"}]}`)
+	res := s.Deliver(context.Background(), n)
+	require.Equal(t, Delivered, res.Outcome, res.Err)
+	g := <-seen
+	want, err := Body(n, "")
+	require.NoError(t, err)
+	require.Equal(t, want, g.body)
+	var task a2a.Task
+	require.NoError(t, json.Unmarshal(g.body, &task))
+	require.Equal(t, a2a.TaskStateWorking, task.Status.State)
+	require.Equal(t, "tok", g.header.Get(TokenHeader))
+	require.Equal(t, "Bearer cred", g.header.Get("Authorization"))
+	v, err := standardwebhooks.NewWebhook(config.NotifierSigningSecretDefault)
+	require.NoError(t, err)
+	require.NoError(t, v.Verify(g.body, g.header), "the signature covers the rendered Task")
+
+	n.Payload = []byte(`{"turns":[]}`)
+	res = s.Deliver(context.Background(), n)
+	require.Equal(t, Dead, res.Outcome)
+	require.Contains(t, res.Err, "render")
+	require.Empty(t, seen, "nothing was POSTed")
+}
+
+// TestBodyInRegion: in a region every body shows the turn's prefixed ID, the same bytes each time;
+// without one the native payload goes as the outbox holds it.
+func TestBodyInRegion(t *testing.T) {
+	t.Parallel()
+	n := note("https://example.com/hook")
+	n.Payload = []byte(`{"turn_id":"0b7c6a52-6f1e-4bb1-9d7c-1b2a3c4d5e6f","status":"running","attempt":1}`)
+	plain, err := Body(n, "")
+	require.NoError(t, err)
+	require.Equal(t, n.Payload, plain)
+	b, err := Body(n, "euw1")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"turn_id":"euw1-0b7c6a52-6f1e-4bb1-9d7c-1b2a3c4d5e6f","status":"running","attempt":1}`, string(b))
+	again, err := Body(n, "euw1")
+	require.NoError(t, err)
+	require.Equal(t, b, again)
+
+	n.Format = FormatA2A
+	n.Payload = []byte(`{"turns":[{"turn_id":"0b7c6a52-6f1e-4bb1-9d7c-1b2a3c4d5e6f","session_id":"euw1-ctx","status":"running","attempts":1,"accepted_at":"2026-12-02T19:00:00Z"}]}`)
+	b, err = Body(n, "euw1")
+	require.NoError(t, err)
+	var task a2a.Task
+	require.NoError(t, json.Unmarshal(b, &task))
+	require.Equal(t, a2a.TaskID("euw1-0b7c6a52-6f1e-4bb1-9d7c-1b2a3c4d5e6f"), task.ID)
 }

@@ -1,0 +1,308 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
+)
+
+// PushConfigsKey is the metadata key a turn's push configs (push_configs) travel under from intake
+// through Kafka to the turn's first write, where a trigger stores them with the task and takes
+// them out of the metadata (migration 00150). Clients cannot set it themselves.
+const PushConfigsKey = "turnstile.push_configs"
+
+// Push config bounds.
+const (
+	PushConfigIDMaxLen     = 128
+	PushConfigsMax         = 10
+	PushConfigSchemesMax   = 8
+	PushConfigSchemeMaxLen = 64
+)
+
+// pushAuthentication is a push config's authentication (A2A's PushNotificationAuthenticationInfo):
+// with Bearer (or Basic) among the schemes, the notifier sends "Authorization: <scheme>
+// <credentials>". Credentials are never shown again.
+type pushAuthentication struct {
+	Schemes     []string `json:"schemes"`
+	Credentials string   `json:"credentials,omitempty"`
+}
+
+// pushConfigRequest is one push-notification config of a task: its id, the URL every status
+// change of the task's turns is POSTed to (the A2A Task), the token sent in
+// X-A2A-Notification-Token, and the authentication.
+type pushConfigRequest struct {
+	ID             string              `json:"id"`
+	URL            string              `json:"url"`
+	Token          string              `json:"token,omitempty"`
+	Authentication *pushAuthentication `json:"authentication,omitempty"`
+}
+
+// pushConfigView is a stored config as the API shows it (without credentials).
+type pushConfigView struct {
+	ID             string              `json:"id"`
+	URL            string              `json:"url"`
+	Token          string              `json:"token,omitempty"`
+	Authentication *pushAuthentication `json:"authentication,omitempty"`
+	CreatedAt      time.Time           `json:"created_at"`
+}
+
+// checkPushConfig validates one config's shape; field names the config in the detail.
+func checkPushConfig(field string, c pushConfigRequest, allowHTTP bool) *httpx.Problem {
+	switch {
+	case c.ID == "" || len(c.ID) > PushConfigIDMaxLen:
+		return problem(httpx.ProblemValidation, fmt.Sprintf("%s.id must be 1 to %d characters", field, PushConfigIDMaxLen))
+	case strings.ContainsAny(c.ID, "/?#"):
+		return problem(httpx.ProblemValidation, field+".id must not contain /, ? or #")
+	}
+	if p := checkHookToken(field+".id", c.ID); p != nil {
+		return p
+	}
+	if p := checkHookURL(field+".url", c.URL, allowHTTP); p != nil {
+		return p
+	}
+	if p := checkHookToken(field+".token", c.Token); p != nil {
+		return p
+	}
+	a := c.Authentication
+	if a == nil {
+		return nil
+	}
+	if len(a.Schemes) > PushConfigSchemesMax {
+		return problem(httpx.ProblemValidation, fmt.Sprintf("%s.authentication.schemes must hold at most %d schemes", field, PushConfigSchemesMax))
+	}
+	sendable := false
+	for _, s := range a.Schemes {
+		if s == "" || len(s) > PushConfigSchemeMaxLen {
+			return problem(httpx.ProblemValidation, fmt.Sprintf("%s.authentication.schemes must be 1 to %d characters each", field, PushConfigSchemeMaxLen))
+		}
+		if p := checkHookToken(field+".authentication.schemes", s); p != nil {
+			return p
+		}
+		sendable = sendable || strings.EqualFold(s, "bearer") || strings.EqualFold(s, "basic")
+	}
+	if a.Credentials != "" && !sendable {
+		return problem(httpx.ProblemValidation, field+".authentication: credentials are sent only for the Bearer or Basic scheme")
+	}
+	return checkHookToken(field+".authentication.credentials", a.Credentials)
+}
+
+// checkPushConfigs validates a turn's push configs: at most PushConfigsMax, distinct ids.
+func checkPushConfigs(cs []pushConfigRequest, allowHTTP bool) *httpx.Problem {
+	if len(cs) > PushConfigsMax {
+		return problem(httpx.ProblemValidation, fmt.Sprintf("push_configs must hold at most %d configs", PushConfigsMax))
+	}
+	seen := map[string]bool{}
+	for i, c := range cs {
+		if p := checkPushConfig(fmt.Sprintf("push_configs[%d]", i), c, allowHTTP); p != nil {
+			return p
+		}
+		if seen[c.ID] {
+			return problem(httpx.ProblemValidation, fmt.Sprintf("push_configs[%d].id %q is not unique", i, c.ID))
+		}
+		seen[c.ID] = true
+	}
+	return nil
+}
+
+// pushConfigsMetadata is the configs as the trigger of migration 00150 reads them.
+func pushConfigsMetadata(cs []pushConfigRequest) []map[string]any {
+	out := make([]map[string]any, 0, len(cs))
+	for _, c := range cs {
+		m := map[string]any{"id": c.ID, "url": c.URL}
+		if c.Token != "" {
+			m["token"] = c.Token
+		}
+		if a := c.Authentication; a != nil {
+			m["auth_schemes"] = a.Schemes
+			if a.Credentials != "" {
+				m["auth_credentials"] = a.Credentials
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// pushConfigColumns are a config's columns in pushConfigView order.
+const pushConfigColumns = `config_id, url, coalesce(token, ''), auth_schemes, created_at`
+
+func scanPushConfig(row pgx.CollectableRow) (pushConfigView, error) {
+	var v pushConfigView
+	var schemes []string
+	if err := row.Scan(&v.ID, &v.URL, &v.Token, &schemes, &v.CreatedAt); err != nil {
+		return v, err
+	}
+	if len(schemes) > 0 {
+		v.Authentication = &pushAuthentication{Schemes: schemes}
+	}
+	return v, nil
+}
+
+// pushConfigRoute reads the task (its first turn, the caller's tenant's) and, for the routes of one
+// config, its id.
+func (h *Handler) pushConfigRoute(w http.ResponseWriter, r *http.Request, route string, withID bool) (turnstore.Turn, string, bool) {
+	t, ok := h.loadTurn(w, r, route)
+	if !ok {
+		return t, "", false
+	}
+	if !withID {
+		return t, "", true
+	}
+	id := chi.URLParam(r, "config_id")
+	if id == "" || len(id) > PushConfigIDMaxLen {
+		h.refuse(w, route, httpx.ProblemValidation.Problem(fmt.Sprintf("config_id must be 1 to %d characters", PushConfigIDMaxLen)))
+		return t, "", false
+	}
+	return t, id, true
+}
+
+// storeFailed answers a push-config statement that failed: Postgres is unavailable.
+func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, route string, err error) {
+	h.d.Log.WarnContext(r.Context(), "push config statement failed", "route", route, "err", err)
+	h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("push configs are temporarily unavailable"))
+}
+
+// putPushConfig answers PUT /v1/turns/{turn_id}/push-configs/{config_id}: it creates or replaces
+// the config of the task whose first turn is turn_id, and answers it.
+func (h *Handler) putPushConfig(w http.ResponseWriter, r *http.Request) {
+	const route = "put_push_config"
+	if !acceptableContentType(r.Header.Get("Content-Type")) {
+		h.refuse(w, route, httpx.ProblemUnsupportedType.Problem("the body must be application/json"))
+		return
+	}
+	var c pushConfigRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		h.refuse(w, route, httpx.ProblemInvalidBody.Problem("malformed JSON: "+err.Error()))
+		return
+	}
+	t, id, ok := h.pushConfigRoute(w, r, route, true)
+	if !ok {
+		return
+	}
+	if c.ID != "" && c.ID != id {
+		h.refuse(w, route, httpx.ProblemValidation.Problem("id must be the config_id of the path"))
+		return
+	}
+	c.ID = id
+	if p := checkPushConfig("config", c, h.cfg.WebhookAllowHTTP); p != nil {
+		h.refuse(w, route, *p)
+		return
+	}
+	schemes, creds := []string{}, ""
+	if c.Authentication != nil {
+		schemes, creds = c.Authentication.Schemes, c.Authentication.Credentials
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
+	defer cancel()
+	rows, err := h.d.Pool.Query(ctx, `INSERT INTO task_push_configs (task_id, config_id, tenant, url, token, auth_schemes, auth_credentials)
+		VALUES ($1, $2, $3, $4, nullif($5, ''), $6, nullif($7, ''))
+		ON CONFLICT (task_id, config_id) DO UPDATE SET url = EXCLUDED.url, token = EXCLUDED.token,
+			auth_schemes = EXCLUDED.auth_schemes, auth_credentials = EXCLUDED.auth_credentials
+		WHERE task_push_configs.tenant = EXCLUDED.tenant
+		RETURNING `+pushConfigColumns, t.TurnID, id, t.Tenant, c.URL, c.Token, schemes, creds)
+	var v pushConfigView
+	if err == nil {
+		v, err = pgx.CollectExactlyOneRow(rows, scanPushConfig)
+	}
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		h.refuse(w, route, httpx.ProblemTurnNotFound.Problem("no such turn"))
+		return
+	case err != nil:
+		h.storeFailed(w, r, route, err)
+		return
+	}
+	h.d.Log.InfoContext(r.Context(), "push config stored", "turn_id", t.TurnID, "tenant", t.Tenant, "config_id", id)
+	h.requests.WithLabelValues(route, "ok").Inc()
+	httpx.WriteJSON(w, http.StatusOK, v)
+}
+
+// listPushConfigs answers GET /v1/turns/{turn_id}/push-configs: the task's configs, oldest first.
+func (h *Handler) listPushConfigs(w http.ResponseWriter, r *http.Request) {
+	const route = "list_push_configs"
+	t, _, ok := h.pushConfigRoute(w, r, route, false)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
+	defer cancel()
+	rows, err := h.d.Pool.Query(ctx, `SELECT `+pushConfigColumns+` FROM task_push_configs
+		WHERE task_id = $1 AND tenant = $2 ORDER BY created_at, config_id`, t.TurnID, t.Tenant)
+	var out []pushConfigView
+	if err == nil {
+		out, err = pgx.CollectRows(rows, scanPushConfig)
+	}
+	if err != nil {
+		h.storeFailed(w, r, route, err)
+		return
+	}
+	if out == nil {
+		out = []pushConfigView{}
+	}
+	h.requests.WithLabelValues(route, "ok").Inc()
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"push_configs": out})
+}
+
+// getPushConfig answers GET /v1/turns/{turn_id}/push-configs/{config_id}.
+func (h *Handler) getPushConfig(w http.ResponseWriter, r *http.Request) {
+	const route = "get_push_config"
+	t, id, ok := h.pushConfigRoute(w, r, route, true)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
+	defer cancel()
+	rows, err := h.d.Pool.Query(ctx, `SELECT `+pushConfigColumns+` FROM task_push_configs
+		WHERE task_id = $1 AND tenant = $2 AND config_id = $3`, t.TurnID, t.Tenant, id)
+	var v pushConfigView
+	if err == nil {
+		v, err = pgx.CollectExactlyOneRow(rows, scanPushConfig)
+	}
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		h.refuse(w, route, httpx.ProblemPushConfigNotFound.Problem("no such push config"))
+		return
+	case err != nil:
+		h.storeFailed(w, r, route, err)
+		return
+	}
+	h.requests.WithLabelValues(route, "ok").Inc()
+	httpx.WriteJSON(w, http.StatusOK, v)
+}
+
+// deletePushConfig answers DELETE /v1/turns/{turn_id}/push-configs/{config_id}: the config sends
+// nothing for later status changes (notifications already written are still delivered).
+func (h *Handler) deletePushConfig(w http.ResponseWriter, r *http.Request) {
+	const route = "delete_push_config"
+	t, id, ok := h.pushConfigRoute(w, r, route, true)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
+	defer cancel()
+	tag, err := h.d.Pool.Exec(ctx, `DELETE FROM task_push_configs WHERE task_id = $1 AND tenant = $2 AND config_id = $3`,
+		t.TurnID, t.Tenant, id)
+	switch {
+	case err != nil:
+		h.storeFailed(w, r, route, err)
+		return
+	case tag.RowsAffected() == 0:
+		h.refuse(w, route, httpx.ProblemPushConfigNotFound.Problem("no such push config"))
+		return
+	}
+	h.d.Log.InfoContext(r.Context(), "push config deleted", "turn_id", t.TurnID, "tenant", t.Tenant, "config_id", id)
+	h.requests.WithLabelValues(route, "ok").Inc()
+	w.WriteHeader(http.StatusNoContent)
+}
