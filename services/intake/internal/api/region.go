@@ -14,11 +14,7 @@ import (
 // checked or any store is read: the ID alone says where it belongs (pkg/region).
 func (h *Handler) placed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		owner, misdirected := h.cfg.Region.Chosen(chi.URLParam(r, httpx.SessionIDParam))
-		if !misdirected {
-			owner, misdirected = h.cfg.Region.Minted(chi.URLParam(r, "turn_id"))
-		}
-		if misdirected {
+		if owner, misdirected := h.cfg.Region.Misdirected(chi.URLParam(r, httpx.SessionIDParam), chi.URLParam(r, "turn_id")); misdirected {
 			// Counted as route "misdirected": a client bypassing the router (docs/METRICS.md).
 			h.refuse(w, "misdirected", region.Misdirected(owner))
 			return
