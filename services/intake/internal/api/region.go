@@ -55,7 +55,7 @@ type NewSession struct {
 // postSession mints a session ID for a client that wants the server to choose one: a UUIDv7,
 // prefixed by this region, so a router places the session here without a lookup. Nothing is
 // stored: a session exists from its first turn, as a client-chosen one does.
-func (h *Handler) postSession(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) postSession(w http.ResponseWriter, _ *http.Request) {
 	const route = "post_session"
 	id := region.NewID(h.cfg.Region.Code)
 	h.requests.WithLabelValues(route, "ok").Inc()
