@@ -92,6 +92,16 @@ func (l Local) Minted(id string) (owner string, misdirected bool) {
 	return code, true
 }
 
+// Misdirected reports whether a request naming the client-choosable ID chosen (a session, thread
+// or context; may be empty) and the minted ID minted (a turn, task or run; may be empty) belongs
+// to another region, and which: Chosen, then Minted.
+func (l Local) Misdirected(chosen, minted string) (owner string, misdirected bool) {
+	if owner, ok := l.Chosen(chosen); ok {
+		return owner, true
+	}
+	return l.Minted(minted)
+}
+
 // Chosen reports whether an ID a client may choose (session, thread, context IDs) belongs to
 // another region: its prefix is a region of the map other than ours. Without a map no client
 // choice is ever foreign.

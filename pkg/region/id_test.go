@@ -139,6 +139,20 @@ func TestLocal(t *testing.T) {
 		_, bad = region.Local{Code: "euw1"}.Chosen("use1-chat")
 		require.False(t, bad, "without a map a client's choice is never foreign")
 	})
+	t.Run("Misdirected", func(t *testing.T) {
+		t.Parallel()
+		l := region.Local{Code: "euw1", Map: m}
+		owner, bad := l.Misdirected("use1-chat", "")
+		require.True(t, bad)
+		require.Equal(t, "use1", owner)
+		owner, bad = l.Misdirected("chat", "apse2-"+u)
+		require.True(t, bad)
+		require.Equal(t, "apse2", owner)
+		_, bad = l.Misdirected("euw1-chat", "euw1-"+u)
+		require.False(t, bad)
+		_, bad = l.Misdirected("", "")
+		require.False(t, bad)
+	})
 }
 
 // FuzzParseUUID: the parser never panics, and whatever it accepts prints back, in the canonical

@@ -29,6 +29,17 @@ func inRegion(cfg config.Config) config.Config {
 	return cfg
 }
 
+// startRegionStack starts roles as region euw1 of twoRegions and returns its base URL.
+func startRegionStack(t *testing.T, roles string) (*testenv.Env, string) {
+	t.Helper()
+	env := testenv.New(t, testenv.Options{Partitions: 2})
+	cfg := env.Config
+	cfg.Roles = roles
+	cfg.HTTPAddr = testenv.FreeAddr(t)
+	startStackCfg(t, env, inRegion(cfg))
+	return env, "http://" + cfg.HTTPAddr
+}
+
 // requireMinted checks that id is "euw1-<uuid>".
 func requireMinted(t *testing.T, id string) {
 	t.Helper()
@@ -59,12 +70,7 @@ func requireMisdirected(t *testing.T, method, url string) {
 // (streamed and resumed), get, list and cancel — and another region's IDs are answered 421.
 func TestRegionNative(t *testing.T) {
 	t.Parallel()
-	env := testenv.New(t, testenv.Options{Partitions: 2})
-	cfg := env.Config
-	cfg.Roles = "intake,worker,gateway"
-	cfg.HTTPAddr = testenv.FreeAddr(t)
-	startStackCfg(t, env, inRegion(cfg))
-	base := "http://" + cfg.HTTPAddr
+	_, base := startRegionStack(t, "intake,worker,gateway")
 
 	resp, err := http.Post(base+"/v1/sessions", "application/json", nil)
 	require.NoError(t, err)
@@ -146,12 +152,8 @@ func TestRegionNative(t *testing.T) {
 // with 421 and JSON-RPC error -32051 naming use1.
 func TestRegionA2A(t *testing.T) {
 	t.Parallel()
-	env := testenv.New(t, testenv.Options{Partitions: 2})
-	cfg := env.Config
-	cfg.Roles = "intake,worker,gateway,a2a"
-	cfg.HTTPAddr = testenv.FreeAddr(t)
-	startStackCfg(t, env, inRegion(cfg))
-	s := &a2aStack{env: env, base: "http://" + cfg.HTTPAddr}
+	env, base := startRegionStack(t, "intake,worker,gateway,a2a")
+	s := &a2aStack{env: env, base: base}
 	c := s.client(t, "", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -279,10 +279,7 @@ func misdirected(place region.Local, method string, raw json.RawMessage) (string
 		if p.Message == nil {
 			return "", false
 		}
-		if owner, ok := place.Minted(p.Message.TaskID); ok {
-			return owner, true
-		}
-		return place.Chosen(p.Message.ContextID)
+		return place.Misdirected(p.Message.ContextID, p.Message.TaskID)
 	}
 	return "", false
 }
@@ -291,21 +288,11 @@ func misdirected(place region.Local, method string, raw json.RawMessage) (string
 // answers) carrying the JSON-RPC error region.RPCMisdirected whose data names the owner.
 func writeMisdirected(w http.ResponseWriter, id json.RawMessage, call *tasks.Call, owner string) {
 	call.SetOutcome("misdirected")
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	resp := struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   rpcError        `json:"error"`
-	}{"2.0", id, rpcError{
+	writeRPCError(w, http.StatusMisdirectedRequest, id, rpcError{
 		Code:    region.RPCMisdirected,
 		Message: "misdirected: this task belongs to region " + owner,
 		Data:    map[string]any{region.MemberRegion: owner},
-	}}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusMisdirectedRequest)
-	_ = json.NewEncoder(w).Encode(resp)
+	})
 }
 
 // rpcError is a JSON-RPC error object.
@@ -338,6 +325,11 @@ func writeError(w http.ResponseWriter, status int, id json.RawMessage, call *tas
 			break
 		}
 	}
+	writeRPCError(w, status, id, e)
+}
+
+// writeRPCError writes a JSON-RPC error response of request id (null when absent) with status.
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e rpcError) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}

@@ -42,11 +42,7 @@ func parseOpen(r *http.Request, place region.Local) (openRequest, *httpx.Problem
 	}
 	q := r.URL.Query()
 	o := openRequest{SessionID: sessionID, TurnID: q.Get("turn_id")}
-	owner, misdirected := place.Chosen(sessionID)
-	if !misdirected {
-		owner, misdirected = place.Minted(o.TurnID)
-	}
-	if misdirected {
+	if owner, misdirected := place.Misdirected(sessionID, o.TurnID); misdirected {
 		p := region.Misdirected(owner)
 		return openRequest{}, &p
 	}

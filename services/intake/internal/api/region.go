@@ -14,11 +14,7 @@ import (
 // checked or any store is read: the ID alone says where it belongs (pkg/region).
 func (h *Handler) placed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		owner, misdirected := h.cfg.Region.Chosen(chi.URLParam(r, httpx.SessionIDParam))
-		if !misdirected {
-			owner, misdirected = h.cfg.Region.Minted(chi.URLParam(r, "turn_id"))
-		}
-		if misdirected {
+		if owner, misdirected := h.cfg.Region.Misdirected(chi.URLParam(r, httpx.SessionIDParam), chi.URLParam(r, "turn_id")); misdirected {
 			// Counted as route "misdirected": a client bypassing the router (docs/METRICS.md).
 			h.refuse(w, "misdirected", region.Misdirected(owner))
 			return
@@ -59,7 +55,7 @@ type NewSession struct {
 // postSession mints a session ID for a client that wants the server to choose one: a UUIDv7,
 // prefixed by this region, so a router places the session here without a lookup. Nothing is
 // stored: a session exists from its first turn, as a client-chosen one does.
-func (h *Handler) postSession(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) postSession(w http.ResponseWriter, _ *http.Request) {
 	const route = "post_session"
 	id := region.NewID(h.cfg.Region.Code)
 	h.requests.WithLabelValues(route, "ok").Inc()

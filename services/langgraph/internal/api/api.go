@@ -144,11 +144,7 @@ func (h *Handler) Routes(r chi.Router) {
 // run (by its shape), before the key is checked or any store read (pkg/region).
 func (h *Handler) placed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		owner, misdirected := h.cfg.Region.Chosen(chi.URLParam(r, "thread_id"))
-		if !misdirected {
-			owner, misdirected = h.cfg.Region.Minted(chi.URLParam(r, "run_id"))
-		}
-		if misdirected {
+		if owner, misdirected := h.cfg.Region.Misdirected(chi.URLParam(r, "thread_id"), chi.URLParam(r, "run_id")); misdirected {
 			h.refuse(w, "misdirected", region.Misdirected(owner))
 			return
 		}
