@@ -6,8 +6,13 @@ replace (
 	github.com/turnstile-run/turnstile/cmd/turnstile => ../cmd/turnstile
 	github.com/turnstile-run/turnstile/migrations => ../migrations
 	github.com/turnstile-run/turnstile/pkg => ../pkg
+	github.com/turnstile-run/turnstile/services/a2a => ../services/a2a
+	github.com/turnstile-run/turnstile/services/aisdk => ../services/aisdk
 	github.com/turnstile-run/turnstile/services/gateway => ../services/gateway
 	github.com/turnstile-run/turnstile/services/intake => ../services/intake
+	github.com/turnstile-run/turnstile/services/langgraph => ../services/langgraph
+	github.com/turnstile-run/turnstile/services/notifier => ../services/notifier
+	github.com/turnstile-run/turnstile/services/router => ../services/router
 	github.com/turnstile-run/turnstile/services/worker => ../services/worker
 )
 
@@ -63,13 +68,20 @@ require (
 	github.com/segmentio/asm v1.2.1 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
 	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.2.0 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
 	github.com/tidwall/sjson v1.2.5 // indirect
 	github.com/turnstile-run/turnstile/migrations v0.0.0 // indirect
+	github.com/turnstile-run/turnstile/services/a2a v0.0.0 // indirect
+	github.com/turnstile-run/turnstile/services/aisdk v0.0.0 // indirect
 	github.com/turnstile-run/turnstile/services/gateway v0.0.0 // indirect
 	github.com/turnstile-run/turnstile/services/intake v0.0.0 // indirect
+	github.com/turnstile-run/turnstile/services/langgraph v0.0.0 // indirect
+	github.com/turnstile-run/turnstile/services/notifier v0.0.0 // indirect
+	github.com/turnstile-run/turnstile/services/router v0.0.0 // indirect
 	github.com/turnstile-run/turnstile/services/worker v0.0.0 // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
