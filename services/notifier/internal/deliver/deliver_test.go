@@ -207,7 +207,7 @@ func TestBodyInRegion(t *testing.T) {
 	n.Payload = []byte(`{"turn_id":"0b7c6a52-6f1e-4bb1-9d7c-1b2a3c4d5e6f","status":"running","attempt":1}`)
 	plain, err := Body(n, "")
 	require.NoError(t, err)
-	require.Equal(t, n.Payload, plain)
+	require.Equal(t, string(n.Payload), string(plain))
 	b, err := Body(n, "euw1")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"turn_id":"euw1-0b7c6a52-6f1e-4bb1-9d7c-1b2a3c4d5e6f","status":"running","attempt":1}`, string(b))
