@@ -209,3 +209,50 @@ func TestRegionA2A(t *testing.T) {
 	require.Equal(t, region.RPCMisdirected, rpc.Error.Code)
 	require.Equal(t, "use1", rpc.Error.Data[region.MemberRegion])
 }
+
+// TestRegionA2APush: in region euw1 a task's push notifications show its prefixed ID, and a
+// follow-up message (whose turn names the task by that prefixed ID) notifies the same task's
+// configs, per task in order.
+func TestRegionA2APush(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Partitions: 2})
+	cfg := env.Config
+	cfg.Roles = "intake,worker,gateway,a2a,notifier"
+	cfg.HTTPAddr = testenv.FreeAddr(t)
+	cfg.Notifier.AllowHTTP = true
+	cfg.Notifier.AllowNetworks = "127.0.0.0/8"
+	cfg.Notifier.Poll = 20 * time.Millisecond
+	startStackCfg(t, env, inRegion(cfg))
+	s := &a2aStack{env: env, base: "http://" + cfg.HTTPAddr}
+	c := s.client(t, "", nil)
+	recv := newTaskReceiver(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	task := taskResult(t)(c.SendMessage(ctx, &a2a.MessageSendParams{
+		Message: a2aMessage("book a table", map[string]any{"demo": map[string]any{"end_state": "input-required", "tokens": 3}}),
+		Config:  &a2a.MessageSendConfig{PushConfig: &a2a.PushConfig{ID: "r", URL: recv.srv.URL + "/r", Token: "tok-r"}},
+	}))
+	requireMinted(t, string(task.ID))
+	require.Equal(t, a2a.TaskStateInputRequired, task.Status.State)
+	got, err := c.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigParams{TaskID: task.ID, ConfigID: "r"})
+	require.NoError(t, err)
+	require.Equal(t, task.ID, got.TaskID)
+	recv.await(t, "/r", endsWith(a2a.TaskStateInputRequired))
+
+	follow := a2aMessage("for two", nil)
+	follow.TaskID, follow.ContextID = task.ID, task.ContextID
+	done := taskResult(t)(c.SendMessage(ctx, &a2a.MessageSendParams{Message: follow}))
+	require.Equal(t, a2a.TaskStateCompleted, done.Status.State)
+	pushes := recv.await(t, "/r", endsWith(a2a.TaskStateCompleted))
+	require.Equal(t, []a2a.TaskState{a2a.TaskStateWorking, a2a.TaskStateInputRequired, a2a.TaskStateWorking, a2a.TaskStateCompleted},
+		states(pushes), "the follow-up's changes reach the task's config")
+	for _, p := range pushes {
+		require.Equal(t, task.ID, p.Task.ID, "every push shows the prefixed task ID")
+		require.Equal(t, task.ContextID, p.Task.ContextID)
+		require.Equal(t, "tok-r", p.Token)
+	}
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	require.Empty(t, recv.bad)
+}
