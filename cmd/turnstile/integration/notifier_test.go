@@ -377,24 +377,49 @@ func p99(lat []time.Duration) time.Duration {
 	return s[(len(s)*99+99)/100-1]
 }
 
-// TestNotifierHangingReceiver runs the same load to a healthy receiver twice in one stack: alone,
-// then beside as many turns whose webhook hangs until the notifier's timeout. The healthy
-// receiver's delivery p99 (state change to arrival) must stay within twice the first run's.
+// TestNotifierHangingReceiver compares, in one stack, rounds of the same load: turns whose webhook
+// is a healthy receiver, beside as many turns whose webhook is a second receiver — answering at
+// once ("alone") or hanging until the notifier's timeout ("beside"). Both post, claim and notify
+// the same number of turns, so the only difference is the hanging receiver. The rounds are
+// interleaved three times (the hanging receiver is let go and the outbox drained after each
+// "beside", so an "alone" round is alone), and the median of the healthy receiver's delivery p99
+// (state change to arrival) beside the hanging one must stay within twice the median alone: one
+// round's p99 is its second-slowest delivery, a single pause on a shared machine.
 func TestNotifierHangingReceiver(t *testing.T) {
-	const perRun = 60
+	const perRun, rounds = 60, 3
 	env := testenv.New(t, testenv.Options{})
 	healthy := newReceiver(t, config.NotifierSigningSecretDefault)
-	release := make(chan struct{})
-	var hung atomic.Int64
-	hang := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+	other := newReceiver(t, config.NotifierSigningSecretDefault)
+	var (
+		hung    atomic.Int64
+		hanging atomic.Bool
+		mu      sync.Mutex
+		release = make(chan struct{})
+	)
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hanging.Load() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		hung.Add(1)
+		mu.Lock()
+		ch := release
+		mu.Unlock()
 		select {
-		case <-release:
+		case <-ch:
+			w.WriteHeader(http.StatusOK)
 		case <-r.Context().Done():
 		}
 	}))
 	t.Cleanup(hang.Close)
-	t.Cleanup(func() { close(release) })
+	letGo := func() {
+		hanging.Store(false)
+		mu.Lock()
+		close(release)
+		release = make(chan struct{})
+		mu.Unlock()
+	}
+	t.Cleanup(letGo)
 
 	cfg := env.Config
 	cfg.Notifier.AllowHTTP = true
@@ -409,14 +434,17 @@ func TestNotifierHangingReceiver(t *testing.T) {
 
 	run := func(name string, withHanging bool) time.Duration {
 		from := len(healthy.all())
+		hanging.Store(withHanging)
 		var wg sync.WaitGroup
 		for s := range 10 {
 			wg.Go(func() {
 				for i := range perRun / 10 {
 					postWebhookTurn(t, base, fmt.Sprintf("%s-ok-%d", name, s), fmt.Sprintf("turn %d", i), healthy.srv.URL, "ok")
+					second := other.srv.URL
 					if withHanging {
-						postWebhookTurn(t, base, fmt.Sprintf("%s-hang-%d", name, s), fmt.Sprintf("turn %d", i), hang.URL, "hang")
+						second = hang.URL
 					}
+					postWebhookTurn(t, base, fmt.Sprintf("%s-second-%d", name, s), fmt.Sprintf("turn %d", i), second, "second")
 				}
 			})
 		}
@@ -428,14 +456,25 @@ func TestNotifierHangingReceiver(t *testing.T) {
 		for _, g := range healthy.all()[from:] {
 			lat = append(lat, g.Latency)
 		}
+		if withHanging {
+			letGo()
+			testenv.WaitFor(t, time.Minute, "the outbox to drain after the hanging round", func() bool {
+				return openNotifications(t, env) == 0
+			})
+		}
 		return p99(lat)
 	}
 	run("warm", false) // connections, plans and caches: not what is compared
-	alone := run("alone", false)
-	beside := run("beside", true)
-	t.Logf("healthy receiver p99: %s alone, %s beside a hanging receiver (%d hanging POSTs)", alone, beside, hung.Load())
+	var alone, beside []time.Duration
+	for r := range rounds {
+		alone = append(alone, run(fmt.Sprintf("alone%d", r), false))
+		beside = append(beside, run(fmt.Sprintf("beside%d", r), true))
+	}
+	slices.Sort(alone)
+	slices.Sort(beside)
+	t.Logf("healthy receiver p99 by round: %v alone, %v beside a hanging receiver (%d hanging POSTs)", alone, beside, hung.Load())
 	require.Positive(t, hung.Load(), "the hanging receiver was tried")
-	require.LessOrEqual(t, beside, 2*alone, "a hanging receiver slows only its own deliveries")
+	require.LessOrEqual(t, beside[rounds/2], 2*alone[rounds/2], "a hanging receiver slows only its own deliveries (medians)")
 }
 
 // TestNotifierPostgresOutage cuts the notifier off from Postgres for 10 s while turns go on
