@@ -372,12 +372,14 @@ func TestA2A(t *testing.T) {
 		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: queued.ID})
 		require.NoError(t, err)
 		require.Equal(t, a2a.TaskStateSubmitted, got.Status.State, "the second waits behind the first")
-		cancelled, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: running.ID})
-		require.NoError(t, err)
-		require.Equal(t, a2a.TaskStateCanceled, cancelled.Status.State, "a running task is cancelled")
-		cancelled, err = c.CancelTask(ctx, &a2a.TaskIDParams{ID: queued.ID})
+		// The queued task first: once the running one is cancelled, the queued one starts, and the
+		// demo agent answers it within milliseconds.
+		cancelled, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: queued.ID})
 		require.NoError(t, err)
 		require.Equal(t, a2a.TaskStateCanceled, cancelled.Status.State, "a queued task is cancelled")
+		cancelled, err = c.CancelTask(ctx, &a2a.TaskIDParams{ID: running.ID})
+		require.NoError(t, err)
+		require.Equal(t, a2a.TaskStateCanceled, cancelled.Status.State, "a running task is cancelled")
 		_, err = c.CancelTask(ctx, &a2a.TaskIDParams{ID: queued.ID})
 		require.ErrorIs(t, err, a2a.ErrTaskNotCancelable)
 	})
