@@ -31,8 +31,10 @@ type Stack struct {
 	server     *http.Server
 	listener   net.Listener
 	serveDone  chan error
-	draining   atomic.Bool
-	stopped    atomic.Bool
+	// pprof serves net/http/pprof when config.Config.PprofAddr is set; nil otherwise.
+	pprof    *pprofServer
+	draining atomic.Bool
+	stopped  atomic.Bool
 }
 
 type named struct {
@@ -86,6 +88,15 @@ func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
 	r.Get("/readyz", s.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{Registry: deps.Registry}))
 
+	if deps.Config.PprofAddr != "" {
+		if s.pprof, err = startPprof(deps.Config.PprofAddr); err != nil {
+			_ = ln.Close()
+			_ = s.roles.Stop(context.WithoutCancel(ctx))
+			deps.Close() //nolint:contextcheck // Close bounds its own work (a 5 s trace flush), so it runs even after ctx ended
+			return nil, err
+		}
+		deps.Log.Info("serving pprof", "addr", s.pprof.addr)
+	}
 	s.server = httpx.NewServer(deps.Config.HTTPAddr, r)
 	s.server.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	go func() {
@@ -101,6 +112,15 @@ func Start(ctx context.Context, deps *Deps, available []Role) (*Stack, error) {
 
 // Addr is the address the HTTP server listens on.
 func (s *Stack) Addr() string { return s.listener.Addr().String() }
+
+// PprofAddr is the address net/http/pprof is served on (config.Config.PprofAddr), or "" when it
+// is not.
+func (s *Stack) PprofAddr() string {
+	if s.pprof == nil {
+		return ""
+	}
+	return s.pprof.addr
+}
 
 // Component returns the running component of a role, or nil.
 func (s *Stack) Component(role string) Component {
@@ -153,6 +173,11 @@ func (s *Stack) Stop(ctx context.Context) error {
 	}
 	if err := <-s.serveDone; err != nil {
 		errs = append(errs, fmt.Errorf("serve http: %w", err))
+	}
+	if s.pprof != nil {
+		if err := s.pprof.stop(); err != nil {
+			errs = append(errs, fmt.Errorf("serve pprof: %w", err))
+		}
 	}
 	errs = append(errs, s.roles.Stop(ctx))
 	s.deps.Close() //nolint:contextcheck // Close bounds its own work (a 5 s trace flush), so it runs even after ctx ended

@@ -112,6 +112,24 @@ func TestStart(t *testing.T) {
 		require.Equal(t, map[string]string{"waiting": "waiting for kafka"}, body.Reasons)
 	})
 
+	t.Run("PprofOnlyWhenAsked", func(t *testing.T) {
+		t.Parallel()
+		st, err := Start(ctx, testDeps("p"), []Role{role("p", newParts(1, 0))})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, st.Stop(ctx)) }()
+		require.Empty(t, st.PprofAddr(), "off by default")
+		requireStatus(t, "http://"+st.Addr()+"/debug/pprof/", http.StatusNotFound)
+
+		deps := testDeps("p")
+		deps.Config.PprofAddr = "127.0.0.1:0"
+		st2, err := Start(ctx, deps, []Role{role("p", newParts(1, 0))})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, st2.Stop(ctx)) }()
+		require.NotEmpty(t, st2.PprofAddr())
+		requireStatus(t, "http://"+st2.PprofAddr()+"/debug/pprof/goroutine?debug=1", http.StatusOK)
+		requireStatus(t, "http://"+st2.Addr()+"/debug/pprof/", http.StatusNotFound)
+	})
+
 	t.Run("StopTwice", func(t *testing.T) {
 		t.Parallel()
 		p := newParts(2, 0)
@@ -148,4 +166,12 @@ func TestCommands(t *testing.T) {
 		err := runCommand(ctx, CommandEnv{}, available, []string{"nope"})
 		require.EqualError(t, err, `unknown command "nope" (want: migrate [status], greet NAME)`)
 	})
+}
+
+func requireStatus(t *testing.T, url string, want int) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, want, resp.StatusCode, url)
 }

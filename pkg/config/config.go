@@ -69,6 +69,9 @@ type Config struct {
 	LogFormat string `env:"TURNSTILE_LOG_FORMAT"`
 	// LogLevel is debug, info, warn or error. Defaults to info.
 	LogLevel string `env:"TURNSTILE_LOG_LEVEL"`
+	// PprofAddr, when set, is where the process serves net/http/pprof (/debug/pprof/), on a
+	// listener of its own so the API's address never exposes it. Empty (the default) serves none.
+	PprofAddr string `env:"TURNSTILE_PPROF_ADDR"`
 	// Migrate is "auto" (apply migrations at start, the dev default) or "off".
 	Migrate string `env:"TURNSTILE_MIGRATE"`
 

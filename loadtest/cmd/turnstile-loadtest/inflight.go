@@ -111,6 +111,9 @@ func runInflight(ctx context.Context, o options) error {
 		"TURNSTILE_AGENT=openai", "TURNSTILE_OPENAI_BASE_URL="+scheme+"://"+chatAddr+"/v1", "TURNSTILE_OPENAI_MODEL=fake",
 		orDefault("TURNSTILE_WORKER_MAX_INFLIGHT", n), orDefault("TURNSTILE_UPSTREAM_TOTAL_LIMIT", n),
 		orDefault("TURNSTILE_UPSTREAM_INITIAL_LIMIT", n), orDefault("TURNSTILE_UPSTREAM_MAX_LIMIT", n))
+	if o.workerPprof != "" {
+		worker.Env = append(worker.Env, "TURNSTILE_PPROF_ADDR="+o.workerPprof)
+	}
 	wp, err := startService(ctx, "worker", worker, workerAddr)
 	if err != nil {
 		return err

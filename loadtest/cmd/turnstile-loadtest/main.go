@@ -57,7 +57,7 @@ import (
 
 type options struct {
 	scenario, url, gatewayURL, metricsURL, dbURL, dbSchema, out    string
-	pprof, serveChat, chatCert, turnstileBin                       string
+	pprof, serveChat, chatCert, turnstileBin, workerPprof          string
 	plainModel                                                     bool
 	turns, turnTokens                                              int
 	tokenInterval, ramp, level, loadFor                            time.Duration
@@ -107,6 +107,7 @@ func main() {
 	flag.StringVar(&o.turnstileBin, "turnstile-bin", "", "inflight: the turnstile binary to run the front and the worker (default: turnstile beside this binary)")
 	flag.StringVar(&o.serveChat, "serve-chat", "", "serve the inflight scenario's fake OpenAI-compatible model on this address and do nothing else")
 	flag.StringVar(&o.chatCert, "chat-cert", "", "with -serve-chat: serve HTTPS (and HTTP/2) with a self-signed certificate written to this file")
+	flag.StringVar(&o.workerPprof, "worker-pprof", "", "inflight: serve the worker process's net/http/pprof on this address (TURNSTILE_PPROF_ADDR of the worker alone)")
 	flag.BoolVar(&o.plainModel, "plain-model", false, "inflight: the fake model answers plain HTTP/1.1 instead of HTTPS with HTTP/2")
 	flag.Parse()
 
