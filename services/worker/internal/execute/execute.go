@@ -176,12 +176,27 @@ func (h storeHistory) GetAt(ctx context.Context, sessionID string, _ int64) ([]a
 
 // Handle runs the record's turn to its end. ctx is the consumer's turn context: cancelled with
 // consume.ErrDraining when the drain grace period is over. It is a consume.Handler.
+//
+// Handle, turn.handle and turn.next are split so that the frames under a running agent stay small:
+// the attempt's goroutine waits for a model's next token under all of them for the whole answer,
+// and the runtime keeps a goroutine's stack at least four times what it uses while it waits.
 func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) consume.Result {
+	t, rawMetadata, ok := x.open(ctx, rec)
+	if !ok {
+		return consume.Commit
+	}
+	defer t.span.End()
+	return t.handle(rawMetadata) //nolint:contextcheck // the turn carries its context (turn.ctx)
+}
+
+// open decodes the record's turn. It reports false when the record was undecodable and was
+// dead-lettered.
+func (x *Executor) open(ctx context.Context, rec *kgo.Record) (*turn, json.RawMessage, bool) {
 	env, rawMetadata, err := wire.DecodeEnvelopeRaw(rec.Value)
 	if err != nil {
 		x.log.Error("undecodable turn record sent to dead-letter topic", "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		x.deadLetter(ctx, rec, "undecodable", err.Error(), 0)
-		return consume.Commit
+		return nil, nil, false
 	}
 	// From here on the session is its key (wire.SessionKey) in every store; the agent and the
 	// events see the client's session ID. The key comes from the envelope, never the record's key,
@@ -193,46 +208,90 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) consume.Result {
 	turnID := env.ShownTurnID()
 	ctx = logging.With(ctx, slog.String("turn_id", turnID), slog.String("session_id", wire.ClientSessionID(env.SessionID)), slog.String("tenant", env.Tenant))
 	ctx, span := telemetry.Start(telemetry.ExtractRecord(ctx, rec), "worker.turn", trace.WithSpanKind(trace.SpanKindConsumer), telemetry.TurnAttributes(turnID, env.SessionID, 0))
-	defer span.End()
-	t := turn{x: x, ctx: ctx, log: x.log, rec: rec, env: env, id: turnID}
+	return &turn{x: x, ctx: ctx, span: span, log: x.log, rec: rec, env: env, id: turnID}, rawMetadata, true
+}
+
+// acquired is what handle needs of a claim that acquired the turn's lease.
+type acquired struct {
+	attempt    int
+	sessionSeq int64
+	acquiredAt time.Time
+	// unstorable is the claim's refusal of the record's data (unstorable.go), when only the
+	// record's storable form could be claimed.
+	unstorable error
+}
+
+// handle claims the turn and runs its attempts until its record may be committed, deferred or
+// handed off.
+func (t *turn) handle(rawMetadata json.RawMessage) consume.Result {
+	x := t.x
+	for {
+		a, acq, res, done := t.next(rawMetadata)
+		if done {
+			return res
+		}
+		var r attemptResult
+		if acq.unstorable != nil {
+			r = a.refused(acq.unstorable)
+		} else {
+			r = a.run(acq.sessionSeq, acq.acquiredAt)
+		}
+		switch r {
+		case attemptFinished:
+			return consume.Commit
+		case attemptHandedOff:
+			return consume.HandOff
+		case attemptRetry:
+			if !x.sleep(t.ctx, backoff(x.cfg.RetryBackoff, acq.attempt)) {
+				return consume.HandOff
+			}
+		case attemptLost:
+		}
+	}
+}
+
+// next claims the turn until a claim acquires its lease, and returns the attempt that lease makes,
+// or, with done, what to do with the record when no attempt is to run (it ended, waits for an
+// earlier turn of its session, or the worker stops waiting for its turns).
+func (t *turn) next(rawMetadata json.RawMessage) (_ *attempt, _ acquired, _ consume.Result, done bool) {
+	x, ctx, env := t.x, t.ctx, &t.env
 	for {
 		// A turn that cannot be useful any more never starts: it is recorded expired without a claim.
 		if time.Until(env.Deadline) < x.cfg.MinUsefulTime && t.expireUnclaimed() {
-			return consume.Commit
+			return nil, acquired{}, consume.Commit, true
 		}
 		acquiredAt := time.Now()
 		req := t.claimRequest(rawMetadata)
-		claim, err := t.claim(req) //nolint:contextcheck // the turn carries its context (turn.ctx)
-		// unstorable is the claim's refusal of the record's data (unstorable.go).
+		claim, err := t.claim(req)
 		var unstorable error
 		if err != nil && lease.IsUnstorable(err) {
 			unstorable = err
 			var ok bool
-			if claim, ok, err = t.claimStorable(req, unstorable); !ok { //nolint:contextcheck // the turn carries its context (turn.ctx)
-				return consume.Commit
+			if claim, ok, err = t.claimStorable(req, unstorable); !ok {
+				return nil, acquired{}, consume.Commit, true
 			}
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return consume.HandOff
+				return nil, acquired{}, consume.HandOff, true
 			}
 			x.log.WarnContext(ctx, "claim failed; retrying", "err", err)
 			if !x.sleep(ctx, x.cfg.LeasedPoll) {
-				return consume.HandOff
+				return nil, acquired{}, consume.HandOff, true
 			}
 			continue
 		}
 		switch claim.Outcome {
 		case lease.Done:
-			t.republishTerminal() //nolint:contextcheck // the turn carries its context (turn.ctx)
-			return consume.Commit
+			t.republishTerminal()
+			return nil, acquired{}, consume.Commit, true
 		case lease.Leased:
 			// Another live worker runs this turn (a rebalance moved the partition, or our own earlier
 			// attempt was fenced). Wait for it: running it here would run it twice, and starting the
 			// session's next turn would break its order.
 			wait := min(time.Until(claim.LeaseExpiresAt)+10*time.Millisecond, x.cfg.LeasedPoll)
 			if !x.sleep(ctx, max(wait, 10*time.Millisecond)) {
-				return consume.HandOff
+				return nil, acquired{}, consume.HandOff, true
 			}
 			continue
 		case lease.Blocked:
@@ -243,33 +302,18 @@ func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) consume.Result {
 			if x.hooks.Blocked != nil {
 				x.hooks.Blocked()
 			}
-			return consume.Defer
+			return nil, acquired{}, consume.Defer, true
 		case lease.Cancelled:
-			t.finishUnleased(wire.StatusCancelled, "cancelled before it started", "") //nolint:contextcheck // the turn carries its context (turn.ctx)
-			return consume.Commit
+			t.finishUnleased(wire.StatusCancelled, "cancelled before it started", "")
+			return nil, acquired{}, consume.Commit, true
 		case lease.Exhausted:
 			msg := fmt.Sprintf("attempt %d ended without finishing and no attempts remain", claim.Attempt)
-			t.finishUnleased(wire.StatusFailed, msg, "attempts_exhausted") //nolint:contextcheck // the turn carries its context (turn.ctx)
-			return consume.Commit
+			t.finishUnleased(wire.StatusFailed, msg, "attempts_exhausted")
+			return nil, acquired{}, consume.Commit, true
 		case lease.Acquired:
-			a := t.attempt(claim.Attempt, claim.Token)
-			var r attemptResult
-			if unstorable != nil {
-				r = a.refused(unstorable) //nolint:contextcheck // the turn carries its context (turn.ctx)
-			} else {
-				r = a.run(claim.SessionSeq, acquiredAt) //nolint:contextcheck // the turn carries its context (turn.ctx)
-			}
-			switch r {
-			case attemptFinished:
-				return consume.Commit
-			case attemptHandedOff:
-				return consume.HandOff
-			case attemptRetry:
-				if !x.sleep(ctx, backoff(x.cfg.RetryBackoff, claim.Attempt)) {
-					return consume.HandOff
-				}
-			case attemptLost:
-			}
+			return t.attempt(claim.Attempt, claim.Token), acquired{
+				attempt: claim.Attempt, sessionSeq: claim.SessionSeq, acquiredAt: acquiredAt, unstorable: unstorable,
+			}, 0, false
 		}
 	}
 }
@@ -280,9 +324,11 @@ type turn struct {
 	// ctx is the turn's context: the consumer's turn context with the turn's log attributes and
 	// span. It ends only when the worker stops waiting for its turns (consume.ErrDraining).
 	ctx context.Context
-	log *slog.Logger
-	rec *kgo.Record
-	env wire.Envelope
+	// span is the turn's span, ended when Handle returns.
+	span trace.Span
+	log  *slog.Logger
+	rec  *kgo.Record
+	env  wire.Envelope
 	// id is the turn's ID as the client knows it (wire.Envelope.ShownTurnID): its events and log
 	// lines carry it; the stores and the agent get env.TurnID, which is unique across tenants.
 	id string

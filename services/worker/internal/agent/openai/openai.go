@@ -122,18 +122,22 @@ type request struct {
 }
 
 type chunk struct {
-	Choices []struct {
-		Delta struct {
-			Content   string     `json:"content"`
-			ToolCalls []toolCall `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
+	Choices []choice `json:"choices"`
+	Usage   *struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
 	Error *apiError `json:"error"`
+}
+
+type choice struct {
+	Delta        delta  `json:"delta"`
+	FinishReason string `json:"finish_reason"`
+}
+
+type delta struct {
+	Content   string     `json:"content"`
+	ToolCalls []toolCall `json:"tool_calls"`
 }
 
 // apiError is the error object of the API, in an error answer or inside a stream.
@@ -210,17 +214,15 @@ func eventError(data string) apiError {
 func text(s string) *string { return &s }
 
 // Run answers the turn.
+//
+// Run, call and read keep their frames small, and the rare work (tool rounds, the request's
+// encoding) in functions of its own: a held turn's goroutine waits for the model's next token under
+// all of them for the whole answer, and the runtime keeps a goroutine's stack at least four times
+// what it uses while it waits.
 func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Message, sink agent.Sink) (agent.Result, error) {
-	var msgs []message
-	if a.cfg.System != "" {
-		msgs = append(msgs, message{Role: "system", Content: text(a.cfg.System)})
-	}
-	for _, m := range history {
-		msgs = append(msgs, message{Role: m.Role, Content: text(m.Content)})
-	}
-	msgs = append(msgs, message{Role: "user", Content: text(turn.Text)})
-	prior := priorResults(turn.Prior)
-
+	msgs := a.messages(turn.Text, history)
+	key, user := routeKey(&turn), turn.SessionID
+	var prior map[string]agent.ToolResult
 	var out strings.Builder
 	var usage *agent.Usage
 	step := 0
@@ -228,7 +230,7 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Messag
 		var st stepResult
 		err := a.cfg.Guard.Do(ctx, turn, sink, func(ctx context.Context, c *upstream.Call) error {
 			var err error
-			st, err = a.call(ctx, c, pool.RouteKey(turn), request{Model: a.cfg.Model, Messages: msgs, Stream: true, User: turn.SessionID}, sink)
+			st, err = a.call(ctx, c, key, user, msgs, sink)
 			return err
 		})
 		out.WriteString(st.text)
@@ -245,34 +247,67 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Messag
 		if len(st.calls) == 0 {
 			return agent.Result{Text: out.String(), Usage: usage}, nil
 		}
-		assistant := message{Role: "assistant", ToolCalls: st.calls}
-		if st.text != "" {
-			assistant.Content = text(st.text)
+		if prior == nil {
+			prior = priorResults(turn.Prior)
 		}
-		msgs = append(msgs, assistant)
-		for _, tc := range st.calls {
-			step++
-			key := turn.TurnID + ":" + strconv.Itoa(step)
-			args := json.RawMessage(tc.Function.Arguments)
-			if !json.Valid(args) {
-				args = json.RawMessage(strconv.Quote(tc.Function.Arguments))
-			}
-			if err := sink.ToolCall(ctx, agent.ToolCall{CallID: tc.ID, Name: tc.Function.Name, Arguments: args, IdempotencyKey: key}); err != nil {
-				return agent.Result{}, err
-			}
-			res := a.runTool(ctx, prior, key, tc.Function.Name, args)
-			res.CallID = tc.ID
-			if err := sink.ToolResult(ctx, res); err != nil {
-				return agent.Result{}, err
-			}
-			content := string(res.Result)
-			if res.Error != "" {
-				content = `{"error":` + strconv.Quote(res.Error) + `}`
-			}
-			msgs = append(msgs, message{Role: "tool", ToolCallID: tc.ID, Content: text(content)})
+		if msgs, err = a.toolRound(ctx, turn.TurnID, prior, msgs, &st, &step, sink); err != nil {
+			return agent.Result{}, err
 		}
 	}
 	return agent.Result{}, fmt.Errorf("openai agent: more than %d model calls in one turn: %w", a.cfg.MaxSteps, agent.ErrPermanent)
+}
+
+// messages is the conversation of the turn's first model call: the system message, the session
+// history and the turn's text. Not inlined, so its locals stay out of Run's frame.
+//
+//go:noinline
+func (a *Agent) messages(userText string, history []agent.Message) []message {
+	msgs := make([]message, 0, len(history)+2)
+	if a.cfg.System != "" {
+		msgs = append(msgs, message{Role: "system", Content: text(a.cfg.System)})
+	}
+	for _, m := range history {
+		msgs = append(msgs, message{Role: m.Role, Content: text(m.Content)})
+	}
+	return append(msgs, message{Role: "user", Content: text(userText)})
+}
+
+// routeKey is pool.RouteKey, not inlined, so the copy of the turn it takes stays out of Run's
+// frame.
+//
+//go:noinline
+func routeKey(turn *agent.Turn) string { return pool.RouteKey(*turn) }
+
+// toolRound announces, runs and answers the tool calls of one model call (st), counting them in
+// step, and returns the conversation with the call and the results appended.
+func (a *Agent) toolRound(ctx context.Context, turnID string, prior map[string]agent.ToolResult, msgs []message, st *stepResult, step *int, sink agent.Sink) ([]message, error) {
+	assistant := message{Role: "assistant", ToolCalls: st.calls}
+	if st.text != "" {
+		assistant.Content = text(st.text)
+	}
+	msgs = append(msgs, assistant)
+	for _, tc := range st.calls {
+		*step++
+		key := turnID + ":" + strconv.Itoa(*step)
+		args := json.RawMessage(tc.Function.Arguments)
+		if !json.Valid(args) {
+			args = json.RawMessage(strconv.Quote(tc.Function.Arguments))
+		}
+		if err := sink.ToolCall(ctx, agent.ToolCall{CallID: tc.ID, Name: tc.Function.Name, Arguments: args, IdempotencyKey: key}); err != nil {
+			return msgs, err
+		}
+		res := a.runTool(ctx, prior, key, tc.Function.Name, args)
+		res.CallID = tc.ID
+		if err := sink.ToolResult(ctx, res); err != nil {
+			return msgs, err
+		}
+		content := string(res.Result)
+		if res.Error != "" {
+			content = `{"error":` + strconv.Quote(res.Error) + `}`
+		}
+		msgs = append(msgs, message{Role: "tool", ToolCallID: tc.ID, Content: text(content)})
+	}
+	return msgs, nil
 }
 
 func (a *Agent) runTool(ctx context.Context, prior map[string]agent.ToolResult, key, name string, args json.RawMessage) agent.ToolResult {
@@ -327,20 +362,36 @@ type stepResult struct {
 // of the replicas can hash on it.
 const RouteKeyHeader = "X-Turnstile-Route-Key"
 
-func (a *Agent) call(ctx context.Context, c *upstream.Call, key string, body request, sink agent.Sink) (stepResult, error) {
-	var st stepResult
+// call makes one model call of the turn with the conversation msgs and streams its answer to sink.
+// key is the turn's route key (pool.RouteKey) and user its session.
+func (a *Agent) call(ctx context.Context, c *upstream.Call, key, user string, msgs []message, sink agent.Sink) (stepResult, error) {
 	base := a.cfg.BaseURL
 	if c.Target != nil {
 		base = strings.TrimRight(c.Target.Address(), "/")
 	}
+	resp, err := a.send(ctx, base, key, user, msgs)
+	if err != nil {
+		return stepResult{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	c.Responded()
+	if resp.StatusCode != http.StatusOK {
+		return stepResult{}, upstream.NewStatusError(base, resp, time.Now())
+	}
+	return a.read(ctx, c, base, resp, sink)
+}
+
+// send posts the chat request with the conversation msgs to base and returns the answer's head.
+func (a *Agent) send(ctx context.Context, base, key, user string, msgs []message) (*http.Response, error) {
+	body := request{Model: a.cfg.Model, Messages: msgs, Stream: true, User: user}
 	body.StreamOptions.IncludeUsage = true
 	payload, err := json.Marshal(body)
 	if err != nil {
-		return st, fmt.Errorf("encode chat request: %w", err)
+		return nil, fmt.Errorf("encode chat request: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions", bytes.NewReader(payload))
 	if err != nil {
-		return st, fmt.Errorf("build chat request: %w", agent.ErrPermanent)
+		return nil, fmt.Errorf("build chat request: %w", agent.ErrPermanent)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
@@ -350,14 +401,15 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, key string, body req
 	}
 	resp, err := a.cfg.Client.Do(req)
 	if err != nil {
-		return st, fmt.Errorf("chat completions request: %w", err)
+		return nil, fmt.Errorf("chat completions request: %w", err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	c.Responded()
-	if resp.StatusCode != http.StatusOK {
-		return st, upstream.NewStatusError(base, resp, time.Now())
-	}
-	calls := map[int]*toolCall{}
+	return resp, nil
+}
+
+// read streams the answer resp from base to sink, up to its [DONE].
+func (a *Agent) read(ctx context.Context, c *upstream.Call, base string, resp *http.Response, sink agent.Sink) (stepResult, error) {
+	var st stepResult
+	var calls map[int]*toolCall
 	var out strings.Builder
 	r := sse.NewReader(resp.Body, a.cfg.MaxEventBytes)
 	for {
@@ -377,7 +429,7 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, key string, body req
 			break
 		}
 		var ch chunk
-		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
+		if err := decodeChunk(ev.Data, &ch); err != nil {
 			st.text = out.String()
 			return st, fmt.Errorf("decode chat completion chunk: %w", err)
 		}
@@ -388,7 +440,8 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, key string, body req
 		if ch.Usage != nil {
 			st.usage = &agent.Usage{PromptTokens: ch.Usage.PromptTokens, CompletionTokens: ch.Usage.CompletionTokens}
 		}
-		for _, choice := range ch.Choices {
+		for i := range ch.Choices {
+			choice := &ch.Choices[i]
 			if d := choice.Delta.Content; d != "" {
 				c.Emitted()
 				if err := sink.Delta(ctx, d); err != nil {
@@ -397,34 +450,56 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, key string, body req
 				}
 				out.WriteString(d)
 			}
-			for _, tc := range choice.Delta.ToolCalls {
-				cur, ok := calls[tc.Index]
-				if !ok {
-					cur = &toolCall{Index: tc.Index, Type: "function"}
-					calls[tc.Index] = cur
-				}
-				if tc.ID != "" {
-					cur.ID = tc.ID
-				}
-				if tc.Function.Name != "" {
-					cur.Function.Name += tc.Function.Name
-				}
-				cur.Function.Arguments += tc.Function.Arguments
+			if len(choice.Delta.ToolCalls) > 0 {
+				calls = addToolCalls(calls, choice.Delta.ToolCalls)
 			}
 		}
 	}
 	st.text = out.String()
+	st.calls = toolCalls(calls)
+	return st, nil
+}
+
+// addToolCalls adds the fragments of tool calls one chunk carried to calls, by index, and returns
+// calls (made on the first fragment).
+func addToolCalls(calls map[int]*toolCall, frags []toolCall) map[int]*toolCall {
+	if calls == nil {
+		calls = map[int]*toolCall{}
+	}
+	for _, tc := range frags {
+		cur, ok := calls[tc.Index]
+		if !ok {
+			cur = &toolCall{Index: tc.Index, Type: "function"}
+			calls[tc.Index] = cur
+		}
+		if tc.ID != "" {
+			cur.ID = tc.ID
+		}
+		if tc.Function.Name != "" {
+			cur.Function.Name += tc.Function.Name
+		}
+		cur.Function.Arguments += tc.Function.Arguments
+	}
+	return calls
+}
+
+// toolCalls returns the assembled calls in the order of their indexes, each with an ID.
+func toolCalls(calls map[int]*toolCall) []toolCall {
+	if len(calls) == 0 {
+		return nil
+	}
 	idx := make([]int, 0, len(calls))
 	for i := range calls {
 		idx = append(idx, i)
 	}
 	sort.Ints(idx)
+	out := make([]toolCall, 0, len(idx))
 	for _, i := range idx {
 		tc := *calls[i]
 		if tc.ID == "" {
 			tc.ID = "call_" + strconv.Itoa(i)
 		}
-		st.calls = append(st.calls, tc)
+		out = append(out, tc)
 	}
-	return st, nil
+	return out
 }
