@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -91,4 +92,15 @@ func BenchmarkDecodeChunk(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestSentBody checks that a request body gives its bytes and then lets go of them.
+func TestSentBody(t *testing.T) {
+	t.Parallel()
+	body := &sentBody{b: []byte(`{"model":"m"}`)}
+	got, err := io.ReadAll(body)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"model":"m"}`, string(got))
+	require.Nil(t, body.b, "the bytes are let go once read")
+	require.NoError(t, body.Close())
 }

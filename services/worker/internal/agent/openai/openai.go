@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -389,9 +388,14 @@ func (a *Agent) send(ctx context.Context, base, key, user string, msgs []message
 	if err != nil {
 		return nil, fmt.Errorf("encode chat request: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions", bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/chat/completions", &sentBody{b: payload})
 	if err != nil {
 		return nil, fmt.Errorf("build chat request: %w", agent.ErrPermanent)
+	}
+	req.ContentLength = int64(len(payload))
+	req.GetBody = func() (io.ReadCloser, error) {
+		payload, err := json.Marshal(body)
+		return &sentBody{b: payload}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
@@ -404,6 +408,29 @@ func (a *Agent) send(ctx context.Context, base, key, user string, msgs []message
 		return nil, fmt.Errorf("chat completions request: %w", err)
 	}
 	return resp, nil
+}
+
+// sentBody is a request body that lets go of its bytes once they are read to the end. The transport
+// keeps a request's body until the answer's stream ends, which for a model's answer is the whole
+// turn: the encoded conversation (the session's history) would be held that long by every running
+// turn. The request's GetBody encodes it again when the transport must send it again.
+type sentBody struct{ b []byte }
+
+func (s *sentBody) Read(p []byte) (int, error) {
+	if len(s.b) == 0 {
+		s.b = nil
+		return 0, io.EOF
+	}
+	n := copy(p, s.b)
+	if s.b = s.b[n:]; len(s.b) == 0 {
+		s.b = nil
+	}
+	return n, nil
+}
+
+func (s *sentBody) Close() error {
+	s.b = nil
+	return nil
 }
 
 // read streams the answer resp from base to sink, up to its [DONE].
