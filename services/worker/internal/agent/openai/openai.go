@@ -488,7 +488,9 @@ func (a *Agent) read(ctx context.Context, c *upstream.Call, base string, resp *h
 }
 
 // addToolCalls adds the fragments of tool calls one chunk carried to calls, by index, and returns
-// calls (made on the first fragment).
+// calls (made on the first fragment). Not inlined, so its locals stay out of read's frame.
+//
+//go:noinline
 func addToolCalls(calls map[int]*toolCall, frags []toolCall) map[int]*toolCall {
 	if calls == nil {
 		calls = map[int]*toolCall{}

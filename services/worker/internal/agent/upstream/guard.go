@@ -173,7 +173,7 @@ func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn fun
 		if err != nil {
 			return g.stopped(ctx, last, requests, fmt.Errorf("wait for a %s slot: %w", g.cfg.Name, err))
 		}
-		target, tpermit, err := g.pick(ctx, turn, w, previous, last, requests == 0)
+		target, tpermit, err := g.pick(ctx, &turn, w, previous, last, requests == 0)
 		if err != nil {
 			permit.Release(Terminal, true, 0)
 			return g.stopped(ctx, last, requests, err)
@@ -247,11 +247,11 @@ func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn fun
 // pick asks the Picker, when there is one, for the endpoint of the next request and waits for a
 // slot under that endpoint's own limit; first says the request is the call's first, which earns
 // the endpoint's retry budget its share. Without a Picker both results are nil.
-func (g *Guard) pick(ctx context.Context, turn agent.Turn, w *waits, previous Target, last error, first bool) (Target, *Permit, error) {
+func (g *Guard) pick(ctx context.Context, turn *agent.Turn, w *waits, previous Target, last error, first bool) (Target, *Permit, error) {
 	if g.cfg.Picker == nil {
 		return nil, nil, nil
 	}
-	target, err := g.cfg.Picker.Pick(ctx, turn, previous, last)
+	target, err := g.cfg.Picker.Pick(ctx, *turn, previous, last)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pick a %s endpoint: %w", g.cfg.Name, err)
 	}
