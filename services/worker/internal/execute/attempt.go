@@ -28,7 +28,8 @@ import (
 // attempt's result and never call one another; what they share (finish, announce, deadLetter,
 // ended) are actions that return no result.
 type attempt struct {
-	turn
+	// turn is shared by the turn's attempts, which do not change it.
+	*turn
 	// number is the attempt's number, counted by the turn's row (wire.EventBase.Attempt).
 	number int
 	// token is the fencing token every write of the attempt carries: the statements that end the

@@ -80,7 +80,7 @@ func TestVerdict(t *testing.T) {
 				deadline = time.Now().Add(-time.Second)
 			}
 			a := &attempt{
-				turn:   turn{x: x, ctx: turnCtx, env: wire.Envelope{Deadline: deadline}},
+				turn:   &turn{x: x, ctx: turnCtx, env: wire.Envelope{Deadline: deadline}},
 				number: max(tc.number, 1), attemptCtx: attemptCtx,
 			}
 			a.sink.heldFailed = tc.heldFailed

@@ -357,7 +357,7 @@ func (t *turn) claim(req lease.ClaimRequest) (lease.Claim, error) {
 func (t *turn) attempt(number int, token int64) *attempt {
 	x := t.x
 	return &attempt{
-		turn: *t, number: number, token: token,
+		turn: t, number: number, token: token,
 		sink: attemptSink{
 			pub: x.cfg.Publishes, retried: x.hooks.PublishRetried, sessionID: t.env.SessionID, turnID: t.id,
 			attempt: number, token: token, traceparent: header(t.rec, "traceparent"), log: x.log,
