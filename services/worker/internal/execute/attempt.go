@@ -161,7 +161,13 @@ func (a *attempt) work(sessionSeq int64) (step, wire.Output, error) {
 		return stepAgent, wire.Output{}, err
 	}
 
-	output := wire.Output{Text: res.Text, State: res.State}
+	return a.complete(wire.Output{Text: res.Text, State: res.State})
+}
+
+// complete commits the agent's output, and tells the history of the messages it appended. It is
+// work's last step, in a function of its own so that its locals are not in work's frame, which a
+// held turn keeps under the agent for the whole answer.
+func (a *attempt) complete(output wire.Output) (step, wire.Output, error) {
 	seq, err := a.x.cfg.Completions.Do(a.ctx, lease.Completion{TurnID: a.env.TurnID, Token: a.token, Output: output})
 	if err != nil {
 		return stepComplete, output, err
@@ -184,10 +190,18 @@ func (a *attempt) runAgent(history []agent.Message, prior []agent.PriorEvent) (r
 			err = panicError{v}
 		}
 	}()
-	return a.x.agent.Run(ctx, agent.Turn{
+	return a.x.agent.Run(ctx, *a.agentTurn(prior), history, &a.sink)
+}
+
+// agentTurn is the turn as the agent sees it, made apart from runAgent so that runAgent's frame,
+// which a held turn keeps under the agent, holds no copy of it.
+//
+//go:noinline
+func (a *attempt) agentTurn(prior []agent.PriorEvent) *agent.Turn {
+	return &agent.Turn{
 		TurnID: a.env.TurnID.String(), SessionID: wire.ClientSessionID(a.env.SessionID), Tenant: a.env.Tenant, Attempt: a.number,
 		Text: a.env.Input.Text, Metadata: a.env.Metadata, Deadline: a.env.Deadline, Prior: prior,
-	}, history, &a.sink)
+	}
 }
 
 // verdict names the attempt's outcome from how far its work got (st) and the error that stopped

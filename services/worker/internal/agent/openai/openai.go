@@ -438,7 +438,7 @@ func (a *Agent) read(ctx context.Context, c *upstream.Call, base string, resp *h
 	var st stepResult
 	var calls map[int]*toolCall
 	var out strings.Builder
-	r := sse.NewReader(resp.Body, a.cfg.MaxEventBytes)
+	r := newReader(resp.Body, a.cfg.MaxEventBytes)
 	for {
 		ev, err := r.Next()
 		if err != nil {
@@ -486,6 +486,12 @@ func (a *Agent) read(ctx context.Context, c *upstream.Call, base string, resp *h
 	st.calls = toolCalls(calls)
 	return st, nil
 }
+
+// newReader is sse.NewReader, not inlined, so the reader is on the heap rather than in read's frame,
+// which a held turn keeps for the whole answer under every call that reads the next token.
+//
+//go:noinline
+func newReader(body io.Reader, maxBytes int) *sse.Reader { return sse.NewReader(body, maxBytes) }
 
 // addToolCalls adds the fragments of tool calls one chunk carried to calls, by index, and returns
 // calls (made on the first fragment). Not inlined, so its locals stay out of read's frame.
