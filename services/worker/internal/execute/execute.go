@@ -132,6 +132,8 @@ type Executor struct {
 	// appended is cfg.History as a HistoryAppender, or nil.
 	appended HistoryAppender
 	waits    waitSet
+	// linger is how long an attempt holds its first events (heldLinger when zero; tests lengthen it).
+	linger time.Duration
 }
 
 // New returns an executor. pub publishes the events of Config.Publishes' default, renewer keeps the
@@ -314,7 +316,7 @@ func (t *turn) attempt(number int, token int64) *attempt {
 		turn: *t, number: number, token: token,
 		sink: attemptSink{
 			pub: x.cfg.Publishes, retried: x.hooks.PublishRetried, sessionID: t.env.SessionID, turnID: t.id,
-			attempt: number, token: token, traceparent: header(t.rec, "traceparent"), log: x.log,
+			attempt: number, token: token, traceparent: header(t.rec, "traceparent"), log: x.log, lingerFor: x.linger,
 		},
 	}
 }
