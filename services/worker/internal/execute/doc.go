@@ -33,9 +33,11 @@
 // about to call its upstream (agent.Flusher), they go out as one group, and an agent that finished
 // before that has them published as it returns, beside the completion's commit, with turn.completed
 // behind them once the completion committed and they were accepted. So a quick agent's first delta
-// never waits for the completion's commit, and a model's turn.started never waits for the linger;
-// the price is a second publish group for a quick turn (turn.completed), which the publish batcher
-// shares with other turns' groups. A tool call or tool result takes the held events with it and is
+// does not wait for the completion's commit, and a model's turn.started never waits for the linger.
+// The price is a second publish group (a script call in Redis) for every quick turn, so it is paid
+// only while the publish batcher is idle (Idler: a flusher free, nothing queued): a busy publisher
+// would delay the group anyway, and under a load that keeps it busy the held events go out with
+// turn.completed as one group, which keeps the throughput of quick turns. A tool call or tool result takes the held events with it and is
 // published before the agent's call returns. The held events are published before anything else
 // the attempt publishes and before its terminal event, hand-off or retry (a fenced attempt drops
 // them), and if they are refused the agent's later events are refused too, so no stream shows an

@@ -20,12 +20,13 @@ import (
 // they are published on their own. The agent's deltas in that time are held with them: an agent
 // that answers within it — a cached or short reply — has its events published in one call of the
 // publish script, at once when it returns, beside the completion's commit (turn.completed follows
-// once both are done). An agent whose first token takes longer ends the wait itself: an adapter
-// about to call its upstream flushes the sink (agent.Flusher), so turn.started goes out while the
-// request is under way, and for any other slow agent turn.started is late by this much and no more;
-// its deltas are then published as they come. Tool calls and tool results are never held: they
-// go out, with whatever is held, before the agent's call returns, so a retried attempt's prior
-// events (and any reader of the stream) know of every tool call the agent made.
+// once both are done), or with turn.completed while the publisher is busy (see release). An agent
+// whose first token takes longer ends the wait itself: an adapter about to call its upstream
+// flushes the sink (agent.Flusher), so turn.started goes out while the request is under way, and
+// for any other slow agent turn.started is late by this much and no more; its deltas are then
+// published as they come. Tool calls and tool results are never held: they go out, with whatever
+// is held, before the agent's call returns, so a retried attempt's prior events (and any reader of
+// the stream) know of every tool call the agent made.
 const heldLinger = 5 * time.Millisecond
 
 // terminalPatience is how long the publish of an attempt's terminal event (with whatever is still
@@ -72,6 +73,8 @@ type attemptSink struct {
 	linger     *time.Timer
 	lingerDone chan struct{}
 	heldFailed error
+	// idle is the publisher's Idle (Idler), or nil: release publishes at once only while it is true.
+	idle func() bool
 	// released is set when the agent has returned (release); unsent is then what a failed publish
 	// of held events could not deliver and may still send, for publishTerminal to send first.
 	released bool
@@ -160,12 +163,28 @@ func (s *attemptSink) Flush() {
 // deltas of an agent that finished within heldLinger) go out now, beside the completion's commit,
 // so the first delta never waits for that commit. publishTerminal waits for their publish before
 // it sends the terminal event, and sends in front of it whatever of them Redis did not take and
-// may still take. It fails as flushHeld would if a publish of held events had already failed.
+// may still take. When the publisher is busy (its Idle is false: every flusher has a batch in
+// flight or groups are queued), they stay held instead, to go out in one group with the terminal
+// event: a second group for every quick turn costs Redis a script call a turn when it has no time
+// to spare, and a busy publisher would delay the group anyway. It fails as flushHeld would if a
+// publish of held events had already failed.
 func (s *attemptSink) release() error {
+	if s.idle != nil && !s.idle() {
+		return s.keepHeld()
+	}
 	s.mu.Lock()
 	s.released = true
 	s.endLinger()
 	s.mu.Unlock()
+	return s.heldFailure()
+}
+
+// keepHeld is release for a busy publisher: the events still held stay held, to go out in one
+// group with the attempt's terminal event, or with whatever the attempt publishes next (flushHeld
+// on a retry or hand-off). It stops the linger timer, waiting for its publish if it has begun, and
+// fails as flushHeld would if a publish of held events failed.
+func (s *attemptSink) keepHeld() error {
+	s.stopLinger()
 	return s.heldFailure()
 }
 

@@ -116,6 +116,7 @@ func TestSinkHeldEvents(t *testing.T) {
 
 	t.Run("AQuickAgentsEventsGoOutAsItReturns", func(t *testing.T) {
 		r, s := startedSink(t, "quick", 1, forever)
+		s.idle = func() bool { return true }
 		require.NoError(t, s.Delta(ctx, "hello"))
 		require.NoError(t, s.Delta(ctx, "world"))
 		require.Empty(t, r.calls(), "the deltas wait with turn.started while the linger lasts")
@@ -126,6 +127,19 @@ func TestSinkHeldEvents(t *testing.T) {
 		require.NoError(t, s.publishTerminal(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: s.base()})))
 		require.Equal(t, [][]wire.EventType{held, {wire.EventCompleted}}, r.calls())
 		require.Equal(t, append(held, wire.EventCompleted), r.stream(t, "quick"))
+	})
+
+	t.Run("ABusyPublisherGetsAQuickAgentsWholeTurnInOneCall", func(t *testing.T) {
+		r, s := startedSink(t, "busy", 1, forever)
+		s.idle = func() bool { return false }
+		require.NoError(t, s.Delta(ctx, "hello"))
+		require.NoError(t, s.release())
+		require.Nil(t, s.linger, "once the agent finished, no linger publishes the held events on their own")
+		require.Empty(t, r.calls(), "the held events wait for the terminal event")
+		require.NoError(t, s.publishTerminal(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: s.base()})))
+		whole := []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventCompleted}
+		require.Equal(t, [][]wire.EventType{whole}, r.calls())
+		require.Equal(t, whole, r.stream(t, "busy"))
 	})
 
 	t.Run("FlushPublishesHeldEventsWithoutTheLinger", func(t *testing.T) {
