@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/turnstile-run/turnstile/loadtest/internal/fdlimit"
 	"github.com/turnstile-run/turnstile/loadtest/internal/gen"
@@ -42,7 +43,7 @@ func runLatency(ctx context.Context, o options, log *slog.Logger) error {
 	rep, err := latency.Run(ctx, g, latency.Config{
 		Level: o.level, CalibrateRate: o.calibrateRate, Calibrate: o.calibrate, CalibrateAttempts: o.calibrateAttempts, DrainMax: o.drainMax,
 		Floor: latency.Floor{Brokers: st.Config.BrokerList(), Topic: cfg.Topic + "-floor", Redis: rdb, Key: cfg.KeyPrefix + ":floor"},
-		Phase: bar.phase, WorkerMetricsURL: st.URL + "/metrics",
+		Phase: bar.phase, MetricsURL: st.URL + "/metrics",
 	})
 	bar.stop()
 	if err != nil {
@@ -69,14 +70,19 @@ func runLatency(ctx context.Context, o options, log *slog.Logger) error {
 
 func summariseLatency(r latency.Report, files []string) {
 	fmt.Printf("\nlatency: capacity %.1f turns/s (calibrated at %.0f/s, saturated %v)\n", r.Capacity.PerSec, r.Capacity.Rate, r.Capacity.Saturated)
-	fmt.Println("  load  offered/s  timed  turn.started p50/p99  first delta p50/p99  floor p50/p99  added to first delta p50/p99 (ms)")
+	fmt.Println("  load  offered/s  timed  turn.started p50/p99  first delta p50/p99  floor p50/p99  added to turn.started p50/p99  added to first delta p50/p99 (ms)")
 	for _, l := range r.Levels {
-		fmt.Printf("  %3.0f%%  %9.1f  %5d  %8.1f / %-8.1f   %8.1f / %-8.1f  %5.1f / %-6.1f  %+6.1f / %+6.1f\n",
+		fmt.Printf("  %3.0f%%  %9.1f  %5d  %8.1f / %-8.1f   %8.1f / %-8.1f  %5.1f / %-6.1f  %+13.1f / %-+13.1f  %+6.1f / %+6.1f\n",
 			100*l.Fraction, l.Rate, l.FirstDelta.N, l.Started.P50, l.Started.P99, l.FirstDelta.P50, l.FirstDelta.P99,
-			l.Floor.P50, l.Floor.P99, l.AddedP50, l.AddedP99)
-		if len(l.BatchMeanMs) > 0 {
-			fmt.Printf("        worker batches meanwhile, mean round trip: claim %.1f ms, complete %.1f ms, publish %.1f ms\n",
-				l.BatchMeanMs["claim"], l.BatchMeanMs["complete"], l.BatchMeanMs["publish"])
+			l.Floor.P50, l.Floor.P99, l.AddedStartedP50, l.AddedStartedP99, l.AddedP50, l.AddedP99)
+		if len(l.StageMeanMs) > 0 {
+			var parts []string
+			for _, name := range latency.Stages() {
+				if ms, ok := l.StageMeanMs[name]; ok {
+					parts = append(parts, fmt.Sprintf("%s %.2f ms", name, ms))
+				}
+			}
+			fmt.Printf("        stages meanwhile, mean: %s\n", strings.Join(parts, ", "))
 		}
 	}
 	fmt.Printf("  target at %.0f%%: added ≤ %.0f ms p50 and ≤ %.0f ms p99: met %v\n", 100*latency.TargetFraction, latency.TargetAddedP50Ms, latency.TargetAddedP99Ms, r.Met)

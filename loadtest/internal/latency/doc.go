@@ -10,4 +10,7 @@
 //     are timed (the generator's Waits).
 //   - The floor runs through the whole of each load level, so it sees the same machine the turns
 //     do; each probe is one record at a time through the pipeline, timed from before its produce.
+//   - Each level is reported beside the stack's own means of the stages on the way (intake's
+//     produce, the worker's claim, publish and completion batches, the gateway's delivery), read
+//     from its /metrics before and after the level, so a rise of the added latency can be placed.
 package latency

@@ -30,15 +30,38 @@ type Config struct {
 	Floor Floor
 	// Phase, when not nil, is told of each phase and its longest time.
 	Phase func(string, time.Duration)
-	// WorkerMetricsURL, when set, is the worker's /metrics: each level then reports the mean round
-	// trip of its group-commit batches (BatchMeanMs).
-	WorkerMetricsURL string
+	// MetricsURL, when set, is the /metrics of the stack's process (intake, worker and gateway):
+	// each level then reports the mean of each stage on a turn's way to its first delta
+	// (StageMeanMs).
+	MetricsURL string
 }
 
-// batchKinds are the worker's group-commit batches on a turn's way to its first delta: the claim,
-// the completion (an agent that finishes within the turn.started linger has its held events
-// published with turn.completed, after this commit) and the publish.
-var batchKinds = []string{"claim", "complete", "publish"}
+// stage is a step on a turn's way to its first delta whose mean a level reports, read from a
+// histogram of the stack (its name and label selector).
+type stage struct{ name, metric, labels string }
+
+// stages are, in a turn's order: intake's produce to Kafka's acknowledgement (acks from every
+// in-sync replica), the worker's group-commit batches — the claim, the publish of events to Redis,
+// and the completion's commit, which runs beside the publish of a quick agent's first events — and
+// the gateway's delivery, from an event's append to Redis to its write to the SSE reader (the
+// Pub/Sub wake and the read of the stream included). What they leave out is the HTTP exchange of
+// the POST, the worker's fetch from Kafka, and the SSE reader's own read.
+var stages = []stage{
+	{"produce", "turnstile_intake_produce_duration_seconds", ""},
+	{"claim", batchMetric, `{kind="claim"}`},
+	{"publish", batchMetric, `{kind="publish"}`},
+	{"complete", batchMetric, `{kind="complete"}`},
+	{"delivery", "turnstile_gateway_delivery_lag_seconds", ""},
+}
+
+// Stages names the stages StageMeanMs reports, in a turn's order.
+func Stages() []string {
+	out := make([]string, len(stages))
+	for i, st := range stages {
+		out[i] = st.name
+	}
+	return out
+}
 
 // TargetAddedP50Ms and TargetAddedP99Ms are what the platform may add to the first delta beyond
 // the floor at half of the capacity (issue 27).
@@ -60,8 +83,8 @@ type Level struct {
 	AddedP99        float64 `json:"first_delta_added_p99_ms"`
 	AddedStartedP50 float64 `json:"started_added_p50_ms"`
 	AddedStartedP99 float64 `json:"started_added_p99_ms"`
-	// BatchMeanMs is the mean round trip of the worker's batches of each kind during the level.
-	BatchMeanMs map[string]float64 `json:"worker_batch_mean_ms,omitempty"`
+	// StageMeanMs is the mean of each stage (stages) during the level.
+	StageMeanMs map[string]float64 `json:"stage_mean_ms,omitempty"`
 }
 
 // Report is the scenario's outcome.
@@ -129,11 +152,11 @@ func level(ctx context.Context, g *gen.Generator, cfg Config, fraction, capacity
 		floor, floorErr = probe.Run(pctx)
 	}()
 	phase(fmt.Sprintf("%.0f%% of capacity", 100*fraction), cfg.Level)
-	before := batches(ctx, cfg.WorkerMetricsURL)
+	before := readStages(ctx, cfg.MetricsURL)
 	from := g.Elapsed()
 	g.Arrive(ctx, fmt.Sprintf("latency-%.0f%%", 100*fraction), l.Rate, cfg.Level)
 	to := g.Elapsed()
-	l.BatchMeanMs = batchMeans(before, batches(ctx, cfg.WorkerMetricsURL))
+	l.StageMeanMs = stageMeans(before, readStages(ctx, cfg.MetricsURL))
 	stop()
 	wg.Wait()
 	if floorErr != nil {
@@ -149,15 +172,15 @@ func level(ctx context.Context, g *gen.Generator, cfg Config, fraction, capacity
 	return l, nil
 }
 
-// batches reads the sums and counts of the worker's batch round trips by kind; nil without a URL
-// or on a failed scrape (the level then reports none).
-func batches(ctx context.Context, url string) map[string]float64 {
+// readStages reads the sums and counts of the stages' histograms; nil without a URL or on a failed
+// scrape (the level then reports none).
+func readStages(ctx context.Context, url string) map[string]float64 {
 	if url == "" {
 		return nil
 	}
 	var names []string
-	for _, k := range batchKinds {
-		names = append(names, fmt.Sprintf(`%s_sum{kind=%q}`, batchMetric, k), fmt.Sprintf(`%s_count{kind=%q}`, batchMetric, k))
+	for _, st := range stages {
+		names = append(names, st.metric+"_sum"+st.labels, st.metric+"_count"+st.labels)
 	}
 	m, err := scrape.FetchSums(ctx, http.DefaultClient, url, names...)
 	if err != nil {
@@ -169,16 +192,16 @@ func batches(ctx context.Context, url string) map[string]float64 {
 // batchMetric is the worker's histogram of batch round trips, by kind.
 const batchMetric = "turnstile_worker_batch_duration_seconds"
 
-// batchMeans is the mean round trip of each kind's batches between two readings, in milliseconds.
-func batchMeans(a, b map[string]float64) map[string]float64 {
+// stageMeans is the mean of each stage between two readings, in milliseconds.
+func stageMeans(a, b map[string]float64) map[string]float64 {
 	if a == nil || b == nil {
 		return nil
 	}
 	out := map[string]float64{}
-	for _, k := range batchKinds {
-		sum, count := fmt.Sprintf(`%s_sum{kind=%q}`, batchMetric, k), fmt.Sprintf(`%s_count{kind=%q}`, batchMetric, k)
+	for _, st := range stages {
+		sum, count := st.metric+"_sum"+st.labels, st.metric+"_count"+st.labels
 		if n := b[count] - a[count]; n > 0 {
-			out[k] = 1000 * (b[sum] - a[sum]) / n
+			out[st.name] = 1000 * (b[sum] - a[sum]) / n
 		}
 	}
 	return out

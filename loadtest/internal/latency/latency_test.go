@@ -35,8 +35,8 @@ func TestSmoke(t *testing.T) {
 	g.Start(ctx)
 	rep, err := latency.Run(ctx, g, latency.Config{
 		CalibrateRate: 200, Calibrate: 2 * time.Second, Level: 2 * time.Second, DrainMax: time.Minute,
-		WorkerMetricsURL: st.URL + "/metrics",
-		Floor:            latency.Floor{Brokers: st.Config.BrokerList(), Topic: cfg.Topic + "-floor", Redis: env.Redis, Key: cfg.KeyPrefix + ":floor"},
+		MetricsURL: st.URL + "/metrics",
+		Floor:      latency.Floor{Brokers: st.Config.BrokerList(), Topic: cfg.Topic + "-floor", Redis: env.Redis, Key: cfg.KeyPrefix + ":floor"},
 	})
 	require.NoError(t, err)
 	gr, err := g.Finish(ctx, "latency", env.Pool)
@@ -55,7 +55,10 @@ func TestSmoke(t *testing.T) {
 		require.Positive(t, l.Floor.P50)
 		require.LessOrEqual(t, l.Started.P50, l.FirstDelta.P50, "turn.started comes first")
 		require.InDelta(t, l.FirstDelta.P99-l.Floor.P99, l.AddedP99, 1e-9)
-		require.Contains(t, l.BatchMeanMs, "complete", "level %v: the worker's batches were read", f)
+		for _, name := range latency.Stages() {
+			require.Contains(t, l.StageMeanMs, name, "level %v: stage %s was read", f, name)
+		}
+		require.InDelta(t, l.Started.P50-l.Floor.P50, l.AddedStartedP50, 1e-9)
 	}
 
 	files, err := latency.Write(t.TempDir(), rep)

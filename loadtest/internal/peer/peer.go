@@ -267,7 +267,7 @@ func Turnstile(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	r := d.result("turnstile", o.Jobs, fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; turns queued %s; per turn: a claim, the completion transaction with its history append and one fenced publish of the whole turn (turn.started, the one turn.delta and turn.completed as one group), each batched with the other running turns' (one statement or one Redis pipeline per batch); finished turns counted from the worker's succeeded-attempts counter, confirmed once in Postgres",
+	r := d.result("turnstile", o.Jobs, fmt.Sprintf("one worker process, TURNSTILE_WORKER_MAX_INFLIGHT=%d, %d partitions, %d sessions, demo agent tokens=1 delay=0; turns queued %s; per turn: a claim, the completion transaction with its history append and two fenced publishes (turn.started with the one turn.delta as the agent returns, beside the completion; turn.completed after it), each batched with the other running turns' (one statement or one Redis pipeline per batch); finished turns counted from the worker's succeeded-attempts counter, confirmed once in Postgres",
 		cfg.MaxInflight, cfg.Partitions, o.Sessions, queuedAs))
 	r.MeanBatch = batches
 	return r, nil

@@ -66,15 +66,26 @@ type ToolResult struct {
 
 // Sink receives an agent's events in order. ToolCall and ToolResult publish to the session stream
 // before they return. So does Delta, except in an attempt's first few milliseconds (the worker's
-// heldLinger, 5 ms), when a delta may be held to go out in one publish with turn.started — and,
-// if the agent finishes by then, with turn.completed after the completion committed; a held delta
-// is published, in order, before any later event, and never if the attempt is fenced. An error
+// heldLinger, 5 ms), when a delta may be held to go out in one publish with turn.started — at the
+// latest as the agent returns; a held delta is published, in order, before any later event, and
+// never if the attempt is fenced. An error
 // means the attempt must stop (its lease is lost or its context ended), and the agent should return
 // it.
 type Sink interface {
 	Delta(ctx context.Context, text string) error
 	ToolCall(ctx context.Context, call ToolCall) error
 	ToolResult(ctx context.Context, result ToolResult) error
+}
+
+// Flusher is an optional interface of a Sink, found by type assertion. A Sink may hold an attempt's
+// first events back for a few milliseconds so that an agent that answers at once has them
+// published in one round trip; an agent about to wait on something slower (a request to its
+// upstream) calls Flush so that what is held — turn.started above all — goes out now, while it
+// waits, instead of when the hold runs out. Flush starts the publish and returns at once: events
+// emitted after it still follow what was held. Implementations must be safe for concurrent use and
+// fast.
+type Flusher interface {
+	Flush()
 }
 
 // Wait is a wait of a turn on its upstream, as a Waiter learns of it.

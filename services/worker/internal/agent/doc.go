@@ -8,5 +8,7 @@
 // cancelled, its lease is lost or the worker drains; an agent must return promptly when it is done.
 //
 // A Sink may also be a Waiter (found by type assertion): the upstream guard announces through it
-// every wait on the upstream, which the worker publishes as turn.waiting.
+// every wait on the upstream, which the worker publishes as turn.waiting. It may also be a Flusher:
+// the guard flushes it just before each request to the upstream, so the events the worker holds
+// back for an agent that might answer at once (turn.started) go out while the request is under way.
 package agent

@@ -86,6 +86,8 @@ type Batcher[Req, Res any] struct {
 	mu      sync.RWMutex
 	running bool
 	loop    lifecycle.Loop
+	// busy counts the flushers running a batch.
+	busy atomic.Int32
 }
 
 // call states.
@@ -150,6 +152,14 @@ func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
 		<-c.done // delivered just now: the result wins
 		return c.res.Val, c.res.Err
 	}
+}
+
+// Idle reports whether a request given now would be sent at once, alone or with others given at
+// the same moment: a flusher is free and nothing is queued. It is a snapshot, for callers that
+// choose between sending a request now and folding it into a later one (the worker's execute
+// package publishes a quick turn's first events at once only while the publish batcher is idle).
+func (b *Batcher[Req, Res]) Idle() bool {
+	return len(b.queue) == 0 && int(b.busy.Load()) < b.cfg.Flushers
 }
 
 // Start starts the flushers. Starting a running batcher does nothing.
@@ -218,9 +228,11 @@ func (b *Batcher[Req, Res]) flush(ctx context.Context) {
 			reqs = append(reqs, c.req)
 		}
 		start := time.Now()
+		b.busy.Add(1)
 		bctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 		res := b.fn(bctx, reqs)
 		cancel()
+		b.busy.Add(-1)
 		if len(res) != len(calls) {
 			res = Fail[Res](len(calls), fmt.Errorf("%s: batch returned %d results for %d requests", b.cfg.Name, len(res), len(calls)))
 		}

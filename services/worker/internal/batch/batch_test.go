@@ -136,6 +136,28 @@ func TestBatcher(t *testing.T) {
 		require.ErrorContains(t, err, "0 results for 1 request")
 	})
 
+	t.Run("IdleWhileAFlusherIsFreeAndNothingWaits", func(t *testing.T) {
+		t.Parallel()
+		g := newGate()
+		b := New(Config[int, int]{Flushers: 1}, g.fn)
+		start(ctx, t, b)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		require.True(t, b.Idle())
+		first := doAsync(ctx, t, &wg, b, 1)
+		require.Equal(t, []int{1}, g.next(t))
+		require.False(t, b.Idle(), "the only flusher runs a batch")
+		second := doAsync(ctx, t, &wg, b, 2)
+		queued(t, b, 1)
+		require.False(t, b.Idle())
+		g.release <- double
+		require.Equal(t, 2, recv(t, first).val)
+		require.Equal(t, []int{2}, g.next(t))
+		g.release <- double
+		require.Equal(t, 4, recv(t, second).val)
+		require.True(t, b.Idle(), "the batch is done and nothing is queued")
+	})
+
 	t.Run("GroupCommit", func(t *testing.T) {
 		t.Parallel()
 		g := newGate()

@@ -25,7 +25,10 @@
 //
 // Callers take a Batcher as a one-method interface of its Do (the executor's Claimer, Completer
 // and Publisher). Func has the same Do, running one request alone per call, so the batch function
-// itself (a lease store's ClaimMany, say) serves such a caller unbatched.
+// itself (a lease store's ClaimMany, say) serves such a caller unbatched. Idle says whether a
+// request given now would go out at once (a flusher free, nothing queued): a caller that may either
+// send something now or fold it into a later request (the executor's early publish of a quick
+// turn's first events) sends it now only then.
 //
 // A Batcher follows pkg/lifecycle: Start returns at once with the flushers running, Stop refuses new
 // requests, cancels the batch in flight and fails whatever is still queued, so no caller is left

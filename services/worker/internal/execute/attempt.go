@@ -120,8 +120,8 @@ func (a *attempt) run(sessionSeq int64, acquiredAt time.Time) attemptResult {
 }
 
 // begin holds the attempt's opening events — turn.retrying after a takeover, then turn.started —
-// to go out with the agent's first events, or with its turn.completed if the agent finishes within
-// heldLinger (see hold). A refusal of them ends the attempt where the agent's event was refused,
+// to go out with the agent's first events, or as the agent returns if it finishes within heldLinger
+// (see hold and release). A refusal of them ends the attempt where the agent's event was refused,
 // or before the completion.
 func (a *attempt) begin() {
 	base := a.sink.base()
@@ -154,8 +154,8 @@ func (a *attempt) work(sessionSeq int64) (step, wire.Output, error) {
 	res, err := a.runAgent(history, prior)
 	if err == nil {
 		// What is still held (turn.started, and the deltas of an agent that finished within
-		// heldLinger) goes out with turn.completed, once the completion committed: one group.
-		err = a.sink.keepHeld()
+		// heldLinger) goes out now, beside the completion's commit; turn.completed follows both.
+		err = a.sink.release()
 	}
 	if err != nil {
 		return stepAgent, wire.Output{}, err
@@ -248,12 +248,13 @@ func (a *attempt) interruption(err error) (verdict, bool) {
 	return 0, false
 }
 
-// succeeded publishes turn.completed behind the events still held, the completion committed.
+// succeeded publishes turn.completed behind the agent's events, the completion committed.
 func (a *attempt) succeeded(output wire.Output) attemptResult {
-	// The row is terminal now; the completed event follows, behind the events still held. Should
-	// this process die in between, the redelivered record finds DONE and republishes the terminal
-	// event (at most once per turn); held deltas are then lost with the process, as they are when
-	// it dies before the linger ran out. The publish keeps trying through a Redis outage of up to
+	// The row is terminal now; the completed event follows, once the events held when the agent
+	// returned were accepted (with what of them Redis did not take). Should this process die in
+	// between, the redelivered record finds DONE and republishes the terminal event (at most once
+	// per turn); deltas not yet published are then lost with the process, as they are when it dies
+	// before the linger ran out. The publish keeps trying through a Redis outage of up to
 	// terminalPatience; should Redis stay unreachable longer, the turn stays succeeded (its output
 	// is in Postgres, GET /v1/turns/{id}) and the stream lacks the group. A slow agent's events are
 	// refused, and its attempt retried, before the completion.

@@ -29,16 +29,22 @@
 // A turn publishes a group of events at a time, each group after the previous one was accepted, and
 // a group stays whole and in order in one call of the publish script, so batching never reorders a
 // turn's events. turn.started (with turn.retrying) is held back for up to heldLinger, and so are
-// the agent's deltas in that time: when the linger runs out they go out as one group, and an agent
-// that finished before it has them published with turn.completed once the completion committed, so
-// a quick agent's whole turn is one session block for Redis and one round trip. A tool call or tool
-// result takes the held events with it and is published before the agent's call returns. The held
-// events are published before anything else the attempt publishes and before its terminal event,
-// hand-off or retry (a fenced attempt drops them), and if they are refused the agent's later events
-// are refused too, so no stream shows an attempt's events without its turn.started. A terminal
-// event is published once the turn's row is terminal, when nothing but the publish is left to
-// retry, so it (with what is held) keeps trying through a Redis outage of up to terminalPatience
-// (30 s) where other events try five times.
+// the agent's deltas in that time: when the linger runs out, or the agent flushes the sink as it is
+// about to call its upstream (agent.Flusher), they go out as one group, and an agent that finished
+// before that has them published as it returns, beside the completion's commit, with turn.completed
+// behind them once the completion committed and they were accepted. So a quick agent's first delta
+// does not wait for the completion's commit, and a model's turn.started never waits for the linger.
+// The price is a second publish group (a script call in Redis) for every quick turn, so it is paid
+// only while the publish batcher is idle (Idler: a flusher free, nothing queued): a busy publisher
+// would delay the group anyway, and under a load that keeps it busy the held events go out with
+// turn.completed as one group, which keeps the throughput of quick turns. A tool call or tool result takes the held events with it and is
+// published before the agent's call returns. The held events are published before anything else
+// the attempt publishes and before its terminal event, hand-off or retry (a fenced attempt drops
+// them), and if they are refused the agent's later events are refused too, so no stream shows an
+// attempt's events without its turn.started. A terminal event is published once the turn's row is
+// terminal, when nothing but the publish is left to retry, so it (with what of the held events
+// Redis did not take) keeps trying through a Redis outage of up to terminalPatience (30 s) where
+// other events try five times.
 //
 // An attempt's sink is an agent.Waiter: a wait of the agent on its upstream is published as
 // turn.waiting and logged at info level. Drain, called as the worker's drain begins, hands off at

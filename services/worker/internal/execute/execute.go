@@ -77,6 +77,14 @@ type Publisher interface {
 	Do(ctx context.Context, group []streams.Message) ([]streams.PublishResult, error)
 }
 
+// Idler is an optional interface of a Publisher, found by type assertion: Idle reports whether a
+// group given now would be sent at once (batch.Batcher's Idle). A quick agent's held events are
+// published as it returns only while it does; otherwise they go out with its turn.completed (see
+// release). It must be fast and safe for concurrent use.
+type Idler interface {
+	Idle() bool
+}
+
 // History reads a session's history for an attempt. lastSeq is the history's last sequence number
 // as the claim read it (lease.Claim.SessionSeq), so a cache can answer without a round trip.
 type History interface {
@@ -132,6 +140,10 @@ type Executor struct {
 	// appended is cfg.History as a HistoryAppender, or nil.
 	appended HistoryAppender
 	waits    waitSet
+	// linger is how long an attempt holds its first events (heldLinger when zero; tests lengthen it).
+	linger time.Duration
+	// publishIdle is cfg.Publishes' Idle when it is an Idler, or nil.
+	publishIdle func() bool
 }
 
 // New returns an executor. pub publishes the events of Config.Publishes' default, renewer keeps the
@@ -157,6 +169,9 @@ func New(cfg Config, store *lease.Store, pub *streams.Publisher, ag agent.Agent,
 	}
 	x := &Executor{cfg: cfg, store: store, agent: ag, renewer: renewer, dlq: dlq, log: log, hooks: hooks}
 	x.appended, _ = cfg.History.(HistoryAppender)
+	if i, ok := cfg.Publishes.(Idler); ok {
+		x.publishIdle = i.Idle
+	}
 	return x
 }
 
@@ -360,7 +375,8 @@ func (t *turn) attempt(number int, token int64) *attempt {
 		turn: t, number: number, token: token,
 		sink: attemptSink{
 			pub: x.cfg.Publishes, retried: x.hooks.PublishRetried, sessionID: t.env.SessionID, turnID: t.id,
-			attempt: number, token: token, traceparent: header(t.rec, "traceparent"), log: x.log,
+			attempt: number, token: token, traceparent: header(t.rec, "traceparent"), log: x.log, lingerFor: x.linger,
+			idle: x.publishIdle,
 		},
 	}
 }

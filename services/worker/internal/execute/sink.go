@@ -19,12 +19,14 @@ import (
 // heldLinger is how long turn.started (and turn.retrying) wait for the agent's first events before
 // they are published on their own. The agent's deltas in that time are held with them: an agent
 // that answers within it — a cached or short reply — has its events published in one call of the
-// publish script, and if it has finished by then, together with turn.completed once the completion
-// committed (the whole turn one session block for Redis and one round trip). A model's first token
-// takes far longer, so for such an agent turn.started is late by this much and no more, and its
-// deltas are published as they come. Tool calls and tool results are never held: they go out, with
-// whatever is held, before the agent's call returns, so a retried attempt's prior events (and any
-// reader of the stream) know of every tool call the agent made.
+// publish script, at once when it returns, beside the completion's commit (turn.completed follows
+// once both are done), or with turn.completed while the publisher is busy (see release). An agent
+// whose first token takes longer ends the wait itself: an adapter about to call its upstream
+// flushes the sink (agent.Flusher), so turn.started goes out while the request is under way, and
+// for any other slow agent turn.started is late by this much and no more; its deltas are then
+// published as they come. Tool calls and tool results are never held: they go out, with whatever
+// is held, before the agent's call returns, so a retried attempt's prior events (and any reader of
+// the stream) know of every tool call the agent made.
 const heldLinger = 5 * time.Millisecond
 
 // terminalPatience is how long the publish of an attempt's terminal event (with whatever is still
@@ -71,9 +73,18 @@ type attemptSink struct {
 	linger     *time.Timer
 	lingerDone chan struct{}
 	heldFailed error
+	// idle is the publisher's Idle (Idler), or nil: release publishes at once only while it is true.
+	idle func() bool
+	// released is set when the agent has returned (release); unsent is then what a failed publish
+	// of held events could not deliver and may still send, for publishTerminal to send first.
+	released bool
+	unsent   []wire.Event
 }
 
-var _ agent.Sink = (*attemptSink)(nil)
+var (
+	_ agent.Sink    = (*attemptSink)(nil)
+	_ agent.Flusher = (*attemptSink)(nil)
+)
 
 func (s *attemptSink) base() wire.EventBase {
 	return wire.EventBase{TurnID: s.turnID, Attempt: s.attempt}
@@ -131,11 +142,47 @@ func (s *attemptSink) stopLinger() {
 	}
 }
 
-// keepHeld is called when the agent has finished: the events still held (turn.started and the
-// deltas of an agent that finished within heldLinger) stay held, to go out in one group with the
-// attempt's terminal event, or with whatever the attempt publishes next (flushHeld on a retry or
-// hand-off). It stops the linger timer, waiting for its publish if it has begun, and fails as
-// flushHeld would if a publish of held events failed.
+// endLinger makes the linger run out now, if it is still running: its publish of the held events
+// starts at once, in the timer's goroutine, and stopLinger still waits for it. s.mu must be held.
+func (s *attemptSink) endLinger() {
+	if s.lingering && s.linger.Stop() {
+		s.linger.Reset(0)
+	}
+}
+
+// Flush implements agent.Flusher: the held events go out now instead of when heldLinger runs out.
+// It starts their publish and returns; the agent's later events still follow them, and a refusal
+// of them refuses the agent's later events, as for the linger's own publish.
+func (s *attemptSink) Flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endLinger()
+}
+
+// release is called when the agent has returned: the events still held (turn.started and the
+// deltas of an agent that finished within heldLinger) go out now, beside the completion's commit,
+// so the first delta never waits for that commit. publishTerminal waits for their publish before
+// it sends the terminal event, and sends in front of it whatever of them Redis did not take and
+// may still take. When the publisher is busy (its Idle is false: every flusher has a batch in
+// flight or groups are queued), they stay held instead, to go out in one group with the terminal
+// event: a second group for every quick turn costs Redis a script call a turn when it has no time
+// to spare, and a busy publisher would delay the group anyway. It fails as flushHeld would if a
+// publish of held events had already failed.
+func (s *attemptSink) release() error {
+	if s.idle != nil && !s.idle() {
+		return s.keepHeld()
+	}
+	s.mu.Lock()
+	s.released = true
+	s.endLinger()
+	s.mu.Unlock()
+	return s.heldFailure()
+}
+
+// keepHeld is release for a busy publisher: the events still held stay held, to go out in one
+// group with the attempt's terminal event, or with whatever the attempt publishes next (flushHeld
+// on a retry or hand-off). It stops the linger timer, waiting for its publish if it has begun, and
+// fails as flushHeld would if a publish of held events failed.
 func (s *attemptSink) keepHeld() error {
 	s.stopLinger()
 	return s.heldFailure()
@@ -195,9 +242,14 @@ func (s *attemptSink) agentDelta(ctx context.Context, ev wire.Event) error {
 
 // publishTerminal appends the attempt's terminal event behind any held events, in one group, once
 // the turn's row is terminal: it keeps trying for terminalPatience while Redis is unreachable. A
-// stale token is final.
+// stale token is final. It waits for a publish of held events under way (release), and sends
+// first what of them that publish could not deliver.
 func (s *attemptSink) publishTerminal(ctx context.Context, ev wire.Event) error {
 	held := s.settle()
+	s.mu.Lock()
+	held = append(s.unsent, held...)
+	s.unsent = nil
+	s.mu.Unlock()
 	return s.sendUntil(ctx, append(held, ev), len(held), time.Now().Add(terminalPatience))
 }
 
@@ -263,6 +315,11 @@ func (s *attemptSink) sendUntil(ctx context.Context, evs []wire.Event, held int,
 			if published < held {
 				s.mu.Lock()
 				s.heldFailed = perr
+				if again && s.released && held == len(evs) {
+					// The held events of an agent that has returned, published on their own:
+					// nothing was sent after them, so the terminal group may carry them.
+					s.unsent = evs[published:]
+				}
 				s.mu.Unlock()
 			}
 			return perr

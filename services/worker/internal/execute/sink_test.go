@@ -81,6 +81,16 @@ func (r *recordedPublisher) sink(sessionID string, token int64, linger time.Dura
 	return &attemptSink{pub: publishFunc(r.publish), sessionID: sessionID, turnID: "turn-" + sessionID, attempt: 1, token: token, lingerFor: linger}
 }
 
+// received reports whether ch delivers (or is closed) within signalTimeout.
+func received(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	case <-time.After(signalTimeout):
+		return false
+	}
+}
+
 // forever is a linger no test outlasts: the held events go out only with the next event.
 const forever = time.Hour
 
@@ -104,18 +114,69 @@ func TestSinkHeldEvents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	t.Run("AQuickAgentsWholeTurnIsOneCall", func(t *testing.T) {
+	t.Run("AQuickAgentsEventsGoOutAsItReturns", func(t *testing.T) {
 		r, s := startedSink(t, "quick", 1, forever)
+		s.idle = func() bool { return true }
 		require.NoError(t, s.Delta(ctx, "hello"))
 		require.NoError(t, s.Delta(ctx, "world"))
 		require.Empty(t, r.calls(), "the deltas wait with turn.started while the linger lasts")
-		require.NoError(t, s.keepHeld())
-		require.Nil(t, s.linger, "once the agent finished, no linger publishes the held events on their own")
-		require.Empty(t, r.calls())
+		require.NoError(t, s.release())
+		require.True(t, received(r.called), "published as the agent returned, not with the terminal event")
+		held := []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventDelta}
+		require.Equal(t, [][]wire.EventType{held}, r.calls(), "one group, before the completion committed")
 		require.NoError(t, s.publishTerminal(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: s.base()})))
-		whole := []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventDelta, wire.EventCompleted}
+		require.Equal(t, [][]wire.EventType{held, {wire.EventCompleted}}, r.calls())
+		require.Equal(t, append(held, wire.EventCompleted), r.stream(t, "quick"))
+	})
+
+	t.Run("ABusyPublisherGetsAQuickAgentsWholeTurnInOneCall", func(t *testing.T) {
+		r, s := startedSink(t, "busy", 1, forever)
+		s.idle = func() bool { return false }
+		require.NoError(t, s.Delta(ctx, "hello"))
+		require.NoError(t, s.release())
+		require.Nil(t, s.linger, "once the agent finished, no linger publishes the held events on their own")
+		require.Empty(t, r.calls(), "the held events wait for the terminal event")
+		require.NoError(t, s.publishTerminal(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: s.base()})))
+		whole := []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventCompleted}
 		require.Equal(t, [][]wire.EventType{whole}, r.calls())
-		require.Equal(t, whole, r.stream(t, "quick"))
+		require.Equal(t, whole, r.stream(t, "busy"))
+	})
+
+	t.Run("FlushPublishesHeldEventsWithoutTheLinger", func(t *testing.T) {
+		r, s := startedSink(t, "flushed", 1, forever)
+		s.Flush()
+		require.True(t, received(r.called), "the flush published turn.started")
+		require.Equal(t, [][]wire.EventType{{wire.EventStarted}}, r.calls())
+		s.Flush() // nothing held: nothing to do
+		require.NoError(t, s.Delta(ctx, "late"))
+		require.Len(t, r.calls(), 2, "after the flush, deltas are published as they come")
+		require.Equal(t, []wire.EventType{wire.EventStarted, wire.EventDelta}, r.stream(t, "flushed"))
+	})
+
+	t.Run("TheTerminalEventWaitsForTheHeldGroup", func(t *testing.T) {
+		r, s := startedSink(t, "ordered", 1, forever)
+		began, let := make(chan struct{}), make(chan struct{})
+		var heldDone atomic.Bool
+		s.pub = publishFunc(func(ctx context.Context, ms []streams.Message) []streams.PublishResult {
+			if ms[0].Event.Type == wire.EventStarted {
+				close(began)
+				<-let
+				defer heldDone.Store(true)
+			} else if !heldDone.Load() {
+				t.Error("the terminal event was sent before the held group was accepted")
+			}
+			return r.publish(ctx, ms)
+		})
+		require.NoError(t, s.Delta(ctx, "hi"))
+		require.NoError(t, s.release())
+		require.True(t, received(began))
+		errc := make(chan error, 1)
+		go func() {
+			errc <- s.publishTerminal(ctx, wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: s.base()}))
+		}()
+		close(let)
+		require.NoError(t, <-errc)
+		require.Equal(t, []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventCompleted}, r.stream(t, "ordered"))
 	})
 
 	t.Run("AToolCallIsPublishedBeforeItReturns", func(t *testing.T) {
@@ -227,7 +288,7 @@ func TestSinkHeldEvents(t *testing.T) {
 		require.ErrorIs(t, s.heldFailure(), streams.ErrStaleToken)
 		n := len(r.calls())
 		require.ErrorIs(t, s.Delta(ctx, "again"), streams.ErrStaleToken)
-		require.ErrorIs(t, s.keepHeld(), streams.ErrStaleToken, "the finished agent's attempt is refused")
+		require.ErrorIs(t, s.release(), streams.ErrStaleToken, "the finished agent's attempt is refused")
 		require.Len(t, r.calls(), n, "a refused agent event is not sent")
 		require.Equal(t, []wire.EventType{wire.EventStarted}, r.stream(t, "fenced"))
 	})
@@ -380,11 +441,22 @@ func TestSinkTerminalPatience(t *testing.T) {
 	t.Run("ATerminalGroupOutlastsTheUsualFiveTries", func(t *testing.T) {
 		r, s, calls, retries := refusingSink(t, "patient", 6)
 		require.NoError(t, s.Delta(ctx, "hi"))
-		require.NoError(t, s.keepHeld())
+		// An agent that failed within the linger: its held events go out with the terminal event.
 		require.NoError(t, s.publishTerminal(ctx, completed(s)))
 		require.Len(t, calls, 7, "six refused calls, then the one that went through")
 		require.Equal(t, []bool{true, true, true, true, true, true}, *retries, "each further try is counted as a terminal group's")
 		require.Equal(t, []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventCompleted}, r.stream(t, "patient"))
+	})
+
+	t.Run("HeldEventsRedisDidNotTakeGoWithTheTerminal", func(t *testing.T) {
+		r, s, calls, retries := refusingSink(t, "resent", 6)
+		require.NoError(t, s.Delta(ctx, "hi"))
+		require.NoError(t, s.release(), "the agent returned before any publish failed")
+		require.True(t, received(calls), "the held group's publish began")
+		require.NoError(t, s.publishTerminal(ctx, completed(s)))
+		require.Len(t, calls, 6, "after the first: four more refused calls of the held group, one of the terminal group, then the one that went through")
+		require.Equal(t, []bool{false, false, false, false, true}, *retries)
+		require.Equal(t, []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventCompleted}, r.stream(t, "resent"))
 	})
 
 	t.Run("AnotherGroupGivesUpAfterFive", func(t *testing.T) {

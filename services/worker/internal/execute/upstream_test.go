@@ -74,7 +74,7 @@ type fixtureOptions struct {
 	hooks        Hooks
 }
 
-func newUpstreamFixture(t *testing.T, env *testenv.Env, o fixtureOptions, answer func(n int) agenttest.ChatAnswer) *upstreamFixture {
+func newUpstreamFixture(t testing.TB, env *testenv.Env, o fixtureOptions, answer func(n int) agenttest.ChatAnswer) *upstreamFixture {
 	t.Helper()
 	if o.maxAttempts == 0 {
 		o.maxAttempts = 3
@@ -97,7 +97,7 @@ func newUpstreamFixture(t *testing.T, env *testenv.Env, o fixtureOptions, answer
 }
 
 // record returns a turn record of a fresh session whose deadline is d from now.
-func (f *upstreamFixture) record(t *testing.T, d time.Duration) (*kgo.Record, wire.Envelope) {
+func (f *upstreamFixture) record(t testing.TB, d time.Duration) (*kgo.Record, wire.Envelope) {
 	t.Helper()
 	now := time.Now()
 	env := wire.Envelope{

@@ -51,7 +51,9 @@
 // says so: the guard announces each wait to the turn's sink when it is an agent.Waiter, with its
 // reason and the time of the next try, and the worker publishes turn.waiting and logs the wait at
 // info level. While a turn only waits, a drain hands it off at once instead of letting it sit out the
-// grace period.
+// grace period. Just before each request the guard flushes the sink when it is an agent.Flusher: an
+// upstream answers later than the worker holds turn.started back for a quick agent, so the user
+// sees turn.started while the request is under way rather than a few milliseconds into it.
 //
 // A turn that finds the limit full waits for a slot rather than failing. It waits inside the agent
 // call, so it keeps holding the worker's in-flight slot: when all of them wait, the consumer has no

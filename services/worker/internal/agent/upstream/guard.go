@@ -149,11 +149,12 @@ func (w *waits) end() {
 // what Classify says is worth retrying; see the package documentation for what bounds the requests
 // a turn causes. Every wait (for a slot, for a retry) is announced to sink when it is an
 // agent.Waiter. It returns nil, fn's last error, or a *GaveUpError carrying it when the guard
-// stopped retrying it.
+// stopped retrying it. Before each request sink is flushed when it is an agent.Flusher.
 func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn func(ctx context.Context, c *Call) error) error {
 	g.budget.First()
 	w := &waits{ctx: ctx}
 	w.to, _ = sink.(agent.Waiter)
+	flusher, _ := sink.(agent.Flusher)
 	// A later attempt exists because an earlier one failed (after it had streamed output, or with
 	// its worker): it is itself the retry, so its failed requests are the worker's to retry.
 	maxRetries := g.cfg.MaxRetries
@@ -177,6 +178,11 @@ func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn fun
 		if err != nil {
 			permit.Release(Terminal, true, 0)
 			return g.stopped(ctx, last, requests, err)
+		}
+		if flusher != nil {
+			// The upstream answers later than a sink's hold of the attempt's first events lasts:
+			// they go out while the request is under way.
+			flusher.Flush()
 		}
 		g.calls.Add(1)
 		requests++

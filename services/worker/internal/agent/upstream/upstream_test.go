@@ -375,3 +375,29 @@ func TestConvergence(t *testing.T) {
 	t.Logf("mean limit %.2f, final limit %.2f, refusals %d of %d calls, retries %d (budget %.0f), most waiting %d",
 		mean, g.Limiter().Limit(), refused.Load(), g.Calls(), st.Retries, g.Budget().Allowed(), maxWaiting)
 }
+
+// flushSink is a Sink that is also an agent.Flusher, counting its flushes.
+type flushSink struct {
+	agenttest.Sink
+	flushes atomic.Int64
+}
+
+func (s *flushSink) Flush() { s.flushes.Add(1) }
+
+// TestGuardFlushesBeforeEachRequest checks that a sink that holds events back (agent.Flusher) is
+// flushed before every request, a retry's included, so nothing it holds waits on the upstream.
+func TestGuardFlushesBeforeEachRequest(t *testing.T) {
+	t.Parallel()
+	g := upstream.New(upstream.Config{Name: "t", Backoff: time.Millisecond})
+	sink := &flushSink{}
+	var seen []int64
+	err := g.Do(context.Background(), agenttest.NewTurn("t", time.Minute), sink, func(_ context.Context, c *upstream.Call) error {
+		seen = append(seen, sink.flushes.Load())
+		if c.Retry == 0 {
+			return &upstream.StatusError{Status: 502}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2}, seen, "each request found the sink flushed just before it")
+}
