@@ -679,10 +679,16 @@ func (s *stream) revoke() {
 // may reach the connection before the burst's flush.
 func (s *stream) arm() { _ = s.out.SetWriteDeadline(time.Now().Add(s.h.cfg.WriteTimeout)) }
 
+// flush sends what was written and disarms the write deadline: an idle stream keeps no timer, and
+// over HTTP/2 a deadline left armed resets the stream when it passes, write pending or not.
 func (s *stream) flush() error {
 	s.arm()
 	if err := s.ew.flush(); err != nil {
 		return err
 	}
-	return s.out.Flush()
+	if err := s.out.Flush(); err != nil {
+		return err
+	}
+	_ = s.out.SetWriteDeadline(time.Time{}) // as in arm: a writer without deadlines has none armed
+	return nil
 }

@@ -101,11 +101,12 @@ func TestClientGoneReleasesSlot(t *testing.T) {
 }
 
 // TestH2C: over HTTP/2 cleartext (prior knowledge), many streams share one connection; each runs
-// on its handler's goroutine and still gets its events and keep-alives.
+// on its handler's goroutine and still gets its events and keep-alives. An idle stream outlives
+// WriteTimeout: over HTTP/2 a write deadline left armed resets the stream when it passes.
 func TestH2C(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 0)
-	gw := f.replica(sse.Config{KeepAlive: 200 * time.Millisecond}, func(s *http.Server) {
+	gw := f.replica(sse.Config{KeepAlive: 400 * time.Millisecond, WriteTimeout: 100 * time.Millisecond}, func(s *http.Server) {
 		var p http.Protocols
 		p.SetHTTP1(true)
 		p.SetUnencryptedHTTP2(true)
