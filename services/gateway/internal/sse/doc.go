@@ -42,12 +42,13 @@
 // goroutine that writes what is due and parks it again; a wake while it runs makes it go round
 // once more, so at most one goroutine runs a stream and no wake is lost. Writes stay bounded by
 // WriteTimeout, so a slow client holds only its own goroutine. The handler's own goroutines run
-// while it has live streams: a keep-alive wheel (one tick per KeepAlive/16, each waking the
-// streams of one slot, so every stream gets a keep-alive each KeepAlive and they are spread over
-// it), which also wakes the streams of a newly revoked key; and on Linux one goroutine in
-// epoll_wait on every taken-over socket (EPOLLIN|EPOLLRDHUP, one-shot, each registration with a
-// token of its own and removed before its socket closes), so a departed client's slot is released
-// at once; elsewhere, or where epoll fails, a goroutine per stream blocked in a 1-byte read.
+// while it has live streams: a keep-alive wheel (up to 256 slots about 50 ms apart, each tick
+// waking the streams of one slot, so every stream gets a keep-alive each KeepAlive and they are
+// spread over it in small groups), which also wakes the streams of a newly revoked key; and on
+// Linux one goroutine in epoll_wait on every taken-over socket (EPOLLIN|EPOLLRDHUP, one-shot,
+// each registration with a token of its own and removed before its socket closes), so a departed
+// client's slot is released at once; elsewhere, or where epoll fails, a goroutine per stream
+// blocked in a 1-byte read.
 // A taken-over stream keeps no request context (chi's is pooled), only the request's trace.
 // HTTP/2 streams cannot be taken over; they run on their handler's goroutine, woken the same way.
 //

@@ -277,9 +277,13 @@ func (h *Handler) housekeep(l *idleLoops) {
 	}
 }
 
-// wheelSlots is how many slots the keep-alive wheel has: the streams' keep-alives are spread over
-// that many ticks of KeepAlive/wheelSlots each.
-const wheelSlots = 16
+// The keep-alive wheel ticks about every wheelTick, with at most wheelMaxSlots slots: at the
+// default 15 s keep-alive, 256 slots 59 ms apart, so 20,000 streams' keep-alives come 78 at a
+// time rather than in a few large bursts that would hold up live deliveries behind them.
+const (
+	wheelTick     = 50 * time.Millisecond
+	wheelMaxSlots = 256
+)
 
 // wheel spreads keep-alives: a stream joins the slot the hand has just left, so its first
 // keep-alive comes one interval after it opened, and every interval after that.
@@ -287,11 +291,13 @@ type wheel struct {
 	tick  time.Duration
 	mu    sync.Mutex
 	hand  int
-	slots [wheelSlots]map[*live]struct{}
+	slots []map[*live]struct{}
 }
 
 func (w *wheel) init(keepAlive time.Duration) {
-	w.tick = max(keepAlive/wheelSlots, time.Millisecond)
+	n := min(max(int(keepAlive/wheelTick), 1), wheelMaxSlots)
+	w.tick = max(keepAlive/time.Duration(n), time.Millisecond)
+	w.slots = make([]map[*live]struct{}, n)
 	for i := range w.slots {
 		w.slots[i] = map[*live]struct{}{}
 	}
@@ -314,7 +320,7 @@ func (w *wheel) remove(l *live) {
 func (w *wheel) advance(due []*live) []*live {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.hand = (w.hand + 1) % wheelSlots
+	w.hand = (w.hand + 1) % len(w.slots)
 	for l := range w.slots[w.hand] {
 		due = append(due, l)
 	}
