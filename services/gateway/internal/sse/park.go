@@ -273,7 +273,8 @@ func (h *Handler) housekeep(l *idleLoops) {
 				s.wake(evRevoke)
 			}
 		}
-		clear(due)
+		clear(due) // keep no stream reachable from here once woken
+		due = due[:0]
 	}
 }
 
