@@ -1,3 +1,4 @@
 // Package httpx holds the HTTP pieces every turnstile service shares: RFC 9457 problem documents
-// with stable type URIs, and an http.Server hardened with read, write, idle and header limits.
+// with stable type URIs, and an http.Server hardened with read, write, idle and header limits that
+// speaks HTTP/1.1 and HTTP/2 cleartext (h2c, prior knowledge) on one port.
 package httpx

@@ -140,6 +140,19 @@ func TestFallbacksAreProblems(t *testing.T) {
 		require.Equal(t, httpx.ProblemTypeBase+typ, p.Type)
 		return resp.Header
 	}
+	t.Run("H2CPriorKnowledge", func(t *testing.T) {
+		t.Parallel()
+		var protocols http.Protocols
+		protocols.SetUnencryptedHTTP2(true)
+		tr := &http.Transport{Protocols: &protocols}
+		defer tr.CloseIdleConnections()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/things/x", nil)
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		require.Equal(t, 2, resp.ProtoMajor, "HTTP/2 cleartext beside HTTP/1.1 on the same port")
+	})
 	t.Run("UnknownRoute", func(t *testing.T) {
 		t.Parallel()
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/nothing", nil)

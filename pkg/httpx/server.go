@@ -21,12 +21,25 @@ const (
 	// limit is set above MaxHeaderBytes and a handler answers headers between the two as
 	// problem+json; only one past this hard bound still gets net/http's plain answer.
 	HardMaxHeaderBytes = 4 * MaxHeaderBytes
+	// MaxConcurrentStreams bounds the HTTP/2 streams one connection carries at once. An L7 proxy in
+	// front of a gateway multiplexes many browsers' event streams over a few connections: at 1,000
+	// a replica's default cap of 20,000 streams takes 20 of them, while one connection still cannot
+	// hold more than a twentieth of the replica (net/http's default is 250).
+	MaxConcurrentStreams = 1000
 )
 
 // NewServer returns an http.Server with limits against slow or oversized clients. WriteTimeout is
 // left at zero because SSE responses are long-lived; handlers that are not streams bound their own
 // work with contexts, and the read limits stop slowloris clients.
+//
+// It serves HTTP/1.1 and, on the same port, HTTP/2 cleartext with prior knowledge (h2c, no
+// Upgrade): what a proxy speaking HTTP/2 upstream (Envoy, cloud load balancers) sends, with many
+// clients' requests sharing a few connections. Every role shares the server; for all but the
+// gateway's streams it changes nothing but the framing.
 func NewServer(addr string, h http.Handler) *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Addr:              addr,
 		Handler:           LimitHeader(h, MaxHeaderBytes),
@@ -34,6 +47,8 @@ func NewServer(addr string, h http.Handler) *http.Server {
 		ReadTimeout:       ReadTimeout,
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    HardMaxHeaderBytes,
+		Protocols:         &protocols,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: MaxConcurrentStreams},
 	}
 }
 

@@ -21,10 +21,16 @@ var (
 	buildErr  error
 )
 
-// Binary builds the all-in-one turnstile binary once per test process and returns its path.
+// Binary builds the all-in-one turnstile binary once per test process and returns its path, or
+// returns TURNSTILE_TEST_BINARY when set (a binary of another commit, for before/after runs).
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if bin := os.Getenv("TURNSTILE_TEST_BINARY"); bin != "" {
+			// A binary built elsewhere, such as an earlier commit's, to compare against.
+			buildPath = bin
+			return
+		}
 		dir, err := os.MkdirTemp("", "turnstile-bin-")
 		if err != nil {
 			buildErr = err

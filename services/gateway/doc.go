@@ -4,7 +4,9 @@
 // page at "/" (internal/web).
 //
 // Redis connections per replica are bounded whatever the number of clients: one Pub/Sub
-// connection plus the shared command pool. Stream tokens are checked when TURNSTILE_AUTH=on (a
+// connection plus the shared command pool. An idle HTTP/1.1 stream owns no goroutine (it parks
+// until something wakes it, see internal/sse), so a replica's cap of streams costs a few KiB each;
+// HTTP/2 cleartext is served on the same port for proxies that multiplex streams upstream. Stream tokens are checked when TURNSTILE_AUTH=on (a
 // valid token for another session answers 404, like a missing session); caps, CORS, keep-alives,
 // retry hints and drain are configured by the TURNSTILE_GATEWAY_* settings.
 //

@@ -2,9 +2,11 @@ package integration
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -77,19 +79,23 @@ type fanout struct {
 	addr       string
 	clientName string
 	proc       *testenv.Process
-	stop       context.CancelFunc
+	ctx        context.Context
+	cancel     context.CancelFunc
 	readers    sync.WaitGroup
+	transports []*http.Transport
+	h2c        bool
+	perConn    int
+	opened     int
 	mu         sync.Mutex
 	lat        []time.Duration
 	received   atomic.Int64
-	openTime   time.Duration
 }
 
-// startFanout starts a gateway process (extra environment appended) and opens clients SSE streams
-// spread evenly over sessions, each timing the events it receives.
-func startFanout(b *testing.B, env *testenv.Env, ids []string, clients int, extra ...string) *fanout {
+// startFanout starts a gateway process (extra environment appended) whose streams are opened over
+// HTTP/1.1, one connection each, or over h2c, perConn streams to a connection.
+func startFanout(b *testing.B, env *testenv.Env, h2c bool, perConn int, extra ...string) *fanout {
 	b.Helper()
-	f := &fanout{addr: testenv.FreeAddr(b), clientName: "bench-gw-" + testenv.RandomHex(4)}
+	f := &fanout{addr: testenv.FreeAddr(b), clientName: "bench-gw-" + testenv.RandomHex(4), h2c: h2c, perConn: perConn}
 	sep := "?"
 	if strings.Contains(env.Config.RedisURL, "?") {
 		sep = "&"
@@ -98,72 +104,223 @@ func startFanout(b *testing.B, env *testenv.Env, ids []string, clients int, extr
 		"TURNSTILE_KEEPALIVE=15s", "TURNSTILE_GATEWAY_MAX_CONNECTIONS=100000",
 		"TURNSTILE_REDIS_URL="+env.Config.RedisURL+sep+"client_name="+f.clientName)
 	f.proc = testenv.StartProcess(b, "gateway", append(environ, extra...), f.addr)
-	transport := &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}
-	httpc := &http.Client{Transport: transport}
-	ctx, cancel := context.WithCancel(context.Background())
-	f.stop = func() {
-		cancel()
-		f.readers.Wait()
-		transport.CloseIdleConnections()
-		_ = f.proc.Signal(syscall.SIGTERM)
-		wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
-		defer wcancel()
-		_ = f.proc.Wait(wctx)
-	}
-	open := func(session string) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+f.addr+"/v1/sessions/"+session+"/events", nil)
-		resp, err := httpc.Do(req) //nolint:bodyclose // the reader goroutine below closes it
-		if err != nil {
-			return
-		}
-		f.readers.Add(1)
-		go func() {
-			defer f.readers.Done()
-			defer resp.Body.Close()
-			br := bufio.NewReaderSize(resp.Body, 1024)
-			for {
-				line, err := br.ReadSlice('\n')
-				if err != nil {
-					return
-				}
-				if rest, ok := strings.CutPrefix(string(line), `data: {"t":`); ok {
-					now := time.Now().UnixNano()
-					sent, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-					f.mu.Lock()
-					f.lat = append(f.lat, time.Duration(now-sent))
-					f.mu.Unlock()
-					f.received.Add(1)
-				}
-			}
-		}()
-	}
-	start := time.Now()
-	var opening sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for i := range clients {
-		opening.Add(1)
-		sem <- struct{}{}
-		go func() { defer opening.Done(); defer func() { <-sem }(); open(ids[i%len(ids)]) }()
-	}
-	opening.Wait()
-	testenv.WaitFor(b, max(2*time.Minute, time.Duration(clients)*24*time.Millisecond), "every stream open", func() bool {
-		return scrape(b, f.addr, "turnstile_gateway_connections") == float64(clients)
-	})
-	f.openTime = time.Since(start)
+	f.ctx, f.cancel = context.WithCancel(context.Background())
 	return f
 }
 
-// BenchmarkGatewayFanout runs one gateway process (TURNSTILE_ROLES=gateway) with as many concurrent
-// SSE clients as a replica admits by default (defaultFanoutClients), ten to a session, and reports: the Redis connections the gateway holds, its heap
-// per idle connection, and publish-to-receive latency p50/p99 next to raw XADD→XREAD latency
-// measured at the same time, at the same pace, on the same Redis. Sizes: TURNSTILE_BENCH_CLIENTS,
-// TURNSTILE_BENCH_SESSIONS, TURNSTILE_BENCH_EVENTS.
+// stop closes the clients and ends the gateway process.
+func (f *fanout) stop() {
+	f.cancel()
+	f.readers.Wait()
+	for _, t := range f.transports {
+		t.CloseIdleConnections()
+	}
+	_ = f.proc.Signal(syscall.SIGTERM)
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer wcancel()
+	_ = f.proc.Wait(wctx)
+}
+
+// transport returns the transport of the next stream: one for all HTTP/1.1 streams (each its own
+// connection), one per perConn streams over h2c (each transport one connection).
+func (f *fanout) transport(i int) *http.Transport {
+	if !f.h2c {
+		i = 0
+	} else {
+		i /= f.perConn
+	}
+	for len(f.transports) <= i {
+		t := &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}
+		if f.h2c {
+			var p http.Protocols
+			p.SetUnencryptedHTTP2(true)
+			t.Protocols = &p
+		}
+		f.transports = append(f.transports, t)
+	}
+	return f.transports[i]
+}
+
+// open opens n more streams spread evenly over the sessions, each timing the events it receives,
+// and waits until the gateway counts them all.
+func (f *fanout) open(b *testing.B, ids []string, n int) time.Duration {
+	b.Helper()
+	start := time.Now()
+	var opening sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	var failed atomic.Int64
+	for i := f.opened; i < f.opened+n; i++ {
+		httpc := &http.Client{Transport: f.transport(i)}
+		opening.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer opening.Done()
+			defer func() { <-sem }()
+			if !f.stream(httpc, ids[i%len(ids)]) {
+				failed.Add(1)
+			}
+		}()
+	}
+	opening.Wait()
+	require.Zero(b, failed.Load(), "streams that failed to open")
+	f.opened += n
+	waitMetric(b, f.addr, max(time.Duration(benchInt("TURNSTILE_BENCH_OPEN_TIMEOUT_S", 120))*time.Second, time.Duration(f.opened)*24*time.Millisecond), "turnstile_gateway_connections", float64(f.opened))
+	return time.Since(start)
+}
+
+func (f *fanout) stream(httpc *http.Client, session string) bool {
+	req, _ := http.NewRequestWithContext(f.ctx, http.MethodGet, "http://"+f.addr+"/v1/sessions/"+session+"/events", nil)
+	resp, err := httpc.Do(req) //nolint:bodyclose // the reader goroutine below closes it
+	if err != nil {
+		return false
+	}
+	if want := map[bool]int{false: 1, true: 2}[f.h2c]; resp.StatusCode != http.StatusOK || resp.ProtoMajor != want {
+		_ = resp.Body.Close()
+		return false
+	}
+	f.readers.Add(1)
+	go func() {
+		defer f.readers.Done()
+		defer resp.Body.Close()
+		br := bufio.NewReaderSize(resp.Body, 1024)
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				return
+			}
+			if rest, ok := strings.CutPrefix(string(line), `data: {"t":`); ok {
+				now := time.Now().UnixNano()
+				sent, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+				f.mu.Lock()
+				f.lat = append(f.lat, time.Duration(now-sent))
+				f.mu.Unlock()
+				f.received.Add(1)
+			}
+		}
+	}()
+	return true
+}
+
+// waitMetric polls a gateway metric (a quarter second apart: scraping is not free for a process
+// holding thousands of streams) until it reaches want.
+func waitMetric(b *testing.B, addr string, timeout time.Duration, name string, want float64) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	for ; ; <-poll.C {
+		got := scrape(b, addr, name)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("timed out after %v waiting for %s to reach %v (at %v; streams closed by the gateway: %v, resumes: %v)", timeout, name, want, got,
+				scrape(b, addr, "turnstile_gateway_streams_closed_total"), scrape(b, addr, "turnstile_gateway_resumes_total"))
+		}
+	}
+}
+
+// memory is what a gateway process holds: heap in use, goroutine stacks, goroutines.
+type memory struct{ heapInuse, heapAlloc, stacks, goroutines float64 }
+
+// settledMemory scrapes the gateway's memory until two readings a second apart agree within 0.5%
+// (GOGC=2 collects continuously; the streams' opening leaves garbage for a few cycles).
+func settledMemory(b *testing.B, addr string) memory {
+	b.Helper()
+	read := func() memory {
+		return memory{
+			heapInuse: scrape(b, addr, "go_memstats_heap_inuse_bytes"), heapAlloc: scrape(b, addr, "go_memstats_heap_alloc_bytes"),
+			stacks: scrape(b, addr, "go_memstats_stack_inuse_bytes"), goroutines: scrape(b, addr, "go_goroutines"),
+		}
+	}
+	last := read()
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	for range 30 {
+		<-poll.C
+		m := read()
+		if math.Abs(m.heapInuse-last.heapInuse) <= 0.005*last.heapInuse && m.goroutines == last.goroutines {
+			return m
+		}
+		last = m
+	}
+	return last
+}
+
+// fanoutResult is one protocol's figures.
+type fanoutResult struct {
+	proto                        string
+	clients, sessions, conns     int
+	openTime                     time.Duration
+	redisConns                   int
+	poolConns                    float64
+	heap, heapAlloc, stacks, gor float64 // per idle stream
+	lat, raw                     []time.Duration
+	publishes                    int
+}
+
+// BenchmarkGatewayFanout runs one gateway process (TURNSTILE_ROLES=gateway) with as many
+// concurrent SSE clients as a replica admits by default, ten to a session, twice: over HTTP/1.1
+// (one connection a stream, as many as the open-file limit allows: both processes hold one end of
+// every stream) and over h2c (HTTP/2 cleartext, 100 streams to a connection, as from an L7 proxy).
+// For each it reports the Redis connections the gateway holds, heap, goroutine stacks and
+// goroutines per idle stream, and publish-to-receive latency p50/p99 next to raw XADD→XREAD
+// latency measured at the same time, at the same pace, on the same Redis. Sizes:
+// TURNSTILE_BENCH_CLIENTS, TURNSTILE_BENCH_SESSIONS, TURNSTILE_BENCH_EVENTS; which protocols:
+// TURNSTILE_BENCH_PROTOCOLS (default "http1,h2c"); streams per h2c connection:
+// TURNSTILE_BENCH_STREAMS_PER_CONN.
 //
-// Two gateway processes run one after the other: the first with GOGC=2, so that uncollected
-// garbage stays within about 2% of the live heap and the heap figure is the connections' own
-// cost; the second with the default GOGC for the latency figures.
+// Each protocol runs two gateway processes one after the other: the first with GOGC=2, so that
+// uncollected garbage stays within about 2% of the live heap, for the memory figures — the
+// process's heap in use, stacks and goroutines with one stream open and then with all, each once
+// the readings settle, the difference divided by the streams added; the second with the default
+// GOGC for the latency figures.
 func BenchmarkGatewayFanout(b *testing.B) {
-	clients := benchInt("TURNSTILE_BENCH_CLIENTS", defaultFanoutClients(b))
+	protocols := strings.Split(cmp.Or(os.Getenv("TURNSTILE_BENCH_PROTOCOLS"), "http1,h2c"), ",")
+	var results []fanoutResult
+	for _, proto := range protocols {
+		b.Run(proto, func(b *testing.B) {
+			r := runFanout(b, proto)
+			results = append(results, r)
+		})
+	}
+	var report strings.Builder
+	for _, r := range results {
+		fmt.Fprintf(&report, `gateway fan-out, %s: %d streams over %d sessions on %d client connections, one gateway process
+opened in:                   %v
+redis connections (gateway): %d in CLIENT LIST by client name (command pool %v + 1 Pub/Sub)
+heap in use per idle stream: %.0f B (go_memstats_heap_inuse_bytes, all streams minus 1 stream, GOGC=2; heap_alloc %.0f B)
+goroutine stacks:            %.0f B per stream (go_memstats_stack_inuse_bytes, the same difference)
+in all:                      %.0f B per idle stream (target: at most 8 KiB)
+goroutines:                  %.3f per idle stream
+publish->receive:            p50 %v  p99 %v  (%d deliveries of %d publishes at 500/s)
+raw XADD->XREAD:             p50 %v  p99 %v  (%d samples, same run, same pace; target: p99 within 5ms of it)
+
+`, r.proto, r.clients, r.sessions, r.conns, r.openTime.Round(time.Millisecond), r.redisConns, r.poolConns,
+			r.heap, r.heapAlloc, r.stacks, r.heap+r.stacks, r.gor,
+			pct(r.lat, .5), pct(r.lat, .99), len(r.lat), r.publishes, pct(r.raw, .5), pct(r.raw, .99), len(r.raw))
+	}
+	b.Log("\n" + report.String())
+	dir := os.Getenv("TURNSTILE_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", ".artifacts")
+	}
+	_ = os.MkdirAll(filepath.Join(dir, "bench"), 0o755)
+	_ = os.WriteFile(filepath.Join(dir, "bench", "gateway-fanout.txt"), []byte(report.String()), 0o644)
+}
+
+func runFanout(b *testing.B, proto string) fanoutResult {
+	h2c := proto == "h2c"
+	if !h2c && proto != "http1" {
+		b.Fatalf("TURNSTILE_BENCH_PROTOCOLS: unknown protocol %q (http1, h2c)", proto)
+	}
+	perConn, most := 1, config.GatewayMaxConnectionsDefault
+	if h2c {
+		perConn = benchInt("TURNSTILE_BENCH_STREAMS_PER_CONN", 100)
+	} else {
+		most = defaultFanoutClients(b)
+	}
+	clients := max(min(benchInt("TURNSTILE_BENCH_CLIENTS", most), most), 2)
 	sessions := benchInt("TURNSTILE_BENCH_SESSIONS", max(clients/10, 1))
 	events := benchInt("TURNSTILE_BENCH_EVENTS", 2000)
 	env := testenv.New(b, testenv.Options{})
@@ -172,23 +329,27 @@ func BenchmarkGatewayFanout(b *testing.B) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("bench-%d", i)
 	}
+	r := fanoutResult{proto: proto, clients: clients, sessions: sessions, conns: (clients + perConn - 1) / perConn}
 
 	// Phase 1: memory and Redis connections with every client idle.
-	mem := startFanout(b, env, ids[:1], 1, "GOGC=2")
-	heapBase := scrape(b, mem.addr, "go_memstats_heap_alloc_bytes")
+	mem := startFanout(b, env, h2c, perConn, "GOGC=2")
+	mem.open(b, ids, 1)
+	before := settledMemory(b, mem.addr)
+	r.openTime = mem.open(b, ids, clients-1)
+	after := settledMemory(b, mem.addr)
+	r.redisConns = redisClients(b, env.Redis, mem.clientName)
+	r.poolConns = scrape(b, mem.addr, "turnstile_gateway_redis_pool_connections")
 	mem.stop()
-	mem = startFanout(b, env, ids, clients, "GOGC=2")
-	heapIdle := scrape(b, mem.addr, "go_memstats_heap_alloc_bytes")
-	stacks := scrape(b, mem.addr, "go_memstats_stack_inuse_bytes")
-	redisConns := redisClients(b, env.Redis, mem.clientName)
-	poolConns := scrape(b, mem.addr, "turnstile_gateway_redis_pool_connections")
-	openTime := mem.openTime
-	mem.stop()
-	perConn := (heapIdle - heapBase) / float64(clients-1)
+	added := float64(clients - 1)
+	r.heap = (after.heapInuse - before.heapInuse) / added
+	r.heapAlloc = (after.heapAlloc - before.heapAlloc) / added
+	r.stacks = (after.stacks - before.stacks) / added
+	r.gor = (after.goroutines - before.goroutines) / added
 
 	// Phase 2: latency, against raw Redis in the same run.
-	lat := startFanout(b, env, ids, clients)
+	lat := startFanout(b, env, h2c, perConn)
 	defer lat.stop()
+	lat.open(b, ids, clients)
 	rawKey := env.Config.KeyPrefix + ":bench:raw"
 	rawOpts, err := redis.ParseURL(env.Config.RedisURL)
 	require.NoError(b, err)
@@ -245,39 +406,26 @@ func BenchmarkGatewayFanout(b *testing.B) {
 	<-rawDone
 
 	lat.mu.Lock()
-	got := slices.Clone(lat.lat)
+	r.lat = slices.Clone(lat.lat)
 	lat.mu.Unlock()
-	slices.Sort(got)
-	slices.Sort(raw)
-	b.ReportMetric(float64(redisConns), "redis-conns")
-	b.ReportMetric(perConn, "heap-B/conn")
-	b.ReportMetric(stacks/float64(clients), "stack-B/conn")
-	b.ReportMetric(float64(pct(got, .50).Microseconds()), "p50-µs")
-	b.ReportMetric(float64(pct(got, .99).Microseconds()), "p99-µs")
-	b.ReportMetric(float64(pct(raw, .50).Microseconds()), "raw-p50-µs")
-	b.ReportMetric(float64(pct(raw, .99).Microseconds()), "raw-p99-µs")
-	report := fmt.Sprintf(`gateway fan-out: %d clients over %d sessions, one gateway process
-opened in:                   %v
-redis connections (gateway): %d in CLIENT LIST by client name (command pool %v + 1 Pub/Sub)
-heap per idle connection:    %.0f B (go_memstats_heap_alloc_bytes, %d clients minus 1 client, GOGC=2)
-goroutine stacks:            %.0f B per connection (not heap)
-in all:                      %.0f B per idle connection (target: at most 8 KiB)
-publish->receive:            p50 %v  p99 %v  (%d deliveries of %d publishes at 500/s)
-raw XADD->XREAD:             p50 %v  p99 %v  (%d samples, same run, same pace; target: p99 within 5ms of it)
-`, clients, sessions, openTime.Round(time.Millisecond), redisConns, poolConns, perConn, clients, stacks/float64(clients), perConn+stacks/float64(clients),
-		pct(got, .5), pct(got, .99), len(got), events*b.N, pct(raw, .5), pct(raw, .99), len(raw))
-	b.Log("\n" + report)
-	dir := os.Getenv("TURNSTILE_ARTIFACTS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", ".artifacts")
-	}
-	_ = os.MkdirAll(filepath.Join(dir, "bench"), 0o755)
-	_ = os.WriteFile(filepath.Join(dir, "bench", "gateway-fanout.txt"), []byte(report), 0o644)
+	r.raw = raw
+	r.publishes = events * b.N
+	slices.Sort(r.lat)
+	slices.Sort(r.raw)
+	b.ReportMetric(float64(r.redisConns), "redis-conns")
+	b.ReportMetric(r.heap, "heap-B/stream")
+	b.ReportMetric(r.stacks, "stack-B/stream")
+	b.ReportMetric(r.gor, "goroutines/stream")
+	b.ReportMetric(float64(pct(r.lat, .50).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(pct(r.lat, .99).Microseconds()), "p99-µs")
+	b.ReportMetric(float64(pct(r.raw, .50).Microseconds()), "raw-p50-µs")
+	b.ReportMetric(float64(pct(r.raw, .99).Microseconds()), "raw-p99-µs")
+	return r
 }
 
 // fanoutSpareFiles is what defaultFanoutClients leaves of the open-file limit for everything but
-// the streams: listeners, Redis connections, the binary's own files.
-const fanoutSpareFiles = 1000
+// the streams: listeners, Redis and Postgres connections, the binaries' own files.
+const fanoutSpareFiles = 100
 
 // defaultFanoutClients is the gateway's default cap of streams (TURNSTILE_GATEWAY_MAX_CONNECTIONS),
 // or less when the open-file limit would not hold it: this process holds one end of every stream and

@@ -8,7 +8,9 @@
 // thousands of sessions each grow several times a second spends a few pipelined round trips on
 // them, not one pooled connection per session per entry: the pool, which the replica's other
 // roles may share, never queues behind the reads. Each subscriber
-// holds only its position in the ring, so an idle one costs a few hundred bytes; one that falls
+// holds only its position in the ring and how to wake it — a channel (Subscribe), or a function
+// (SubscribeFunc) for a caller that keeps no goroutine waiting, like the SSE handler's parked
+// streams — so an idle one costs a few hundred bytes; one that falls
 // more than the ring's size behind is cut loose (Next reports it lost) so it cannot stall the
 // others, and resumes from its cursor. The feed never blocks on a subscriber.
 //

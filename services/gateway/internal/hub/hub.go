@@ -256,14 +256,29 @@ func (h *Hub) Sessions() int {
 
 // Subscriber follows a session's new entries. The feed keeps one ring of recent deliveries per
 // session, shared by all its subscribers; each subscriber only holds its position in it and a
-// wake-up channel, so an idle subscriber costs a few hundred bytes whatever the buffer size.
+// wake-up channel or function, so an idle subscriber costs a few hundred bytes whatever the
+// buffer size.
 type Subscriber struct {
-	// Ready receives a value when entries may be waiting; call Next.
+	// Ready receives a value when entries may be waiting; call Next. Nil for a subscriber made by
+	// SubscribeFunc, whose function is called instead.
 	Ready <-chan struct{}
 
 	ready chan struct{}
+	wake  func()
 	feed  *feed
 	next  uint64 // sequence of the next delivery to read; guarded by feed.mu
+}
+
+// signal tells the subscriber that entries may be waiting; it never blocks.
+func (s *Subscriber) signal() {
+	if s.wake != nil {
+		s.wake()
+		return
+	}
+	select {
+	case s.ready <- struct{}{}:
+	default: // already signalled
+	}
 }
 
 // Next appends the deliveries since the last call to buf and returns it. lost is true when the
@@ -287,6 +302,21 @@ func (s *Subscriber) Next(buf []*Delivery) (out []*Delivery, lost bool) {
 // this replica starts its feed; the Redis round trips that takes happen outside the hub's lock, so
 // sessions start in parallel.
 func (h *Hub) Subscribe(ctx context.Context, sessionID string) (*Subscriber, error) {
+	return h.subscribe(ctx, sessionID, nil)
+}
+
+// SubscribeFunc is Subscribe for a caller that keeps no goroutine waiting on Ready: wake is called
+// instead whenever entries may be waiting, possibly before SubscribeFunc returns. It is called from
+// the hub's readers with the feed's lock held, so it must return at once (start work elsewhere,
+// never block) and must not call back into the hub; the feed never waits on a subscriber.
+func (h *Hub) SubscribeFunc(ctx context.Context, sessionID string, wake func()) (*Subscriber, error) {
+	if wake == nil {
+		return nil, errors.New("subscribe: nil wake function")
+	}
+	return h.subscribe(ctx, sessionID, wake)
+}
+
+func (h *Hub) subscribe(ctx context.Context, sessionID string, wake func()) (*Subscriber, error) {
 	h.mu.Lock()
 	if h.ctx == nil || h.ctx.Err() != nil {
 		h.mu.Unlock()
@@ -326,8 +356,11 @@ func (h *Hub) Subscribe(ctx context.Context, sessionID string) (*Subscriber, err
 		h.release(f)
 		return nil, f.err
 	}
-	s := &Subscriber{ready: make(chan struct{}, 1), feed: f}
-	s.Ready = s.ready
+	s := &Subscriber{feed: f, wake: wake}
+	if wake == nil {
+		s.ready = make(chan struct{}, 1)
+		s.Ready = s.ready
+	}
 	f.mu.Lock()
 	s.next = f.head
 	f.subs[s] = struct{}{}
@@ -557,10 +590,7 @@ func (f *feed) apply(r streams.ReadResult) (more bool, err error) {
 	if len(r.Entries) > 0 {
 		f.last = r.Entries[len(r.Entries)-1].ID
 		for s := range f.subs {
-			select {
-			case s.ready <- struct{}{}:
-			default: // already signalled
-			}
+			s.signal()
 		}
 	}
 	return len(r.Entries) == feedReadCount, nil

@@ -184,6 +184,38 @@ func TestHub(t *testing.T) {
 		require.Equal(t, 0, h.Sessions())
 	})
 
+	t.Run("SubscribeFunc", func(t *testing.T) {
+		t.Parallel()
+		h, b := setup(t)
+		require.NoError(t, h.Start(context.Background()))
+		defer func() { _ = h.Stop(context.Background()) }()
+		_, err := h.SubscribeFunc(context.Background(), "f", nil)
+		require.Error(t, err, "a nil wake function is refused")
+		woken := make(chan struct{}, 1)
+		s, err := h.SubscribeFunc(context.Background(), "f", func() {
+			select { // called under the feed's lock: it must not block
+			case woken <- struct{}{}:
+			default:
+			}
+		})
+		require.NoError(t, err)
+		defer h.Unsubscribe(s)
+		require.Nil(t, s.Ready, "a function subscriber has no channel")
+		b.publish(t, "f", 2)
+		var got []*hub.Delivery
+		for len(got) < 2 {
+			select {
+			case <-woken:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%d of 2 deliveries: the wake function was not called", len(got))
+			}
+			var lost bool
+			got, lost = s.Next(got)
+			require.False(t, lost)
+		}
+		require.Len(t, got, 2)
+	})
+
 	t.Run("ReconnectRereads", func(t *testing.T) {
 		t.Parallel()
 		h, b := setup(t)

@@ -34,6 +34,30 @@
 // others are never stalled. Drain closes streams in shuffled batches a jittered interval apart,
 // each with its own jittered retry, so clients return to other replicas without a herd.
 //
+// Idle streams. Over HTTP/1.x the handler takes the connection over and returns (net/http's
+// buffers and goroutine go), and once the stream has replayed and gone live it parks: no goroutine
+// of its own, only its state. Whatever needs it to act wakes it — the hub's readers when its
+// session has entries (hub.SubscribeFunc), the keep-alive wheel, Drain and Cut, the revocation
+// watcher, the poller when its client leaves — and a wake of a parked stream starts one short-lived
+// goroutine that writes what is due and parks it again; a wake while it runs makes it go round
+// once more, so at most one goroutine runs a stream and no wake is lost. Writes stay bounded by
+// WriteTimeout, so a slow client holds only its own goroutine. The handler's own goroutines run
+// while it has live streams: a keep-alive wheel (up to 256 slots about 50 ms apart, each tick
+// waking the streams of one slot, so every stream gets a keep-alive each KeepAlive and they are
+// spread over it in small groups), which also wakes the streams of a newly revoked key; and on
+// Linux one goroutine in epoll_wait on every taken-over socket (EPOLLIN|EPOLLRDHUP, one-shot,
+// each registration with a token of its own and removed before its socket closes), so a departed
+// client's slot is released at once; elsewhere, or where epoll fails, a goroutine per stream
+// blocked in a 1-byte read.
+// A taken-over stream keeps no request context (chi's is pooled), only the request's trace.
+// HTTP/2 streams cannot be taken over; they run on their handler's goroutine, woken the same way.
+//
+// HTTP/2. The server speaks HTTP/2 cleartext with prior knowledge (h2c) beside HTTP/1.1 on the
+// same port (pkg/httpx.NewServer, shared by every role): the topology of a gateway behind an L7
+// proxy that speaks HTTP/2 upstream, where many browsers' streams share a few connections. A
+// connection carries at most httpx.MaxConcurrentStreams streams at once; the proxy opens more
+// connections beyond that.
+//
 // CORS: origins in the allow-list (or "*") get Access-Control-Allow-Origin for their own origin and
 // preflights for the Authorization and Last-Event-ID headers; never credentials, since streams
 // authenticate with tokens rather than cookies.

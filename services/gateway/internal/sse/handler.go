@@ -140,6 +140,7 @@ type Handler struct {
 	perTenant  map[string]int
 	maxTenant  int // MaxTenantShare of MaxConnections, in streams
 	draining   bool
+	loops      *idleLoops // running while streams are live; see acquireLoops
 
 	connections prometheus.Gauge
 	sent        prometheus.Counter
@@ -154,9 +155,19 @@ type conn struct {
 	tenant         string // the token's tenant, "" without tokens
 	closeWithRetry chan struct{}
 	once           sync.Once
+	live           *live // set at admission, before the conn is shared
 }
 
-func (c *conn) close() { c.once.Do(func() { close(c.closeWithRetry) }) }
+// close tells the stream to end with a retry hint; the stream sees the closed channel on the wake
+// or, if it is not live yet, when it goes live.
+func (c *conn) close() {
+	c.once.Do(func() {
+		close(c.closeWithRetry)
+		if c.live != nil {
+			c.live.wake(evClose)
+		}
+	})
+}
 
 // New returns a handler.
 func New(cfg Config, h *hub.Hub, reader *streams.Reader, log *slog.Logger, reg prometheus.Registerer) *Handler {
@@ -370,6 +381,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	c := &conn{session: sessionID, apiKey: claims.APIKeyID, tenant: claims.Tenant, closeWithRetry: make(chan struct{})}
+	l := &live{c: c, session: sessionID}
+	l.h = h
+	l.turn = o.TurnID
+	c.live = l
 	refusal := ""
 	h.mu.Lock()
 	switch {
@@ -388,6 +403,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 			h.perTenant[c.tenant]++
 		}
 		h.streams.Add(1)
+		l.loops = h.acquireLoops()
 	}
 	h.mu.Unlock()
 
@@ -420,19 +436,32 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 
 	// An idle stream should cost little. Over HTTP/1.x the handler takes the connection over and
 	// returns, so net/http releases its per-connection read and write buffers, request state and
-	// goroutine; the stream then runs on its own goroutine writing straight to the socket (the
-	// response is delimited by closing the connection), with a second small goroutine that notices
-	// the client going away. Where the connection cannot be taken (HTTP/2), the stream runs in the
-	// handler as usual.
-	if hj, err := h.hijack(w, r); err == nil {
-		go func() {
-			defer hj.close()
-			h.run(hj.ctx, hj, c, o, info)
-		}()
+	// goroutine; the stream writes straight to the socket (the response is delimited by closing
+	// the connection). Once it has replayed and gone live it parks: no goroutine of its own, a
+	// short-lived one started by whatever wakes it (see live). Where the connection cannot be
+	// taken (HTTP/2), the stream runs in the handler as usual.
+	h.connections.Inc()
+	if nc, err := h.hijack(w, r); err == nil {
+		l.nc, l.out = nc, connSink{nc}
+		l.ew = newEventWriter(l.out)
+		l.state.Store(stRunning) // owned by the goroutine below until it parks
+		// The request's context is not kept (its values, chi's pooled route context among them,
+		// belong to the request): only its trace, for the spans of deliveries.
+		base := context.Background()
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			base = trace.ContextWithSpanContext(base, sc)
+		}
+		l.ctx = base
+		go h.serveTakenOver(base, l, o, info) //nolint:contextcheck // the stream outlives the request; it keeps only its trace
+
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-	h.run(ctx, rcSink{w, http.NewResponseController(w)}, c, o, info)
+	l.out = rcSink{w, http.NewResponseController(w)}
+	l.ew = newEventWriter(l.out)
+	l.ctx = ctx
+	l.kick = make(chan struct{}, 1)
+	h.serveInHandler(ctx, l, o, info)
 }
 
 // sink is where a stream's frames go: the ResponseWriter, or the taken-over connection.
@@ -451,23 +480,14 @@ func (s rcSink) Write(p []byte) (int, error)        { return s.w.Write(p) }
 func (s rcSink) Flush() error                       { return s.rc.Flush() }
 func (s rcSink) SetWriteDeadline(t time.Time) error { return s.rc.SetWriteDeadline(t) }
 
-// hijacked is a connection taken over from net/http.
-type hijacked struct {
-	net.Conn
-	ctx    context.Context
-	cancel context.CancelFunc
-}
+// connSink writes to a taken-over connection, unbuffered.
+type connSink struct{ net.Conn }
 
-func (hj *hijacked) Flush() error { return nil }
-
-func (hj *hijacked) close() {
-	hj.cancel()
-	_ = hj.Close()
-}
+func (connSink) Flush() error { return nil }
 
 // hijack takes an HTTP/1.x connection over and writes the response head; the connection is
 // closed after the stream (Connection: close delimits the body).
-func (h *Handler) hijack(w http.ResponseWriter, r *http.Request) (*hijacked, error) {
+func (h *Handler) hijack(w http.ResponseWriter, r *http.Request) (net.Conn, error) {
 	if r.ProtoMajor != 1 {
 		return nil, errors.New("not HTTP/1.x")
 	}
@@ -486,56 +506,32 @@ func (h *Handler) hijack(w http.ResponseWriter, r *http.Request) (*hijacked, err
 		_ = nc.Close()
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	hj := &hijacked{Conn: nc, ctx: ctx, cancel: cancel}
-	go func() {
-		// The client sends nothing more on an event stream: a read returning means it is gone
-		// (or misbehaving); either way the stream ends.
-		var b [1]byte
-		_, _ = nc.Read(b[:])
-		cancel()
-	}()
-	return hj, nil
+	return nc, nil
 }
 
-// run serves an admitted stream until it ends; it releases the stream's slot.
-func (h *Handler) run(ctx context.Context, out sink, c *conn, o openRequest, info OpenInfo) {
-	defer h.streams.Done()
+// open subscribes an admitted stream and replays what its cursor asks for; it reports whether the
+// stream is now live. A stream that ended (replay failed, the followed turn is over, the client
+// left) has written its last words.
+func (h *Handler) open(ctx context.Context, l *live, o openRequest, info OpenInfo) bool {
 	sessionID := o.SessionID
-	ew := newEventWriter(out)
-	s := &stream{h: h, ew: ew, out: out, turn: o.TurnID, ctx: ctx}
+	s, ew := &l.stream, l.ew
 	s.arm()
-	ew.retry(httpx.Jitter(h.cfg.Retry).Milliseconds())
-	h.connections.Inc()
-	defer func() {
-		h.mu.Lock()
-		delete(h.conns, c)
-		if h.perSession[sessionID]--; h.perSession[sessionID] <= 0 {
-			delete(h.perSession, sessionID)
-		}
-		if c.tenant != "" {
-			if h.perTenant[c.tenant]--; h.perTenant[c.tenant] <= 0 {
-				delete(h.perTenant, c.tenant)
-			}
-		}
-		h.mu.Unlock()
-		h.connections.Dec()
-	}()
+	ew.retry(h.retryHint())
 
-	sub, err := h.hub.Subscribe(ctx, sessionID)
+	sub, err := h.hub.SubscribeFunc(ctx, sessionID, func() { l.wake(evFeed) })
 	if err != nil {
 		if ctx.Err() == nil {
 			h.log.Warn("subscribe failed", "session_id", sessionID, "err", err)
 		}
 		s.end("temporarily unavailable; reconnect", "unavailable")
-		return
+		return false
 	}
-	defer h.hub.Unsubscribe(sub)
+	l.sub = sub
 
 	st, err := h.reader.State(ctx, sessionID)
 	if err != nil {
 		s.end("temporarily unavailable; reconnect", "unavailable")
-		return
+		return false
 	}
 	begin := resolveStart(st, o.After, o.Live)
 	info.Result = begin.result
@@ -557,91 +553,33 @@ func (h *Handler) run(ctx context.Context, out sink, c *conn, o openRequest, inf
 		epoch, entries, err := h.reader.Read(ctx, sessionID, s.last, h.cfg.ReplayBatch)
 		if err != nil {
 			s.end("temporarily unavailable; reconnect", "unavailable")
-			return
+			return false
 		}
 		if epoch != s.epoch {
 			if s.epoch != "" || s.last != (streams.EntryID{}) {
 				s.end("stream generation changed; reconnect", "epoch_changed")
-				return
+				return false
 			}
 			s.epoch = epoch
 		}
 		for _, e := range entries {
 			if s.send(&hub.Delivery{Epoch: epoch, Entry: e}) {
 				_ = s.flush()
-				return
+				return false
 			}
 		}
 		if int64(len(entries)) < h.cfg.ReplayBatch {
 			break
 		}
 		if s.flush() != nil {
-			return
+			return false
 		}
 	}
 	if s.flush() != nil {
-		return
+		return false
 	}
-
 	s.live = true // from here on entries arrive as they are appended: their delivery lag is meaningful
-	var revoked <-chan struct{}
-	if c.apiKey != "" {
-		// Taken before the check, so a revocation between the open and here is not missed.
-		revoked = h.cfg.Revocations.Changed()
-		if h.cfg.Revocations.Revoked(c.apiKey) {
-			s.revoke()
-			return
-		}
-	}
-	keepAlive := time.NewTicker(h.cfg.KeepAlive)
-	defer keepAlive.Stop()
-	var batch []*hub.Delivery
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.closeWithRetry:
-			s.end("server closing this stream; reconnect", "drain")
-			return
-		case <-revoked:
-			if h.cfg.Revocations.Revoked(c.apiKey) {
-				s.revoke()
-				return
-			}
-			revoked = h.cfg.Revocations.Changed()
-		case <-keepAlive.C:
-			s.arm()
-			ew.comment("keep-alive")
-			if s.flush() != nil {
-				return
-			}
-		case <-sub.Ready:
-			var lost bool
-			batch, lost = sub.Next(batch[:0])
-			if lost {
-				s.end("client too slow; reconnect to resume", "slow_client")
-				return
-			}
-			done, changed := false, false
-			for _, d := range batch {
-				if done, changed = s.deliver(d); done || changed {
-					break
-				}
-			}
-			clear(batch)
-			if cap(batch) > keptBatchCap {
-				batch = nil // do not keep a burst's slice for the stream's life
-			}
-			if changed {
-				// The stream was lost and restarted under us: end so the client's resume gets a reset.
-				s.end("stream generation changed; reconnect", "epoch_changed")
-				return
-			}
-			if s.flush() != nil || done {
-				return
-			}
-		}
-	}
+	return true
 }
 
 func (h *Handler) fire(info OpenInfo) {
@@ -741,10 +679,16 @@ func (s *stream) revoke() {
 // may reach the connection before the burst's flush.
 func (s *stream) arm() { _ = s.out.SetWriteDeadline(time.Now().Add(s.h.cfg.WriteTimeout)) }
 
+// flush sends what was written and disarms the write deadline: an idle stream keeps no timer, and
+// over HTTP/2 a deadline left armed resets the stream when it passes, write pending or not.
 func (s *stream) flush() error {
 	s.arm()
 	if err := s.ew.flush(); err != nil {
 		return err
 	}
-	return s.out.Flush()
+	if err := s.out.Flush(); err != nil {
+		return err
+	}
+	_ = s.out.SetWriteDeadline(time.Time{}) // as in arm: a writer without deadlines has none armed
+	return nil
 }
