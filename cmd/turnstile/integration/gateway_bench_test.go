@@ -412,6 +412,7 @@ func runFanout(b *testing.B, proto string) fanoutResult {
 	r.publishes = events * b.N
 	slices.Sort(r.lat)
 	slices.Sort(r.raw)
+	b.ReportMetric(float64(r.clients), "streams")
 	b.ReportMetric(float64(r.redisConns), "redis-conns")
 	b.ReportMetric(r.heap, "heap-B/stream")
 	b.ReportMetric(r.stacks, "stack-B/stream")

@@ -58,6 +58,7 @@ import (
 type options struct {
 	scenario, url, gatewayURL, metricsURL, dbURL, dbSchema, out    string
 	pprof, serveChat, chatCert, turnstileBin, workerPprof          string
+	plotGateway                                                    string
 	plainModel                                                     bool
 	turns, turnTokens                                              int
 	tokenInterval, ramp, level, loadFor                            time.Duration
@@ -108,6 +109,7 @@ func main() {
 	flag.StringVar(&o.serveChat, "serve-chat", "", "serve the inflight scenario's fake OpenAI-compatible model on this address and do nothing else")
 	flag.StringVar(&o.chatCert, "chat-cert", "", "with -serve-chat: serve HTTPS (and HTTP/2) with a self-signed certificate written to this file")
 	flag.StringVar(&o.workerPprof, "worker-pprof", "", "inflight: serve the worker process's net/http/pprof on this address (TURNSTILE_PPROF_ADDR of the worker alone)")
+	flag.StringVar(&o.plotGateway, "plot-gateway", "", "draw the gateway's memory per idle stream by streams open into -out from BenchmarkGatewayFanout outputs: a comma list of label=file (go test -bench output) and do nothing else")
 	flag.BoolVar(&o.plainModel, "plain-model", false, "inflight: the fake model answers plain HTTP/1.1 instead of HTTPS with HTTP/2")
 	flag.Parse()
 
@@ -202,6 +204,8 @@ func run(ctx context.Context, o options) error {
 	switch {
 	case o.serveChat != "":
 		return serveChat(ctx, o)
+	case o.plotGateway != "":
+		return plotGateway(o)
 	case o.scenario == "inflight":
 		return runInflight(ctx, o)
 	case o.scenario == "latency":

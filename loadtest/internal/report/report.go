@@ -67,6 +67,10 @@ func line(dir, file, title, ylabel string, series ...any) (string, error) {
 }
 
 func xyLine(dir, file, title, xlabel, ylabel string, logY bool, series ...any) (string, error) {
+	return xyPlot(dir, file, title, xlabel, ylabel, logY, plotutil.AddLines, series...)
+}
+
+func xyPlot(dir, file, title, xlabel, ylabel string, logY bool, add func(*plot.Plot, ...any) error, series ...any) (string, error) {
 	p := plot.New()
 	if logY {
 		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
@@ -75,7 +79,7 @@ func xyLine(dir, file, title, xlabel, ylabel string, logY bool, series ...any) (
 	p.X.Label.Text = xlabel
 	p.Y.Label.Text = ylabel
 	p.Add(plotter.NewGrid())
-	if err := plotutil.AddLines(p, series...); err != nil {
+	if err := add(p, series...); err != nil {
 		return "", fmt.Errorf("plot %s: %w", file, err)
 	}
 	p.Legend.Top = true
@@ -108,4 +112,26 @@ func XYLine(dir, file, title, xlabel, ylabel string, logY bool, series ...Series
 		args = append(args, s.Name, s.Points)
 	}
 	return xyLine(dir, file, title, xlabel, ylabel, logY, args...)
+}
+
+// XYPoints is XYLine with every point marked and the y axis from zero, for series of a few
+// measurements each (a series of one point is then still seen).
+func XYPoints(dir, file, title, xlabel, ylabel string, series ...Series) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // reports are meant to be read by anyone on the machine
+		return "", err
+	}
+	args := make([]any, 0, 2*len(series))
+	for _, s := range series {
+		args = append(args, s.Name, s.Points)
+	}
+	add := func(p *plot.Plot, vs ...any) error {
+		if err := plotutil.AddLinePoints(p, vs...); err != nil {
+			return err
+		}
+		// From zero, with room above the highest point for the legend.
+		p.Y.Min, p.Y.Max = 0, 1.4*p.Y.Max
+		p.Legend.Left = true
+		return nil
+	}
+	return xyPlot(dir, file, title, xlabel, ylabel, false, add, args...)
 }
