@@ -446,8 +446,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		l.ew = newEventWriter(l.out)
 		l.state.Store(stRunning) // owned by the goroutine below until it parks
 		// The request's context is not kept (its values, chi's pooled route context among them,
-		// belong to the request): only its trace, for the spans of deliveries.
-		base := context.Background()
+		// belong to the request): only its tracer provider and trace, for the spans of deliveries.
+		base := telemetry.WithProvider(context.Background(), telemetry.Provider(ctx))
 		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 			base = trace.ContextWithSpanContext(base, sc)
 		}
