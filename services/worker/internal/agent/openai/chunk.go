@@ -66,16 +66,11 @@ func scanChunk(b []byte, ch *chunk) bool {
 
 // choices reads the value of "choices": null or an array of choice objects.
 func (s *scanner) choices(ch *chunk) bool {
-	switch s.peek() {
-	case 'n':
-		s.value()
+	present, ok := s.open('[')
+	if !present {
 		ch.Choices = nil
-		return true
-	case '[':
-	default:
-		return false
+		return ok
 	}
-	s.i++
 	ch.Choices = make([]choice, 0, 1)
 	for s.more() {
 		if s.peek() != '{' {
@@ -110,15 +105,9 @@ func (s *scanner) choices(ch *chunk) bool {
 
 // delta reads the value of a choice's "delta": null or an object.
 func (s *scanner) delta(d *delta) bool {
-	switch s.peek() {
-	case 'n':
-		s.value()
-		return true
-	case '{':
-	default:
-		return false
+	if present, ok := s.open('{'); !present {
+		return ok
 	}
-	s.i++
 	for s.more() {
 		key, ok := s.key()
 		if !ok {
@@ -169,6 +158,20 @@ func (s *scanner) peek() byte {
 		}
 	}
 	return 0
+}
+
+// open moves past the opening bracket of the next value when it is want ('{' or '['): present
+// reports that it was, ok that the value was that or null (then skipped).
+func (s *scanner) open(want byte) (present, ok bool) {
+	switch s.peek() {
+	case want:
+		s.i++
+		return true, true
+	case 'n':
+		s.value()
+		return false, true
+	}
+	return false, false
 }
 
 // more is called after an object's or array's opening bracket and after each of its members: it
