@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/sse"
 )
@@ -64,15 +65,7 @@ func TestParkedStreams(t *testing.T) {
 
 	// Each still gets live events and keep-alives.
 	f.publish(session, turn, 0, 1, false, "")
-	for i, br := range readers {
-		gotEvent, gotKeepAlive := false, false
-		for !gotEvent || !gotKeepAlive {
-			line, err := br.ReadString('\n')
-			require.NoError(t, err, "stream %d", i)
-			gotEvent = gotEvent || strings.HasPrefix(line, "event: turn.delta")
-			gotKeepAlive = gotKeepAlive || line == ": keep-alive\n"
-		}
-	}
+	requireDeltaAndKeepAlive(t, readers)
 
 	// A client that leaves releases its slot at once, without waiting for a write to fail.
 	require.NoError(t, first.Close())
@@ -107,10 +100,9 @@ func TestH2C(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 0)
 	gw := f.replica(sse.Config{KeepAlive: 400 * time.Millisecond, WriteTimeout: 100 * time.Millisecond}, func(s *http.Server) {
-		var p http.Protocols
-		p.SetHTTP1(true)
-		p.SetUnencryptedHTTP2(true)
-		s.Protocols = &p
+		// The protocols and HTTP/2 settings every role's server has.
+		srv := httpx.NewServer("", nil)
+		s.Protocols, s.HTTP2 = srv.Protocols, srv.HTTP2
 	})
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
@@ -131,6 +123,12 @@ func TestH2C(t *testing.T) {
 	}
 	testenv.WaitFor(t, wait, "every stream live", func() bool { return gw.hub.Subscribers() == n })
 	f.publish(session, turn, 0, 1, false, "")
+	requireDeltaAndKeepAlive(t, readers)
+}
+
+// requireDeltaAndKeepAlive reads each stream until it has seen a turn.delta event and a keep-alive.
+func requireDeltaAndKeepAlive(t *testing.T, readers []*bufio.Reader) {
+	t.Helper()
 	for i, br := range readers {
 		gotEvent, gotKeepAlive := false, false
 		for !gotEvent || !gotKeepAlive {
