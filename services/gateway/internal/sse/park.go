@@ -115,9 +115,11 @@ func (l *live) step(ev uint32) (ended bool) {
 	if ev&evGone != 0 {
 		return true
 	}
-	if isClosed(l.c.closeWithRetry) {
+	select {
+	case <-l.c.closeWithRetry:
 		l.end("server closing this stream; reconnect", "drain")
 		return true
+	default:
 	}
 	if ev&evRevoke != 0 && l.c.apiKey != "" && h.cfg.Revocations.Revoked(l.c.apiKey) {
 		l.revoke()
@@ -426,12 +428,3 @@ func (h *Handler) serveInHandler(ctx context.Context, l *live, o openRequest, in
 
 // retryHint is the jittered reconnect delay a stream starts with.
 func (h *Handler) retryHint() int64 { return httpx.Jitter(h.cfg.Retry).Milliseconds() }
-
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
