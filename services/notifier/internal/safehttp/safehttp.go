@@ -107,21 +107,34 @@ func (c *Client) checkAddr(ip netip.Addr) error {
 	return nil
 }
 
-// nonPublic are the special-purpose ranges (RFC 6890 and successors) Is*-methods do not cover.
+// nonPublic are the special-purpose ranges of IANA's IPv4 and IPv6 registries (RFC 6890 and
+// successors) that the netip Is*-methods do not cover. A range that embeds or relays to another
+// address (NAT64, 6to4, Teredo, IPv4-compatible and -translated IPv6) is refused whole, since the
+// address it reaches is not the one checked here.
 var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT
 	netip.MustParsePrefix("192.0.0.0/24"),
 	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("192.31.196.0/24"), // AS112
+	netip.MustParsePrefix("192.52.193.0/24"), // AMT
+	netip.MustParsePrefix("192.88.99.0/24"),  // 6to4 relay anycast
+	netip.MustParsePrefix("192.175.48.0/24"), // AS112 direct delegation
 	netip.MustParsePrefix("198.18.0.0/15"),
 	netip.MustParsePrefix("198.51.100.0/24"),
 	netip.MustParsePrefix("203.0.113.0/24"),
 	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"), // NAT64 reaches any IPv4 address, private ones too
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible (deprecated) embeds an IPv4 address
+	netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated (SIIT)
+	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64 reaches any IPv4 address, private ones too
 	netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("100::/64"),
+	netip.MustParsePrefix("2001::/23"), // IETF protocol assignments: Teredo, benchmarking, ORCHID
 	netip.MustParsePrefix("2001:db8::/32"),
 	netip.MustParsePrefix("2002::/16"), // 6to4 embeds an IPv4 address
-	netip.MustParsePrefix("100::/64"),
+	netip.MustParsePrefix("3fff::/20"), // documentation
+	netip.MustParsePrefix("5f00::/16"), // SRv6 segment identifiers
+	netip.MustParsePrefix("fec0::/10"), // site-local (deprecated), private in practice
 }
 
 // Public reports whether ip is a global unicast address outside every private and special range.
