@@ -411,3 +411,48 @@ func TestChartLints(t *testing.T) {
 		require.Less(t, m.Severity, support.WarningSev, "helm lint: %s", m.Error())
 	}
 }
+
+// TestChartAuth: a default install enforces API keys with stream-token keys of its own (a fresh
+// random one per install, valid for pkg/config), an explicit auth.enabled=false turns it off, keys
+// given in the values are kept, and the install's notes say how to create the first key.
+func TestChartAuth(t *testing.T) {
+	t.Parallel()
+	authOf := func(values map[string]any) (mode, keys string) {
+		r, err := render(t, values)
+		require.NoError(t, err)
+		mode, _ = get(r.find("ConfigMap", "ts-turnstile-config"), "data.TURNSTILE_AUTH").(string)
+		keys, _ = get(r.find("Secret", "ts-turnstile-secrets"), "stringData.TURNSTILE_STREAM_TOKEN_KEYS").(string)
+		return mode, keys
+	}
+	mode, first := authOf(nil)
+	require.Equal(t, "on", mode, "secure by default")
+	parsed, err := config.AuthSettings{Mode: "on", StreamTokenKeys: first}.Keys()
+	require.NoError(t, err)
+	require.Len(t, parsed, 1)
+	_, second := authOf(nil)
+	require.NotEqual(t, first, second, "each install gets its own stream-token key")
+
+	mode, _ = authOf(map[string]any{"auth": map[string]any{"enabled": false}})
+	require.Equal(t, "off", mode, "turned off only by an explicit value")
+
+	given := "k9:" + base64.StdEncoding.EncodeToString([]byte("sixteen bytes or more"))
+	_, keys := authOf(map[string]any{"secrets": map[string]any{"TURNSTILE_STREAM_TOKEN_KEYS": given}})
+	require.Equal(t, given, keys)
+
+	_, err = render(t, map[string]any{"config": map[string]any{"TURNSTILE_AUTH": "off"}})
+	require.ErrorContains(t, err, "set auth.enabled")
+
+	notes := func(values map[string]any) string {
+		ch, err := loader.Load("helm/turnstile")
+		require.NoError(t, err)
+		vals, err := chartutil.ToRenderValues(ch, values,
+			chartutil.ReleaseOptions{Name: "ts", Namespace: "prod", Revision: 1, IsInstall: true},
+			chartutil.DefaultCapabilities)
+		require.NoError(t, err)
+		files, err := engine.Render(ch, vals)
+		require.NoError(t, err)
+		return files["turnstile/templates/NOTES.txt"]
+	}
+	require.Contains(t, notes(nil), "exec deploy/ts-turnstile-intake -- \\\n    turnstile-intake apikey create --tenant NAME")
+	require.Contains(t, notes(map[string]any{"auth": map[string]any{"enabled": false}}), "authentication is OFF")
+}
