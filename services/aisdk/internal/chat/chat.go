@@ -124,7 +124,7 @@ func (h *Handler) refuse(w http.ResponseWriter, route string, err error) {
 
 func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	const route = "post"
-	t, p := readRequest(r, chi.URLParam(r, "chat_id"), h.cfg.MaxBody)
+	t, p := readRequest(w, r, chi.URLParam(r, "chat_id"), h.cfg.MaxBody)
 	if p == nil {
 		var dl time.Time
 		if dl, p = deadline(r); p == nil {

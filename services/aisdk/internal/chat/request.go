@@ -47,8 +47,10 @@ type turn struct {
 	multitask                        string
 }
 
-// readRequest decodes and checks a POST; the problem says why a request is refused.
-func readRequest(r *http.Request, pathID string, maxBody int64) (turn, *httpx.Problem) {
+// readRequest decodes and checks a POST; the problem says why a request is refused. w is given to
+// the body's size limit so that the server closes the connection after a too-large body's answer
+// instead of reading the rest of it (a client waiting on Expect: 100-continue gets its 413).
+func readRequest(w http.ResponseWriter, r *http.Request, pathID string, maxBody int64) (turn, *httpx.Problem) {
 	fail := func(t httpx.ProblemType, format string, args ...any) (turn, *httpx.Problem) {
 		p := t.Problem(fmt.Sprintf(format, args...))
 		return turn{}, &p
@@ -56,7 +58,7 @@ func readRequest(r *http.Request, pathID string, maxBody int64) (turn, *httpx.Pr
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
 		return fail(httpx.ProblemUnsupportedType, "the body must be application/json")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

@@ -1,6 +1,10 @@
 package chat
 
 import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,7 +25,7 @@ func TestReadRequest(t *testing.T) {
 		for i := 0; i+1 < len(header); i += 2 {
 			r.Header.Set(header[i], header[i+1])
 		}
-		return readRequest(r, pathID, 1024)
+		return readRequest(httptest.NewRecorder(), r, pathID, 1024)
 	}
 
 	t.Run("DefaultChatTransportBody", func(t *testing.T) {
@@ -75,7 +79,7 @@ func TestReadRequest(t *testing.T) {
 		}
 		r := httptest.NewRequest(http.MethodPost, "/v1/chat", strings.NewReader(`{}`))
 		r.Header.Set("Content-Type", "text/plain")
-		_, p := readRequest(r, "", 1024)
+		_, p := readRequest(httptest.NewRecorder(), r, "", 1024)
 		require.Equal(t, httpx.ProblemUnsupportedType.Name, p.Type)
 	})
 
@@ -93,4 +97,48 @@ func TestReadRequest(t *testing.T) {
 		_, p = deadline(r)
 		require.Equal(t, httpx.ProblemInvalidDeadline.Name, p.Type)
 	})
+}
+
+// TestTooLargeBodyAfterContinue: a client that announces a 20 MB body with Expect: 100-continue
+// and sends it after the server's 100 gets a final 413 problem with Connection: close, so the
+// server stops reading (and a client is not reset mid-body before it reads the answer).
+func TestTooLargeBodyAfterContinue(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, p := readRequest(w, r, "", MaxBodyDefault); p != nil {
+			httpx.WriteProblem(w, *p)
+		}
+	}))
+	defer srv.Close()
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	const size = 20 << 20
+	_, err = fmt.Fprintf(conn, "POST /v1/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n", size)
+	require.NoError(t, err)
+	br := bufio.NewReader(conn)
+	line, err := br.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "HTTP/1.1 100 Continue\r\n", line)
+	_, err = br.ReadString('\n') // the blank line ending the interim answer
+	require.NoError(t, err)
+
+	// Send the body as a client would, while reading the final answer beside it.
+	go func() {
+		chunk := bytes.Repeat([]byte("a"), 64<<10)
+		for sent := 0; sent < size; sent += len(chunk) {
+			if _, err := conn.Write(chunk); err != nil {
+				return // the server closed after answering: expected
+			}
+		}
+	}()
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err, "a final status must arrive")
+	defer func() { _ = resp.Body.Close() }()
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	require.True(t, resp.Close, "the rest of the body is not read: %v", resp.Header)
 }
