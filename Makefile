@@ -51,6 +51,10 @@ lint: ## gofmt, go vet and golangci-lint (.golangci.yml) over every module
 tidy: ## go mod tidy every module (each also builds on its own, outside the workspace)
 	@set -e; for m in $(MODULES); do echo "== tidy $$m"; (cd $$m && GOWORK=off $(GO) mod tidy); done
 
+.PHONY: docs
+docs: ## regenerate docs/CONFIGURATION.md from pkg/config's field comments (a pkg/config test fails when it is stale)
+	$(GO) run ./pkg/config/internal/gendoc -config pkg/config -out docs/CONFIGURATION.md
+
 .PHONY: migrate
 migrate: build ## apply the database migrations to TURNSTILE_DATABASE_URL
 	./bin/turnstile migrate

@@ -17,27 +17,27 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/region"
 )
 
-// readmeVars lists the variables of the README's configuration table.
-func readmeVars(t *testing.T) map[string]bool {
+// documentedVars lists the variables of the configuration reference, docs/CONFIGURATION.md.
+func documentedVars(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/CONFIGURATION.md")
 	require.NoError(t, err)
 	out := map[string]bool{}
 	for _, m := range regexp.MustCompile("(?m)^\\| `(TURNSTILE_[A-Z0-9_]+)` \\|").FindAllStringSubmatch(string(b), -1) {
 		out[m[1]] = true
 	}
-	require.NotEmpty(t, out, "no configuration table in README.md")
+	require.NotEmpty(t, out, "no configuration table in docs/CONFIGURATION.md")
 	return out
 }
 
-// checkEnv asserts every TURNSTILE_* variable of a service is in the README's table and that the
+// checkEnv asserts every TURNSTILE_* variable of a service is in the configuration reference and that the
 // environment loads and validates as the service would load it.
 func checkEnv(t *testing.T, service string, vars map[string]string) {
 	t.Helper()
-	documented := readmeVars(t)
+	documented := documentedVars(t)
 	for k := range vars {
 		if strings.HasPrefix(k, "TURNSTILE_") {
-			require.True(t, documented[k], "%s sets %s, which the README's configuration table does not list", service, k)
+			require.True(t, documented[k], "%s sets %s, which docs/CONFIGURATION.md does not list", service, k)
 		}
 	}
 	var c config.Config

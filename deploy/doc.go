@@ -1,7 +1,8 @@
 // Package deploy holds turnstile's deployment artefacts and the tests that keep them honest: the
 // Helm chart in helm/turnstile (rendered with the Helm library, default and custom values) and the
-// repository's docker-compose.yml (its environments checked against the README's configuration table
-// and pkg/config's validation, and each service module built on its own as its image builds it).
+// repository's docker-compose.yml (its environments checked against the configuration reference,
+// docs/CONFIGURATION.md, and pkg/config's validation, and each service module built on its own as
+// its image builds it).
 //
 // Decisions:
 //   - Workers scale with KEDA on turnstile_backlog_age_seconds, read by default from intake's

@@ -19,21 +19,21 @@ const (
 // A2ASettings are the A2A front door's settings: what its Agent Card says, and how long a
 // blocking message/send waits. Every replica serves the card from these alone.
 type A2ASettings struct {
-	// Name is the Agent Card's name. TURNSTILE_A2A_NAME, default turnstile.
+	// Name is the a2a role's Agent Card name. Defaults to turnstile.
 	Name string `env:"TURNSTILE_A2A_NAME"`
-	// Description is the Agent Card's description. TURNSTILE_A2A_DESCRIPTION.
+	// Description is the Agent Card's description. Defaults to a sentence about turnstile.
 	Description string `env:"TURNSTILE_A2A_DESCRIPTION"`
-	// Version is the agent's version on its card. TURNSTILE_A2A_VERSION, default 1.0.0.
+	// Version is the agent's version on its card. Defaults to 1.0.0.
 	Version string `env:"TURNSTILE_A2A_VERSION"`
-	// Skills is a comma list of "<id>:<name>:<description>" skills for the card.
-	// TURNSTILE_A2A_SKILLS, default "chat:Chat:Answers a message".
+	// Skills is a comma list of "<id>:<name>:<description>" skills for the card. Defaults to
+	// "chat:Chat:Answers a message".
 	Skills string `env:"TURNSTILE_A2A_SKILLS"`
-	// URL is the public base URL clients reach the A2A role at (the card names <URL>/a2a as the
-	// JSON-RPC endpoint). TURNSTILE_A2A_PUBLIC_URL, default empty: the base URL the card's request came
-	// to (its Host, or X-Forwarded-Host and X-Forwarded-Proto behind a proxy).
+	// URL is the public base URL clients reach the a2a role at; the card names <URL>/a2a as the
+	// JSON-RPC endpoint. Defaults to none: the base URL each card request came to (its Host, or
+	// X-Forwarded-Host and X-Forwarded-Proto behind a proxy).
 	URL string `env:"TURNSTILE_A2A_PUBLIC_URL"`
 	// MaxBlock bounds how long a blocking message/send waits for its task to end or wait for the
-	// user; after it the task is answered as it stands. TURNSTILE_A2A_MAX_BLOCK, default 60s.
+	// user; after it the task is answered as it stands. Defaults to 60s.
 	MaxBlock time.Duration `env:"TURNSTILE_A2A_MAX_BLOCK"`
 }
 

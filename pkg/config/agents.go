@@ -34,92 +34,106 @@ const (
 // reports every bound violated. Which adapter runs is TURNSTILE_AGENT (demo, openai, http, a2a); the
 // adapter checks its own required settings when the worker starts.
 type AgentSettings struct {
-	// OpenAIBaseURL is the root of an OpenAI-compatible API (…/v1). TURNSTILE_OPENAI_BASE_URL,
-	// required for TURNSTILE_AGENT=openai.
+	// OpenAIBaseURL is the root of an OpenAI-compatible API (…/v1, e.g.
+	// http://127.0.0.1:11434/v1), for TURNSTILE_AGENT=openai; required unless
+	// TURNSTILE_AGENT_ENDPOINTS names the replicas. Defaults to none.
 	OpenAIBaseURL string `env:"TURNSTILE_OPENAI_BASE_URL"`
-	// OpenAIAPIKey is sent as a bearer token when set. TURNSTILE_OPENAI_API_KEY.
+	// OpenAIAPIKey is the bearer token sent to the OpenAI-compatible API, when it needs one.
+	// Defaults to none.
 	OpenAIAPIKey string `env:"TURNSTILE_OPENAI_API_KEY"`
-	// OpenAIModel is the model name. TURNSTILE_OPENAI_MODEL, required for TURNSTILE_AGENT=openai.
+	// OpenAIModel is the model name, required for TURNSTILE_AGENT=openai. Defaults to none.
 	OpenAIModel string `env:"TURNSTILE_OPENAI_MODEL"`
-	// OpenAISystem, when set, is the system prompt of every conversation. TURNSTILE_OPENAI_SYSTEM.
+	// OpenAISystem is the system prompt of every conversation of the openai adapter. Defaults to
+	// none.
 	OpenAISystem string `env:"TURNSTILE_OPENAI_SYSTEM"`
 
-	// HTTPAgentURL is where the HTTP agent posts turns. TURNSTILE_HTTP_AGENT_URL, required for
-	// TURNSTILE_AGENT=http.
+	// HTTPAgentURL is where the http adapter posts turns; required for TURNSTILE_AGENT=http
+	// unless TURNSTILE_AGENT_ENDPOINTS names the replicas. Defaults to none.
 	HTTPAgentURL string `env:"TURNSTILE_HTTP_AGENT_URL"`
-	// HTTPAgentAuthorization, when set, is sent as the Authorization header.
-	// TURNSTILE_HTTP_AGENT_AUTHORIZATION.
+	// HTTPAgentAuthorization is the Authorization header value the http adapter sends with every
+	// turn. Defaults to none.
 	HTTPAgentAuthorization string `env:"TURNSTILE_HTTP_AGENT_AUTHORIZATION"`
-	// HTTPAgentIdleTimeout bounds the silence between two events of an answer.
-	// TURNSTILE_HTTP_AGENT_IDLE_TIMEOUT, default 60s.
+	// HTTPAgentIdleTimeout bounds the silence between two events of an http agent's answer.
+	// Defaults to 60s.
 	HTTPAgentIdleTimeout time.Duration `env:"TURNSTILE_HTTP_AGENT_IDLE_TIMEOUT"`
-	// HTTPAgentMaxBytes bounds one answer. TURNSTILE_HTTP_AGENT_MAX_BYTES, default 16 MiB.
+	// HTTPAgentMaxBytes bounds one answer of the http agent, in bytes. Defaults to 16777216
+	// (16 MiB).
 	HTTPAgentMaxBytes int64 `env:"TURNSTILE_HTTP_AGENT_MAX_BYTES"`
 
-	// A2AURL is the remote A2A agent's JSON-RPC endpoint. TURNSTILE_A2A_URL, required for
-	// TURNSTILE_AGENT=a2a.
+	// A2AURL is the remote A2A agent's JSON-RPC endpoint; required for TURNSTILE_AGENT=a2a
+	// unless TURNSTILE_AGENT_ENDPOINTS names the replicas. Defaults to none.
 	A2AURL string `env:"TURNSTILE_A2A_URL"`
 
 	// HeaderTimeout bounds the wait for an upstream's answer headers (openai, http, a2a).
-	// TURNSTILE_AGENT_HEADER_TIMEOUT, default 60s.
+	// Defaults to 60s.
 	HeaderTimeout time.Duration `env:"TURNSTILE_AGENT_HEADER_TIMEOUT"`
 
-	// UpstreamInitialLimit is the adaptive concurrency limit's start. TURNSTILE_UPSTREAM_INITIAL_LIMIT,
-	// default 16.
+	// HistoryCacheSessions bounds the sessions whose history a worker keeps in memory; 0 keeps
+	// none. Defaults to 4096.
+	HistoryCacheSessions int `env:"TURNSTILE_HISTORY_CACHE_SESSIONS"`
+
+	// # Upstream guard and pools
+	//
+	// Every call of the openai, http and a2a adapters goes through an adaptive concurrency limit
+	// and a retry budget per endpoint, within a total for the agent, to a pool of the agent's
+	// replicas (README, "Upstream pools").
+
+	// UpstreamInitialLimit is the starting value of each endpoint's adaptive concurrency limit.
+	// Defaults to 16.
 	UpstreamInitialLimit int `env:"TURNSTILE_UPSTREAM_INITIAL_LIMIT"`
-	// UpstreamMaxLimit caps the adaptive limit. TURNSTILE_UPSTREAM_MAX_LIMIT, default 256.
+	// UpstreamMaxLimit is the ceiling of each endpoint's adaptive concurrency limit. Defaults to
+	// 256.
 	UpstreamMaxLimit int `env:"TURNSTILE_UPSTREAM_MAX_LIMIT"`
-	// UpstreamLatencyTarget: calls answering slower than this do not grow the limit.
-	// TURNSTILE_UPSTREAM_LATENCY_TARGET, default 5s.
+	// UpstreamTotalLimit bounds the calls in flight to all the agent's endpoints together; each
+	// endpoint has its own adaptive limit within it. Defaults to 1024.
+	UpstreamTotalLimit int `env:"TURNSTILE_UPSTREAM_TOTAL_LIMIT"`
+	// UpstreamLatencyTarget is the answer time within which an endpoint's limit grows; slower
+	// answers do not grow it. Defaults to 5s.
 	UpstreamLatencyTarget time.Duration `env:"TURNSTILE_UPSTREAM_LATENCY_TARGET"`
-	// UpstreamRetryRatio is the share of first attempts retries may add.
-	// TURNSTILE_UPSTREAM_RETRY_RATIO, default 0.2.
+	// UpstreamRetryRatio is the share of first attempts that retries may add, for the agent's
+	// total and for each endpoint. Defaults to 0.2.
 	UpstreamRetryRatio float64 `env:"TURNSTILE_UPSTREAM_RETRY_RATIO"`
-	// UpstreamRetryReserve is the burst of retries allowed beyond the ratio.
-	// TURNSTILE_UPSTREAM_RETRY_RESERVE, default 10.
+	// UpstreamRetryReserve is the burst of retries allowed beyond the ratio (it refills at one a
+	// second); size it to the turns in flight on one replica, which retry together when it dies.
+	// Defaults to 10.
 	UpstreamRetryReserve int `env:"TURNSTILE_UPSTREAM_RETRY_RESERVE"`
 
-	// UpstreamTotalLimit bounds the calls in flight to all endpoints of the agent together; each
-	// endpoint has its own adaptive limit within it. TURNSTILE_UPSTREAM_TOTAL_LIMIT, default 1024.
-	UpstreamTotalLimit int `env:"TURNSTILE_UPSTREAM_TOTAL_LIMIT"`
-
-	// AgentEndpoints lists the agent's replicas, a comma list of URLs ("dns+<URL>": a DNS name
-	// re-resolved every AgentResolveInterval; for a2a "card+<URL>": an Agent Card). It replaces the
-	// adapter's single URL (TURNSTILE_OPENAI_BASE_URL, TURNSTILE_HTTP_AGENT_URL, TURNSTILE_A2A_URL),
-	// which is a pool of one when it is unset. TURNSTILE_AGENT_ENDPOINTS.
+	// AgentEndpoints lists the agent's replicas, a comma list of URLs: "dns+<URL>" is a DNS name
+	// whose every address is a replica, re-resolved every TURNSTILE_AGENT_RESOLVE_INTERVAL; for
+	// a2a, "card+<URL>" is a replica's Agent Card. It replaces the adapter's single URL
+	// (TURNSTILE_OPENAI_BASE_URL, TURNSTILE_HTTP_AGENT_URL, TURNSTILE_A2A_URL). Defaults to the
+	// adapter's URL, a pool of one.
 	AgentEndpoints string `env:"TURNSTILE_AGENT_ENDPOINTS"`
-	// AgentPolicy is affinity or least-request. TURNSTILE_AGENT_POLICY, default affinity.
+	// AgentPolicy is "affinity" (a session's requests reach one replica, for agents that keep a
+	// conversation in memory) or "least-request" (for replicas that share their state). Defaults
+	// to affinity.
 	AgentPolicy string `env:"TURNSTILE_AGENT_POLICY"`
 	// AgentLoadFactor bounds a replica's sessions under affinity to this multiple of the mean.
-	// TURNSTILE_AGENT_LOAD_FACTOR, default 1.25.
+	// Defaults to 1.25.
 	AgentLoadFactor float64 `env:"TURNSTILE_AGENT_LOAD_FACTOR"`
-	// AgentEjectFailures is how many consecutive failed requests eject a replica.
-	// TURNSTILE_AGENT_EJECT_FAILURES, default 5.
+	// AgentEjectFailures is how many consecutive failed requests (connect errors, timeouts, cut
+	// streams, 5xx but 503) eject a replica. Defaults to 5.
 	AgentEjectFailures int `env:"TURNSTILE_AGENT_EJECT_FAILURES"`
-	// AgentEjectTime is the first ejection's length (each further one lasts one more).
-	// TURNSTILE_AGENT_EJECT_TIME, default 30s.
+	// AgentEjectTime is the first ejection's length; each further one lasts one more, and the
+	// count decays by one per this time back in. Defaults to 30s.
 	AgentEjectTime time.Duration `env:"TURNSTILE_AGENT_EJECT_TIME"`
-	// AgentEjectMaxTime caps an ejection. TURNSTILE_AGENT_EJECT_MAX_TIME, default 5m.
+	// AgentEjectMaxTime caps an ejection. Defaults to 5m.
 	AgentEjectMaxTime time.Duration `env:"TURNSTILE_AGENT_EJECT_MAX_TIME"`
-	// AgentPanicThreshold is the percentage of replicas that may be unusable: ejection stops there,
-	// and beyond it (failing probes) every replica gets traffic. TURNSTILE_AGENT_PANIC_THRESHOLD,
-	// default 50.
+	// AgentPanicThreshold is the percentage of replicas that may be unusable: no ejection goes
+	// beyond it, and while more fail their probes every replica gets traffic. Defaults to 50.
 	AgentPanicThreshold int `env:"TURNSTILE_AGENT_PANIC_THRESHOLD"`
-	// AgentProbePath is fetched from every replica each AgentProbeInterval; "off" disables probes.
-	// TURNSTILE_AGENT_PROBE_PATH, default the Agent Card for a2a, off for the others.
+	// AgentProbePath is fetched from every replica each TURNSTILE_AGENT_PROBE_INTERVAL (resolved
+	// against the replica's URL); "off" disables probes. Defaults to the Agent Card for a2a, off
+	// for the other adapters.
 	AgentProbePath string `env:"TURNSTILE_AGENT_PROBE_PATH"`
-	// AgentProbeInterval is the probes' period. TURNSTILE_AGENT_PROBE_INTERVAL, default 10s.
+	// AgentProbeInterval is the probes' period. Defaults to 10s.
 	AgentProbeInterval time.Duration `env:"TURNSTILE_AGENT_PROBE_INTERVAL"`
-	// AgentResolveInterval is how often DNS names and Agent Cards are read again.
-	// TURNSTILE_AGENT_RESOLVE_INTERVAL, default 30s.
+	// AgentResolveInterval is how often DNS names and Agent Cards of TURNSTILE_AGENT_ENDPOINTS are
+	// read again. Defaults to 30s.
 	AgentResolveInterval time.Duration `env:"TURNSTILE_AGENT_RESOLVE_INTERVAL"`
 	// AgentAffinityIdle is how long a session's placement is kept after its last request.
-	// TURNSTILE_AGENT_AFFINITY_IDLE, default 30m.
+	// Defaults to 30m.
 	AgentAffinityIdle time.Duration `env:"TURNSTILE_AGENT_AFFINITY_IDLE"`
-
-	// HistoryCacheSessions bounds the sessions whose history a worker keeps in memory.
-	// TURNSTILE_HISTORY_CACHE_SESSIONS, default 4096.
-	HistoryCacheSessions int `env:"TURNSTILE_HISTORY_CACHE_SESSIONS"`
 }
 
 func (s *AgentSettings) applyDefaults() {

@@ -18,14 +18,14 @@ const (
 
 // AuthSettings configure API keys and stream tokens.
 type AuthSettings struct {
-	// Mode is "off" (no API keys, stream tokens not required: development only, logged loudly) or
-	// "on". TURNSTILE_AUTH, default off.
+	// Mode is "on" (API keys required at intake and the front doors, stream tokens at the
+	// gateway) or "off" (development only, and the log says so loudly). Defaults to off.
 	Mode string `env:"TURNSTILE_AUTH"`
 	// StreamTokenKeys is a comma list of "<key id>:<base64 secret>"; the first signs new stream
-	// tokens and all verify, so keys rotate by prepending a new one. TURNSTILE_STREAM_TOKEN_KEYS;
-	// with auth off and no keys, a random key is made per process.
+	// tokens and all verify, so keys rotate by prepending a new one. Required with
+	// TURNSTILE_AUTH=on. Defaults to none, and with auth off to a random key made per process.
 	StreamTokenKeys string `env:"TURNSTILE_STREAM_TOKEN_KEYS"`
-	// StreamTokenTTL is how long a stream token is valid. TURNSTILE_STREAM_TOKEN_TTL, default 1h.
+	// StreamTokenTTL is how long a stream token is valid. Defaults to 1h.
 	StreamTokenTTL time.Duration `env:"TURNSTILE_STREAM_TOKEN_TTL"`
 }
 

@@ -56,90 +56,192 @@ var KnownRoles = []string{"broker", "intake", "worker", "gateway", "a2a", "langg
 var routeRoles = []string{"intake", "gateway", "a2a", "langgraph", "aisdk"}
 
 // Config is every setting of every role. Roles read only the fields they need.
+//
+// docs/CONFIGURATION.md is generated from this struct and the settings structs it holds (`make
+// docs`): each "# Title" comment group starts a section of that document, each field's comment
+// becomes its row, with the sentence that begins "Defaults to" as the default. A test fails when
+// a field lacks either, or when the document is stale.
 type Config struct {
-	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway, a2a, aisdk,
-	// langgraph, notifier, router. The default is every role but the router, which forwards every
-	// path to the regions and so runs without the roles that serve API routes.
+	// # Every role
+	//
+	// Read by every process, whatever roles it runs.
+
+	// Roles is the comma list of roles this process runs: broker, intake, worker, gateway, a2a,
+	// aisdk, langgraph, notifier, router. The router forwards every path to the regions, so it
+	// runs in a process without intake, gateway, a2a, aisdk and langgraph. Defaults to
+	// "broker,intake,worker,gateway,a2a,aisdk,langgraph,notifier" for the turnstile binary; a
+	// single-role binary defaults to its own role.
 	Roles string `env:"TURNSTILE_ROLES"`
-	// HTTPAddr is where the process serves its API, /healthz, /readyz and /metrics.
+	// HTTPAddr is where the process serves its API, the demo pages, /healthz, /readyz and
+	// /metrics: every role on one port, HTTP/1.1 and HTTP/2 cleartext with prior knowledge (h2c,
+	// at most 1,000 streams a connection). Defaults to 127.0.0.1:8080.
 	HTTPAddr string `env:"TURNSTILE_HTTP_ADDR"`
-	// InstanceID names this process in leases and logs. Defaults to hostname-pid.
+	// InstanceID names this process in leases and logs. Defaults to the host name and the process
+	// ID, as hostname-pid.
 	InstanceID string `env:"TURNSTILE_INSTANCE_ID"`
-	// LogFormat is "text" (readable, the dev default) or "json".
+	// LogFormat is "text" (readable) or "json". Defaults to text.
 	LogFormat string `env:"TURNSTILE_LOG_FORMAT"`
-	// LogLevel is debug, info, warn or error. Defaults to info.
+	// LogLevel is "debug", "info", "warn" or "error". Defaults to info.
 	LogLevel string `env:"TURNSTILE_LOG_LEVEL"`
-	// PprofAddr, when set, is where the process serves net/http/pprof (/debug/pprof/), on a
-	// listener of its own so the API's address never exposes it. Empty (the default) serves none.
+	// PprofAddr is where the process serves Go's net/http/pprof (/debug/pprof/), on a listener of
+	// its own so the API's address never exposes it. Defaults to none: not served.
 	PprofAddr string `env:"TURNSTILE_PPROF_ADDR"`
-	// Migrate is "auto" (apply migrations at start, the dev default) or "off".
+	// Migrate is "auto" (apply the embedded migrations at start) or "off" (leave them to the
+	// binary's migrate command). Defaults to auto.
 	Migrate string `env:"TURNSTILE_MIGRATE"`
-
-	DatabaseURL string `env:"TURNSTILE_DATABASE_URL"`
-	// DatabaseSchema, when set, confines every table to that Postgres schema (tests use one per test).
-	DatabaseSchema string `env:"TURNSTILE_DATABASE_SCHEMA"`
-	RedisURL       string `env:"TURNSTILE_REDIS_URL"`
-	// RedisClusterAddrs, a comma list, switches the Redis client to cluster mode.
-	RedisClusterAddrs string `env:"TURNSTILE_REDIS_CLUSTER_ADDRS"`
-	// KeyPrefix starts every Redis key and channel, so several stacks can share one Redis.
-	KeyPrefix string `env:"TURNSTILE_KEY_PREFIX"`
-
-	// KafkaBrokers is the comma list of Kafka bootstrap brokers the process connects to. When unset
-	// in a process that runs the broker role it follows BrokerAddr, so moving the embedded broker
-	// is one setting; otherwise it defaults to 127.0.0.1:9092.
-	KafkaBrokers string `env:"TURNSTILE_KAFKA_BROKERS"`
-	// BrokerAddr is where the broker role's embedded Kafka broker listens. Defaults to
-	// 127.0.0.1:9092.
-	BrokerAddr    string `env:"TURNSTILE_BROKER_ADDR"`
-	Topic         string `env:"TURNSTILE_KAFKA_TOPIC"`
-	DLQTopic      string `env:"TURNSTILE_KAFKA_DLQ_TOPIC"`
-	Partitions    int    `env:"TURNSTILE_KAFKA_PARTITIONS"`
-	ConsumerGroup string `env:"TURNSTILE_KAFKA_GROUP"`
-
-	// MaxInflight bounds the turns one worker runs at once. Defaults to 256, the upstream guard's
-	// default ceiling (README, "Turns in flight per worker", gives the measurement behind it).
-	MaxInflight     int           `env:"TURNSTILE_WORKER_MAX_INFLIGHT"`
-	LeaseTTL        time.Duration `env:"TURNSTILE_LEASE_TTL"`
-	Heartbeat       time.Duration `env:"TURNSTILE_HEARTBEAT_INTERVAL"`
-	MaxAttempts     int           `env:"TURNSTILE_MAX_ATTEMPTS"`
-	MinUsefulTime   time.Duration `env:"TURNSTILE_MIN_USEFUL_TIME"`
-	DefaultDeadline time.Duration `env:"TURNSTILE_DEFAULT_DEADLINE"`
-	DrainTimeout    time.Duration `env:"TURNSTILE_DRAIN_TIMEOUT"`
-	Retention       time.Duration `env:"TURNSTILE_RETENTION"`
-
-	StreamRetention time.Duration `env:"TURNSTILE_STREAM_RETENTION"`
-	StreamMaxLen    int64         `env:"TURNSTILE_STREAM_MAXLEN"`
-	KeepAlive       time.Duration `env:"TURNSTILE_KEEPALIVE"`
-
-	ProduceTimeout time.Duration `env:"TURNSTILE_PRODUCE_TIMEOUT"`
-	MaxBody        int64         `env:"TURNSTILE_MAX_BODY"`
-
-	Agent     string        `env:"TURNSTILE_AGENT"`
-	DemoDelay time.Duration `env:"TURNSTILE_DEMO_DELAY"`
-	// DemoFaults says whether the demo agent obeys the knobs that fail or panic an attempt on
-	// purpose: "allow", "deny", or "auto" (allow unless TURNSTILE_AUTH=on, so a tenant cannot
-	// fail its own turns at will). TURNSTILE_DEMO_FAULTS, default auto.
-	DemoFaults string `env:"TURNSTILE_DEMO_FAULTS"`
-
+	// ShutdownTimeout bounds a whole graceful shutdown, every role's drain included. Defaults to
+	// 45s.
 	ShutdownTimeout time.Duration `env:"TURNSTILE_SHUTDOWN_TIMEOUT"`
 
-	// Settings of one area each, in their own files, so they grow independently.
-	Auth    AuthSettings
-	Intake  IntakeSettings
-	Worker  WorkerSettings
-	Gateway GatewaySettings
-	Agents  AgentSettings
-	Ops     OpsSettings
-	// LangGraph configures the langgraph role.
-	LangGraph LangGraphSettings
-	// FrontDoor is where the protocol front doors find the native API.
+	// # Postgres and Redis
+	//
+	// Where the roles that keep state find their stores.
+
+	// DatabaseURL is the Postgres connection URL. Defaults to
+	// postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
+	DatabaseURL string `env:"TURNSTILE_DATABASE_URL"`
+	// DatabaseSchema confines every table to this Postgres schema (tests use one per test).
+	// Defaults to none: the connection's search path.
+	DatabaseSchema string `env:"TURNSTILE_DATABASE_SCHEMA"`
+	// RedisURL is the Redis connection URL. Defaults to redis://127.0.0.1:6379/0.
+	RedisURL string `env:"TURNSTILE_REDIS_URL"`
+	// RedisClusterAddrs is a comma list of Redis Cluster node addresses; set, it switches the
+	// Redis client to cluster mode and TURNSTILE_REDIS_URL is not used. Defaults to none: a single
+	// Redis.
+	RedisClusterAddrs string `env:"TURNSTILE_REDIS_CLUSTER_ADDRS"`
+	// KeyPrefix starts every Redis key and channel, so several stacks can share one Redis.
+	// Defaults to ts.
+	KeyPrefix string `env:"TURNSTILE_KEY_PREFIX"`
+
+	// # Kafka and the embedded broker
+	//
+	// The turns topic that intake produces to and workers consume, and the broker role, an
+	// embedded Kafka-protocol broker that keeps its records in memory only.
+
+	// KafkaBrokers is the comma list of Kafka bootstrap brokers. Defaults to
+	// TURNSTILE_BROKER_ADDR in a process that runs the broker role (so moving the embedded broker
+	// is one setting), else 127.0.0.1:9092.
+	KafkaBrokers string `env:"TURNSTILE_KAFKA_BROKERS"`
+	// BrokerAddr is where the broker role's embedded broker listens. Defaults to 127.0.0.1:9092.
+	BrokerAddr string `env:"TURNSTILE_BROKER_ADDR"`
+	// Topic is the turns topic. Defaults to turns.
+	Topic string `env:"TURNSTILE_KAFKA_TOPIC"`
+	// DLQTopic is the dead-letter topic, where a turn that used up its attempts is copied with its
+	// last error. Defaults to turns.dlq.
+	DLQTopic string `env:"TURNSTILE_KAFKA_DLQ_TOPIC"`
+	// Partitions is the partition count of the topics when turnstile creates them. Defaults to 8.
+	Partitions int `env:"TURNSTILE_KAFKA_PARTITIONS"`
+	// ConsumerGroup is the workers' consumer group. Defaults to turnstile-workers.
+	ConsumerGroup string `env:"TURNSTILE_KAFKA_GROUP"`
+
+	// # Intake
+	//
+	// The intake role: admission, quotas and the re-driver of turns whose Kafka record was lost.
+
+	// ProduceTimeout is how long intake waits for Kafka to acknowledge a turn before answering
+	// 503. Defaults to 5s.
+	ProduceTimeout time.Duration `env:"TURNSTILE_PRODUCE_TIMEOUT"`
+	// MaxBody is the largest request body intake accepts, in bytes. Defaults to 262144 (256 KiB).
+	MaxBody int64 `env:"TURNSTILE_MAX_BODY"`
+	// DefaultDeadline is the deadline of a turn that names none (X-Deadline-Epoch-Ms).
+	// Defaults to 10m.
+	DefaultDeadline time.Duration `env:"TURNSTILE_DEFAULT_DEADLINE"`
+	Intake          IntakeSettings
+
+	// # Worker
+	//
+	// The worker role: how many turns it runs, their leases and attempts, its consumer group and
+	// the housekeeping of finished rows.
+
+	// MaxInflight bounds the turns one worker runs at once. It matches the upstream guard's
+	// default ceiling (TURNSTILE_UPSTREAM_MAX_LIMIT); the README's "Turns in flight per worker"
+	// says what a turn costs. Defaults to 256.
+	MaxInflight int `env:"TURNSTILE_WORKER_MAX_INFLIGHT"`
+	// LeaseTTL is how long a claim's lease lasts without renewal; a dead worker's turns are taken
+	// over once it lapses. Defaults to 15s.
+	LeaseTTL time.Duration `env:"TURNSTILE_LEASE_TTL"`
+	// Heartbeat is the interval of the batched lease renewal (one statement for every lease of
+	// the worker), at most half of TURNSTILE_LEASE_TTL. Defaults to 3s, or a fifth of a lease
+	// shorter than 15s.
+	Heartbeat time.Duration `env:"TURNSTILE_HEARTBEAT_INTERVAL"`
+	// MaxAttempts is how many attempts a turn gets before it is failed and dead-lettered.
+	// Defaults to 3.
+	MaxAttempts int `env:"TURNSTILE_MAX_ATTEMPTS"`
+	// MinUsefulTime is the least time before its deadline a turn needs to start; with less it
+	// never starts and ends turn.expired. Defaults to 1s.
+	MinUsefulTime time.Duration `env:"TURNSTILE_MIN_USEFUL_TIME"`
+	// DrainTimeout is how long running turns may finish on SIGTERM before the worker hands them
+	// off (releases their leases for another worker). Defaults to 30s.
+	DrainTimeout time.Duration `env:"TURNSTILE_DRAIN_TIMEOUT"`
+	// Retention is the age past which finished turn rows are deleted, and then session rows left
+	// without turns and idle as long. Defaults to 168h (7 days).
+	Retention time.Duration `env:"TURNSTILE_RETENTION"`
+	Worker    WorkerSettings
+
+	// # Agents
+	//
+	// Which agent the workers run, and the settings of each adapter.
+
+	// Agent is the adapter workers run: demo, openai, http or a2a (README, "Agents"). Defaults to
+	// demo.
+	Agent string `env:"TURNSTILE_AGENT"`
+	// DemoDelay is the demo agent's pause before each word. Defaults to 25ms.
+	DemoDelay time.Duration `env:"TURNSTILE_DEMO_DELAY"`
+	// DemoFaults says whether the demo agent obeys the knobs that fail or panic an attempt on
+	// purpose (fail_attempts, panic_attempts, fail_after_tool_attempts): "allow", "deny", or
+	// "auto" (allow unless TURNSTILE_AUTH=on, so a tenant cannot fail its own turns at will).
+	// Defaults to auto.
+	DemoFaults string `env:"TURNSTILE_DEMO_FAULTS"`
+	Agents     AgentSettings
+
+	// # Gateway
+	//
+	// The gateway role, which relays each session's Redis Stream to browsers over Server-Sent
+	// Events, and the bounds of those streams.
+
+	// StreamRetention is the age bound and idle TTL of a session's event stream in Redis.
+	// Defaults to 24h.
+	StreamRetention time.Duration `env:"TURNSTILE_STREAM_RETENTION"`
+	// StreamMaxLen is the approximate length bound of a session's event stream. Defaults to 10000.
+	StreamMaxLen int64 `env:"TURNSTILE_STREAM_MAXLEN"`
+	// KeepAlive is the interval of the keep-alive comment lines on every stream. Defaults to 15s.
+	KeepAlive time.Duration `env:"TURNSTILE_KEEPALIVE"`
+	Gateway   GatewaySettings
+
+	// # Authentication
+	//
+	// API keys at intake and the front doors, stream tokens at the gateway.
+
+	Auth AuthSettings
+
+	// # Protocol front doors
+	//
+	// The a2a, aisdk and langgraph roles translate their protocols to the native API; they find
+	// it here.
+
 	FrontDoor FrontDoorSettings
 	A2A       A2ASettings
-	Notifier  NotifierSettings
-	// Router configures the router role.
-	Router RouterSettings
-	// Region places the process in a multi-region deployment.
+	LangGraph LangGraphSettings
+
+	// # Notifier
+	//
+	// The notifier role, which delivers the outbox's webhooks and A2A push notifications.
+
+	Notifier NotifierSettings
+
+	// # Regions and the router
+	//
+	// Several regions acting as one service (README, "Regions"), and the router role in front of
+	// them. All unset is a single region.
+
 	Region RegionSettings
+	Router RouterSettings
+
+	// # Observability
+	//
+	// The backlog-age signal and tracing.
+
+	Ops OpsSettings
 }
 
 // Load reads the environment and fills defaults. It does not validate; call Validate.

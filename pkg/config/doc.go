@@ -4,7 +4,9 @@
 // table and reports all violations at once, so a misconfigured deployment fails at start with the
 // whole list rather than one complaint per restart.
 //
-// The README's configuration table lists the same variables; a test keeps the two in step.
+// docs/CONFIGURATION.md, the operator's reference, is generated from the comments of these
+// fields (`make docs`, or go generate in this directory; see internal/configdoc for the
+// conventions the comments follow), and a test fails when it is stale or a field is undocumented.
 //
 // # Where defaults live
 //
@@ -20,8 +22,10 @@
 //     RetentionIntervalDefault and RetentionBatchDefault, record's interval from
 //     QueueFlushIntervalDefault, the gateway's sse.Config and intake's api.Config from the
 //     gateway and intake constants): the variable's default is part of the operator's contract,
-//     which Default, Validate and the README table show here.
+//     which Default, Validate and docs/CONFIGURATION.md show here.
 //   - A knob no variable sets (vacuum's thresholds, history's page size, batch's sizes, intake's
 //     store timeouts and page sizes) has its default only in its component's package, as that
 //     package's documented constant; this package does not spell it.
 package config
+
+//go:generate go run ./internal/gendoc -config . -out ../../docs/CONFIGURATION.md

@@ -9,10 +9,11 @@ import (
 // native API they translate to (pkg/frontdoor). Both default to the process's own HTTP listener,
 // which is right when the front door runs in one process with intake and the gateway.
 type FrontDoorSettings struct {
-	// IntakeURL is the base URL of intake's native API. TURNSTILE_INTAKE_URL, default this process.
+	// IntakeURL is the base URL of intake's native API; set it when a front door runs apart from
+	// intake. Defaults to this process (http:// and TURNSTILE_HTTP_ADDR).
 	IntakeURL string `env:"TURNSTILE_INTAKE_URL"`
-	// GatewayURL is the base URL of the gateway's native API. TURNSTILE_GATEWAY_URL, default this
-	// process.
+	// GatewayURL is the base URL of the gateway's native event streams; set it when a front door
+	// runs apart from the gateway. Defaults to this process.
 	GatewayURL string `env:"TURNSTILE_GATEWAY_URL"`
 }
 

@@ -24,36 +24,34 @@ const (
 // reports every bound violated. The stream handler's sse.Config defaults to the constants here.
 type GatewaySettings struct {
 	// CORSOrigins is a comma list of origins allowed to open streams from a browser on another
-	// origin ("*" allows any). TURNSTILE_GATEWAY_CORS_ORIGINS, default empty: same origin only.
+	// origin ("*" allows any). Defaults to none: same origin only.
 	CORSOrigins string `env:"TURNSTILE_GATEWAY_CORS_ORIGINS"`
-	// MaxConnections caps the open streams of one replica; beyond it a stream is answered inside a
-	// 200 with a retry hint. TURNSTILE_GATEWAY_MAX_CONNECTIONS, default 20000.
+	// MaxConnections caps the open streams of one replica; beyond it a stream is answered inside
+	// a 200 with a retry hint. Defaults to 20000.
 	MaxConnections int `env:"TURNSTILE_GATEWAY_MAX_CONNECTIONS"`
-	// MaxPerSession caps the open streams of one session on one replica.
-	// TURNSTILE_GATEWAY_MAX_PER_SESSION, default 64.
+	// MaxPerSession caps the open streams of one session on one replica, answered the same way
+	// beyond it. Defaults to 64.
 	MaxPerSession int `env:"TURNSTILE_GATEWAY_MAX_PER_SESSION"`
-	// MaxTenantShare is the percentage of MaxConnections one tenant's streams may hold on one
-	// replica (at least one stream), so one tenant cannot take every slot from the others; beyond
-	// it a stream is answered like one over MaxConnections. It applies with TURNSTILE_AUTH=on, where
-	// stream tokens name the tenant. TURNSTILE_GATEWAY_MAX_TENANT_SHARE, default 80.
+	// MaxTenantShare is the percentage of TURNSTILE_GATEWAY_MAX_CONNECTIONS one tenant's streams
+	// may hold on one replica (at least one stream), so one tenant cannot take every slot from
+	// the others; beyond it a stream is answered like one over the cap. It applies with
+	// TURNSTILE_AUTH=on, where stream tokens name the tenant. Defaults to 80.
 	MaxTenantShare int `env:"TURNSTILE_GATEWAY_MAX_TENANT_SHARE"`
-	// Retry is the base reconnect delay sent as "retry:", jittered per connection.
-	// TURNSTILE_GATEWAY_RETRY, default 1s.
+	// Retry is the base of the jittered reconnect delay ("retry:") sent on every stream.
+	// Defaults to 1s.
 	Retry time.Duration `env:"TURNSTILE_GATEWAY_RETRY"`
-	// OverloadRetry is the base reconnect delay sent when a cap refuses a stream.
-	// TURNSTILE_GATEWAY_OVERLOAD_RETRY, default 5s.
+	// OverloadRetry is the base of the jittered reconnect delay sent when a cap refuses a stream.
+	// Defaults to 5s.
 	OverloadRetry time.Duration `env:"TURNSTILE_GATEWAY_OVERLOAD_RETRY"`
-	// DrainBatch is how many streams a draining replica closes at once.
-	// TURNSTILE_GATEWAY_DRAIN_BATCH, default 200.
+	// DrainBatch is how many streams a draining replica closes at once. Defaults to 200.
 	DrainBatch int `env:"TURNSTILE_GATEWAY_DRAIN_BATCH"`
-	// DrainInterval is the (jittered) pause between drain batches.
-	// TURNSTILE_GATEWAY_DRAIN_INTERVAL, default 50ms.
+	// DrainInterval is the jittered pause between drain batches. Defaults to 50ms.
 	DrainInterval time.Duration `env:"TURNSTILE_GATEWAY_DRAIN_INTERVAL"`
-	// Buffer is each stream's buffer of live events; a client further behind is closed with a
-	// retry hint and resumes from its cursor. TURNSTILE_GATEWAY_BUFFER, default 256.
+	// Buffer is how many entries a stream may fall behind the live tail; a client further behind
+	// is closed with a retry hint and resumes from its cursor. Defaults to 256.
 	Buffer int `env:"TURNSTILE_GATEWAY_BUFFER"`
 	// WriteTimeout bounds one write to a client; a client that does not read for that long is
-	// dropped (it resumes from its cursor). TURNSTILE_GATEWAY_WRITE_TIMEOUT, default 10s.
+	// dropped (it resumes from its cursor). Defaults to 10s.
 	WriteTimeout time.Duration `env:"TURNSTILE_GATEWAY_WRITE_TIMEOUT"`
 }
 

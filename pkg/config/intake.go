@@ -22,30 +22,30 @@ const (
 // page sizes) are documented defaults of intake's api.Config, whose other fields default to the
 // constants here.
 type IntakeSettings struct {
-	// MaxBacklogAge is the backlog age (how long the oldest startable turn has waited) past which
-	// intake answers 503 instead of queueing more. TURNSTILE_MAX_BACKLOG_AGE, default 2m.
+	// MaxBacklogAge is the backlog age (how long the oldest turn that could start has waited)
+	// past which intake answers 503 instead of queueing more. Defaults to 2m.
 	MaxBacklogAge time.Duration `env:"TURNSTILE_MAX_BACKLOG_AGE"`
-	// TenantRate is each tenant's sustained rate of accepted turns per second, shared by every intake
-	// replica through Redis (GCRA). TURNSTILE_TENANT_RATE, default 200.
+	// TenantRate is each tenant's sustained rate of accepted turns per second, shared by every
+	// intake replica through Redis (GCRA). Defaults to 200.
 	TenantRate int `env:"TURNSTILE_TENANT_RATE"`
-	// TenantBurst is how many turns a tenant may post at once above its rate.
-	// TURNSTILE_TENANT_BURST, default twice TURNSTILE_TENANT_RATE.
+	// TenantBurst is how many turns a tenant may post at once above its rate. Defaults to twice
+	// TURNSTILE_TENANT_RATE.
 	TenantBurst int `env:"TURNSTILE_TENANT_BURST"`
-	// MaxQueuedTurns is how many queued (not yet started) turns a tenant may have.
-	// TURNSTILE_MAX_QUEUED_TURNS, default 10000.
+	// MaxQueuedTurns is how many queued (not yet started) turns a tenant may have before intake
+	// answers 429. Defaults to 10000.
 	MaxQueuedTurns int `env:"TURNSTILE_MAX_QUEUED_TURNS"`
-	// IdempotencyTTL is how long intake remembers an Idempotency-Key's body to refuse its reuse with a
-	// different body. TURNSTILE_IDEMPOTENCY_TTL, default 24h.
+	// IdempotencyTTL is how long intake remembers an Idempotency-Key's body, to answer 422 to
+	// the same key with another body. Defaults to 24h.
 	IdempotencyTTL time.Duration `env:"TURNSTILE_IDEMPOTENCY_TTL"`
-	// QueueFlushInterval is how often intake writes the queued rows of accepted turns to Postgres in
-	// one statement. TURNSTILE_QUEUE_FLUSH_INTERVAL, default 5ms.
+	// QueueFlushInterval is how often intake writes the queued rows of accepted turns to
+	// Postgres, in one statement. Defaults to 5ms.
 	QueueFlushInterval time.Duration `env:"TURNSTILE_QUEUE_FLUSH_INTERVAL"`
 	// RetryAfter is the base of the Retry-After intake sends with a 503; each answer jitters it
-	// over [RetryAfter/2, 3·RetryAfter/2). TURNSTILE_RETRY_AFTER, default 2s.
+	// over [RetryAfter/2, 3·RetryAfter/2). Defaults to 2s.
 	RetryAfter time.Duration `env:"TURNSTILE_RETRY_AFTER"`
 	// RedriveInterval is how often intake's re-driver looks for accepted turns whose Kafka record
-	// was lost (and produces them again from Postgres) and for turns that can no longer start
-	// (and ends them). TURNSTILE_REDRIVE_INTERVAL, default 5s.
+	// was lost (and produces them again from Postgres) and for queued turns past their deadline
+	// (and ends them). Defaults to 5s.
 	RedriveInterval time.Duration `env:"TURNSTILE_REDRIVE_INTERVAL"`
 }
 

@@ -14,9 +14,8 @@ const LangGraphAssistantsDefault = "agent"
 // Each field documents its variable and default; applyDefaults fills zero fields and validate
 // reports every bound violated.
 type LangGraphSettings struct {
-	// Assistants is the comma list of assistant IDs (graph names) runs may name; every one runs
-	// the workers' agent. A run naming another is answered 404. TURNSTILE_LANGGRAPH_ASSISTANTS,
-	// default "agent".
+	// Assistants is the comma list of assistant IDs (graph names) LangGraph runs may name; every
+	// one runs the workers' agent, and a run naming another is answered 404. Defaults to agent.
 	Assistants string `env:"TURNSTILE_LANGGRAPH_ASSISTANTS"`
 }
 

@@ -28,34 +28,39 @@ const (
 // NotifierSettings are the notifier role's settings: how it claims outbox rows, how it retries, and
 // which destinations it may reach.
 type NotifierSettings struct {
-	// Batch is the most outbox rows one claim takes. TURNSTILE_NOTIFIER_BATCH, default 64.
+	// Batch is the most notifications in flight per notifier, and the most outbox rows one claim
+	// takes. Defaults to 64.
 	Batch int `env:"TURNSTILE_NOTIFIER_BATCH"`
-	// Poll is how often an idle notifier looks for due rows. TURNSTILE_NOTIFIER_POLL, default 100ms.
+	// Poll is how often an idle notifier looks for due notifications. Defaults to 100ms.
 	Poll time.Duration `env:"TURNSTILE_NOTIFIER_POLL"`
-	// Lease is how long a claimed row is the claimant's; a notifier that dies loses its rows to
-	// another after it. TURNSTILE_NOTIFIER_LEASE, default 30s (it must exceed Timeout).
+	// Lease is how long a claimed notification is the claimant's, more than
+	// TURNSTILE_NOTIFIER_TIMEOUT; a dead notifier's rows move on after it. Defaults to 30s.
 	Lease time.Duration `env:"TURNSTILE_NOTIFIER_LEASE"`
-	// Timeout bounds one POST to a webhook. TURNSTILE_NOTIFIER_TIMEOUT, default 10s.
+	// Timeout bounds one POST to a webhook, its answer included. Defaults to 10s.
 	Timeout time.Duration `env:"TURNSTILE_NOTIFIER_TIMEOUT"`
-	// MaxAttempts and MaxAge bound the retries of one notification; after either it is
-	// dead-lettered with its last error. TURNSTILE_NOTIFIER_MAX_ATTEMPTS (default 12),
-	// TURNSTILE_NOTIFIER_MAX_AGE (default 24h).
-	MaxAttempts int           `env:"TURNSTILE_NOTIFIER_MAX_ATTEMPTS"`
-	MaxAge      time.Duration `env:"TURNSTILE_NOTIFIER_MAX_AGE"`
-	// BackoffBase and BackoffMax shape the retry delay: full jitter over base·2^attempt, capped.
-	// TURNSTILE_NOTIFIER_BACKOFF_BASE (default 1s), TURNSTILE_NOTIFIER_BACKOFF_MAX (default 10m).
+	// MaxAttempts is how many attempts a notification gets before it is dead-lettered with its
+	// last error. Defaults to 12.
+	MaxAttempts int `env:"TURNSTILE_NOTIFIER_MAX_ATTEMPTS"`
+	// MaxAge is the age after which a notification is dead-lettered instead of retried. Defaults
+	// to 24h.
+	MaxAge time.Duration `env:"TURNSTILE_NOTIFIER_MAX_AGE"`
+	// BackoffBase shapes the retry delay: uniform over [0, base·2^(attempts-1)] (full jitter),
+	// and at least the receiver's Retry-After. Defaults to 1s.
 	BackoffBase time.Duration `env:"TURNSTILE_NOTIFIER_BACKOFF_BASE"`
-	BackoffMax  time.Duration `env:"TURNSTILE_NOTIFIER_BACKOFF_MAX"`
-	// PerDestination is the most POSTs in flight to one destination (scheme://host:port).
-	// TURNSTILE_NOTIFIER_PER_DESTINATION, default 4.
+	// BackoffMax caps the retry delay. Defaults to 10m.
+	BackoffMax time.Duration `env:"TURNSTILE_NOTIFIER_BACKOFF_MAX"`
+	// PerDestination is the most POSTs in flight to one destination (scheme://host:port) per
+	// notifier. Defaults to 4.
 	PerDestination int `env:"TURNSTILE_NOTIFIER_PER_DESTINATION"`
-	// SigningSecret is the Standard Webhooks secret ("whsec_" + base64) every delivery is signed
-	// with. TURNSTILE_NOTIFIER_SIGNING_SECRET, default a development secret.
+	// SigningSecret is the Standard Webhooks secret ("whsec_" and base64) every delivery is
+	// signed with. Set your own in production; the Helm chart puts a random one in its Secret at
+	// install and keeps it on upgrade. Defaults to a published development secret.
 	SigningSecret string `env:"TURNSTILE_NOTIFIER_SIGNING_SECRET"`
 	// AllowNetworks is a comma list of CIDRs webhooks may reach although they are not public
-	// (loopback, private, link-local). TURNSTILE_NOTIFIER_ALLOW_NETWORKS, default none.
+	// (loopback, private, link-local). Defaults to none: public addresses only.
 	AllowNetworks string `env:"TURNSTILE_NOTIFIER_ALLOW_NETWORKS"`
-	// AllowHTTP lets webhooks use http:// instead of https://. TURNSTILE_NOTIFIER_ALLOW_HTTP, default false.
+	// AllowHTTP lets webhooks use http:// instead of https://; intake reads it too, when it
+	// checks a turn's webhook. Defaults to false.
 	AllowHTTP bool `env:"TURNSTILE_NOTIFIER_ALLOW_HTTP"`
 }
 

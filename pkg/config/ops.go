@@ -15,17 +15,18 @@ const (
 // Each field documents its variable and default; applyDefaults fills zero fields and validate
 // reports every bound violated.
 type OpsSettings struct {
-	// BacklogInterval is how often intake recomputes turnstile_backlog_age_seconds from Postgres.
-	// TURNSTILE_BACKLOG_INTERVAL, default 1s.
+	// BacklogInterval is how often intake recomputes the backlog age
+	// (turnstile_backlog_age_seconds, GET /v1/backlog) from Postgres. Defaults to 1s.
 	BacklogInterval time.Duration `env:"TURNSTILE_BACKLOG_INTERVAL"`
-	// OTLPEndpoint, when set, exports traces over OTLP/HTTP to this URL
-	// (e.g. http://otel-collector:4318). TURNSTILE_OTLP_ENDPOINT, default empty: traces are made
-	// (so logs carry trace IDs and context propagates) but not exported.
+	// OTLPEndpoint is the URL of an OTLP/HTTP trace collector (e.g. http://otel-collector:4318)
+	// that traces are exported to. Defaults to none: traces are made (so logs carry trace IDs
+	// and context propagates) but not exported.
 	OTLPEndpoint string `env:"TURNSTILE_OTLP_ENDPOINT"`
-	// TraceSampleRatio is the fraction of new traces sampled (a parent's decision is kept).
-	// TURNSTILE_TRACE_SAMPLE_RATIO. Nil means pkg/telemetry's default, which follows export: 1 when
-	// OTLPEndpoint is set and 0 when it is not (telemetry.Options.SampleRatio says why).
-	// Unsampled spans still carry trace and span IDs, so logs and propagation are the same.
+	// TraceSampleRatio is the fraction of new traces sampled (a caller's decision is kept).
+	// Without an exporter nothing would read a sampled span, so none is recorded unless this is
+	// set; unsampled spans still carry trace and span IDs. Unset, the field is nil and
+	// pkg/telemetry chooses (telemetry.Options.SampleRatio). Defaults to 1 with
+	// TURNSTILE_OTLP_ENDPOINT, 0 without.
 	TraceSampleRatio *float64 `env:"TURNSTILE_TRACE_SAMPLE_RATIO"`
 }
 

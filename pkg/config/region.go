@@ -9,13 +9,14 @@ import (
 // RegionSettings place this process in a multi-region deployment (pkg/region). All unset is
 // single-region mode: IDs carry no prefix and nothing is checked against other regions.
 type RegionSettings struct {
-	// Code is this region's code, [a-z][a-z0-9]{1,7}; every ID the region mints starts with it.
-	// TURNSTILE_REGION, default unset (single region).
+	// Code is this region's code, [a-z][a-z0-9]{1,7} (e.g. euw1); every ID the region mints
+	// starts with it and a dash. Defaults to none: a single region, nothing prefixed.
 	Code string `env:"TURNSTILE_REGION"`
-	// MapFile is the path of the region map (JSON, pkg/region). TURNSTILE_REGIONS_FILE, default
-	// unset.
+	// MapFile is the path of the region map (JSON, pkg/region), read by the regions and the
+	// router alike. Defaults to none.
 	MapFile string `env:"TURNSTILE_REGIONS_FILE"`
-	// Map is the region map inline, instead of MapFile. TURNSTILE_REGIONS, default unset.
+	// Map is the region map inline, instead of TURNSTILE_REGIONS_FILE; setting both is an error.
+	// Defaults to none.
 	Map string `env:"TURNSTILE_REGIONS"`
 }
 

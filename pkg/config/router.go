@@ -22,28 +22,25 @@ const (
 // or TURNSTILE_REGIONS).
 type RouterSettings struct {
 	// ConnectTimeout bounds dialling a region (and its TLS handshake); a forward that cannot
-	// connect within it marks the region down and is answered 503. Streams and long polls have no
-	// answer timeout: the region bounds those. TURNSTILE_ROUTER_CONNECT_TIMEOUT, default 1s.
+	// connect within it marks the region down and is answered 503. Answers have no timeout:
+	// streams and long polls are the region's to bound. Defaults to 1s.
 	ConnectTimeout time.Duration `env:"TURNSTILE_ROUTER_CONNECT_TIMEOUT"`
-	// ProbeInterval is the period of the readiness probes of every region.
-	// TURNSTILE_ROUTER_PROBE_INTERVAL, default 2s.
+	// ProbeInterval is the period of the readiness probes of every region. Defaults to 2s.
 	ProbeInterval time.Duration `env:"TURNSTILE_ROUTER_PROBE_INTERVAL"`
-	// ProbeTimeout bounds one probe. TURNSTILE_ROUTER_PROBE_TIMEOUT, default 1s.
+	// ProbeTimeout bounds one probe. Defaults to 1s.
 	ProbeTimeout time.Duration `env:"TURNSTILE_ROUTER_PROBE_TIMEOUT"`
-	// ProbeRise is how many consecutive good probes bring a down region back.
-	// TURNSTILE_ROUTER_PROBE_RISE, default 2.
+	// ProbeRise is how many consecutive good probes bring a down region back. Defaults to 2.
 	ProbeRise int `env:"TURNSTILE_ROUTER_PROBE_RISE"`
-	// ProbeFall is how many consecutive failed probes take an up region down (one failed forward
-	// does at once). TURNSTILE_ROUTER_PROBE_FALL, default 2.
+	// ProbeFall is how many consecutive failed probes take an up region down (one failed
+	// forward does at once). Defaults to 2.
 	ProbeFall int `env:"TURNSTILE_ROUTER_PROBE_FALL"`
-	// ProbePath is probed on each region's URL; a 200 is ready. TURNSTILE_ROUTER_PROBE_PATH,
-	// default /readyz.
+	// ProbePath is probed on each region's URL; a 200 is ready. Defaults to /readyz.
 	ProbePath string `env:"TURNSTILE_ROUTER_PROBE_PATH"`
-	// RetryAfter is the base of the jittered Retry-After of a region-unavailable 503.
-	// TURNSTILE_ROUTER_RETRY_AFTER, default 5s.
+	// RetryAfter is the base of the jittered Retry-After of a region-unavailable 503. Defaults
+	// to 5s.
 	RetryAfter time.Duration `env:"TURNSTILE_ROUTER_RETRY_AFTER"`
 	// IdleConns is how many idle keep-alive connections the router keeps to each region.
-	// TURNSTILE_ROUTER_IDLE_CONNS, default 256.
+	// Defaults to 256.
 	IdleConns int `env:"TURNSTILE_ROUTER_IDLE_CONNS"`
 }
 

@@ -18,27 +18,27 @@ const (
 // Each field documents its variable and default; applyDefaults fills zero fields and validate
 // reports every bound violated.
 type WorkerSettings struct {
-	// SessionTimeout is the consumer-group session timeout (TURNSTILE_WORKER_SESSION_TIMEOUT): how
-	// long a worker that stopped heartbeating (killed, partitioned) keeps its partitions before the
-	// group gives them to another worker. The group heartbeat runs at a tenth of it (at most 3s).
-	// It must lie within the broker's group.min/max.session.timeout.ms (Kafka's default minimum is
-	// 6s). Defaults to 10s, below the lease TTL, so that after a crash the dead worker's leases
-	// expiring, not the group, sets when its turns are taken over (README, "Takeover"); with the
-	// Kafka client's default of 45s a replacement would wait 45s for partitions whose turns it
-	// could claim at 15s.
+	// SessionTimeout is the consumer-group session timeout: how long a worker that stopped
+	// heartbeating (killed, partitioned) keeps its partitions before the group gives them to
+	// another worker. The group heartbeat runs at a tenth of it (at most 3s). It must lie within
+	// the broker's group.min/max.session.timeout.ms (Kafka's default minimum is 6s). It stays below
+	// the lease TTL so that after a crash the dead worker's leases, not the group, set when its
+	// turns are taken over (README, "Takeover after a worker dies"); at the Kafka client's default
+	// of 45s a replacement would wait 45s for partitions whose turns it could claim at 15s.
+	// Defaults to 10s.
 	SessionTimeout time.Duration `env:"TURNSTILE_WORKER_SESSION_TIMEOUT"`
-	// RebalanceTimeout bounds how long members may take to rejoin during a rebalance
-	// (TURNSTILE_WORKER_REBALANCE_TIMEOUT). Defaults to 60s.
+	// RebalanceTimeout bounds how long members may take to rejoin during a rebalance. Defaults to
+	// 60s.
 	RebalanceTimeout time.Duration `env:"TURNSTILE_WORKER_REBALANCE_TIMEOUT"`
-	// RetentionInterval is how often finished turn rows older than TURNSTILE_RETENTION are deleted
-	// (TURNSTILE_RETENTION_INTERVAL). Defaults to 1m.
+	// RetentionInterval is how often a worker deletes finished turn rows older than
+	// TURNSTILE_RETENTION. Defaults to 1m.
 	RetentionInterval time.Duration `env:"TURNSTILE_RETENTION_INTERVAL"`
-	// RetentionBatch is how many rows one delete statement removes at most
-	// (TURNSTILE_RETENTION_BATCH), so retention never holds long locks. Defaults to 1000.
+	// RetentionBatch is how many rows one retention delete statement removes at most, so
+	// retention never holds long locks. Defaults to 1000.
 	RetentionBatch int `env:"TURNSTILE_RETENTION_BATCH"`
-	// Vacuum is "auto" (the worker vacuums the turns and sessions tables when autovacuum does not
-	// cover them, see services/worker/internal/vacuum) or "off" (TURNSTILE_WORKER_VACUUM). Defaults
-	// to auto.
+	// Vacuum is "auto" or "off". With auto, while Postgres's autovacuum does not cover the turns
+	// and sessions tables (it is off), workers vacuum them when dead rows pass 5% of live rows (at
+	// least 5,000; services/worker/internal/vacuum). Defaults to auto.
 	Vacuum string `env:"TURNSTILE_WORKER_VACUUM"`
 }
 
