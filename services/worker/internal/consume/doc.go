@@ -42,4 +42,11 @@
 // Joining: from Start until the group has completed the member's first assignment, Waiting says
 // so, and the worker is not ready. After a member died, the group assigns its partitions only once
 // its session has timed out, so a replacement started at once waits that long.
+//
+// The package is one type split into files by concern: consume.go (configuration and the
+// lifecycle: New, Start, Stop and its drain), schedule.go (fetched records into session queues,
+// starts up to the in-flight limit, a turn's end), heap.go (a partition's ready sessions by
+// offset), defer.go (deferred records and their retry), flow.go (per-partition fetch pauses),
+// rebalance.go (assignments, revokes and losses), commit.go (offset commits) and waiting.go (the
+// first assignment, for readiness).
 package consume
