@@ -39,13 +39,17 @@ func New(d *app.Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	proxies, err := cfg.A2A.TrustedProxyList()
+	if err != nil {
+		return nil, err
+	}
 	fd := frontdoor.New(frontdoor.FromConfig(cfg, d.LocalURL()))
 	h := tasks.New(fd, tasks.Config{MaxBlock: cfg.A2A.MaxBlock, Region: cfg.Region.Code}, log)
 	return &Server{
 		fd:      fd,
 		handler: h,
 		rpc:     rpc.New(rpc.Config{MaxBody: cfg.MaxBody, KeepAlive: cfg.KeepAlive, WriteTimeout: cfg.Gateway.WriteTimeout, Region: place}, h, d.Registry),
-		card:    rpc.NewCardHandler(card.New(cfg.A2A, cfg.Auth.Enabled(), rpc.Path), rpc.Path),
+		card:    rpc.NewCardHandler(card.New(cfg.A2A, cfg.Auth.Enabled(), rpc.Path), rpc.Path, proxies),
 	}, nil
 }
 
