@@ -1,5 +1,5 @@
-// Package redrive keeps DESIGN.md's Invariant 15: nothing accepted is lost with a broker's
-// records. A Redriver finds the accepted turns whose Kafka record can no longer be consumed and
+// Package redrive keeps invariant 15 (docs/ARCHITECTURE.md): nothing accepted is lost with a
+// broker's records. A Redriver finds the accepted turns whose Kafka record can no longer be consumed and
 // produces their records again from what Postgres holds, in acceptance order; and it ends the
 // unfinished turns that can no longer start, so neither holds up the backlog signal nor blocks its
 // session for good.
