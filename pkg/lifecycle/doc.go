@@ -10,4 +10,9 @@
 // with its interval and its one round of work. Group composes components that depend on each other:
 // it starts them in order, unwinds the started ones when one fails, and stops them in reverse order
 // within one deadline. Wait bounds a Stop's wait for work it does not run in a Loop.
+//
+// Streams is the same contract for the long-lived streams a handler serves (the gateway's event
+// streams, the front doors' A2A, AI SDK and LangGraph streams): each is tracked while open; Drain
+// tells them to end so their clients reconnect elsewhere, Cut so they reconnect here, and Wait
+// waits for them, as net/http's Server does for its connections on Shutdown.
 package lifecycle

@@ -79,13 +79,13 @@ func (s *Server) Ready() error {
 }
 
 // Drain drops readiness and ends every open stream; clients resubscribe with their last event id.
-func (s *Server) Drain(context.Context) {
+func (s *Server) Drain(ctx context.Context) {
 	s.ready.Store(false)
-	s.handler.Drain()
+	s.handler.Drain(ctx)
 }
 
 // Streams counts open A2A streams.
-func (s *Server) Streams() int { return s.handler.Streams() }
+func (s *Server) Streams() int { return s.handler.Len() }
 
 // Stop ends every stream and waits for them within ctx. Safe twice and before Start.
 func (s *Server) Stop(ctx context.Context) error {
@@ -93,7 +93,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	defer s.life.Unlock()
 	s.stopped = true
 	s.ready.Store(false)
-	s.handler.Drain()
+	s.handler.Drain(ctx)
 	err := s.handler.Wait(ctx)
 	s.fd.CloseIdleConnections()
 	return err

@@ -63,9 +63,9 @@ func (a *AISDK) Ready() error {
 
 // Drain drops readiness and cuts every open stream, so the HTTP server's shutdown does not wait
 // for answers that may run for minutes; their clients resume elsewhere.
-func (a *AISDK) Drain(context.Context) {
+func (a *AISDK) Drain(ctx context.Context) {
 	a.ready.Store(false)
-	a.handler.Close()
+	a.handler.Drain(ctx)
 }
 
 // Stop cuts every stream and waits for their handlers within ctx. Safe twice and before Start.
@@ -74,7 +74,7 @@ func (a *AISDK) Stop(ctx context.Context) error {
 	defer a.life.Unlock()
 	a.stopped = true
 	a.ready.Store(false)
-	a.handler.Close()
+	a.handler.Drain(ctx)
 	err := a.handler.Wait(ctx)
 	a.fd.CloseIdleConnections()
 	return err

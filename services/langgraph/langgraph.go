@@ -88,6 +88,7 @@ func (l *LangGraph) Ready() error {
 func (l *LangGraph) Drain(ctx context.Context) {
 	l.ready.Store(false)
 	l.handler.Drain(ctx)
+	_ = l.handler.Wait(ctx)
 }
 
 // CutStreams ends every open run stream without an end event while the role keeps serving, so
@@ -101,6 +102,7 @@ func (l *LangGraph) Stop(ctx context.Context) error {
 	l.stopped = true
 	l.ready.Store(false)
 	l.handler.Drain(ctx)
+	_ = l.handler.Wait(ctx)
 	if l.ownPool != nil {
 		l.ownPool.Close()
 	}

@@ -88,7 +88,7 @@ func New(cfg Config, h *tasks.Handler, reg prometheus.Registerer) *Server {
 	reg.MustRegister(s.requests, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "turnstile_a2a_streams",
 		Help: "Open A2A streams (message/stream and tasks/resubscribe) of this replica.",
-	}, func() float64 { return float64(h.Streams()) }))
+	}, func() float64 { return float64(h.Len()) }))
 	return s
 }
 

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/a2atask"
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
@@ -55,11 +54,9 @@ type Handler struct {
 	cfg Config
 	log *slog.Logger
 
-	// drained ends every open stream (a drain); streams counts and waits for them.
-	drained context.Context
-	drain   context.CancelFunc
-	streams sync.WaitGroup
-	open    atomic.Int64
+	// Streams tracks the open streams (message/stream, tasks/resubscribe): Drain ends them at
+	// their next event, and new ones at once; clients resubscribe with their last event id.
+	lifecycle.Streams
 }
 
 var _ a2asrv.RequestHandler = (*Handler)(nil)
@@ -75,28 +72,8 @@ func New(fd *frontdoor.Client, cfg Config, log *slog.Logger) *Handler {
 	if cfg.TurnsPage <= 0 {
 		cfg.TurnsPage = TurnsPageDefault
 	}
-	drained, drain := context.WithCancel(context.Background())
-	return &Handler{fd: fd, cfg: cfg, log: log, drained: drained, drain: drain}
+	return &Handler{fd: fd, cfg: cfg, log: log}
 }
-
-// Drain ends every open stream at its next event (clients resubscribe with their last event id,
-// on another replica) and makes new ones end at once.
-func (h *Handler) Drain() { h.drain() }
-
-// Wait blocks until every open stream has ended, or ctx is done.
-func (h *Handler) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { h.streams.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("wait for a2a streams: %w", context.Cause(ctx))
-	}
-}
-
-// Streams counts the open streams.
-func (h *Handler) Streams() int { return int(h.open.Load()) }
 
 // OnGetTask answers tasks/get.
 func (h *Handler) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2a.Task, error) {
@@ -279,13 +256,11 @@ func (h *Handler) resubscribe(ctx context.Context, call *Call, id a2a.TaskID, yi
 // client leaves or the replica drains. A cursor within one native event (k ≥ 0) replays the turn
 // from its start and skips up to it.
 func (h *Handler) follow(ctx context.Context, call *Call, sessionID, token string, r *renderer, cur cursor, yield func(a2a.Event, error) bool) error {
-	h.streams.Add(1)
-	h.open.Add(1)
-	defer func() { h.open.Add(-1); h.streams.Done() }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(h.drained, cancel) //nolint:contextcheck // the replica's drain also ends the stream; ctx still bounds it
-	defer stop()
+	// The replica's drain also ends the stream; ctx still bounds it.
+	tracked := h.Track(cancel)
+	defer tracked.Release()
 
 	req := frontdoor.StreamRequest{SessionID: sessionID, Token: token, TurnID: r.turnID}
 	skipping := cur.native != "" && cur.k >= 0

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/aisdk/internal/uistream"
 )
@@ -52,7 +52,7 @@ func (c *Config) applyDefaults() {
 	}
 }
 
-// Handler serves the chat routes. Its streams end when Close is called; Wait waits for them.
+// Handler serves the chat routes. Its streams end when Drain is called; Wait waits for them.
 type Handler struct {
 	cfg Config
 	fd  *frontdoor.Client
@@ -61,17 +61,16 @@ type Handler struct {
 	requests *prometheus.CounterVec
 	open     *prometheus.GaugeVec
 
-	// closed is closed by Close and ends every stream; streams counts the running ones.
-	closed    chan struct{}
-	closeOnce sync.Once
-	streams   sync.WaitGroup
+	// Streams tracks the open streams: Drain cuts them (their clients see the connection drop and
+	// resume), and new ones at once.
+	lifecycle.Streams
 }
 
 // New builds the handler and registers its metrics on reg.
 func New(cfg Config, fd *frontdoor.Client, log *slog.Logger, reg prometheus.Registerer) *Handler {
 	cfg.applyDefaults()
 	h := &Handler{
-		cfg: cfg, fd: fd, log: log, closed: make(chan struct{}),
+		cfg: cfg, fd: fd, log: log,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_aisdk_requests_total",
 			Help: "AI SDK chat requests by route and outcome (streamed, no_active_turn, refused, cut, failed).",
@@ -91,21 +90,6 @@ func (h *Handler) Routes(r chi.Router) {
 	r.Post("/v1/chat/{chat_id}", h.post)
 	r.Get("/v1/chat/{chat_id}/stream", h.resume)
 	r.Get("/v1/chat/{chat_id}/messages", h.messages)
-}
-
-// Close ends every open stream (their clients see the connection drop and resume). Safe twice.
-func (h *Handler) Close() { h.closeOnce.Do(func() { close(h.closed) }) }
-
-// Wait blocks until every stream has ended or ctx is done.
-func (h *Handler) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { h.streams.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }
 
 // refuse answers a problem before any stream began: a native one as intake or the gateway wrote

@@ -17,8 +17,8 @@ import (
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, route string, log *slog.Logger,
 	req frontdoor.StreamRequest, turnID string, cur uistream.Cursor,
 ) {
-	h.streams.Add(1)
-	defer h.streams.Done()
+	tracked := h.Track(nil)
+	defer tracked.Release()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 
@@ -45,7 +45,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, route string, l
 			// The client left.
 			h.requests.WithLabelValues(route, "cut").Inc()
 			return
-		case <-h.closed:
+		case <-tracked.Done():
 			// The role stops: a stream without its end is what the SDK resumes from, so the
 			// connection is cut rather than ended cleanly.
 			h.requests.WithLabelValues(route, "cut").Inc()

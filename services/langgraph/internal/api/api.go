@@ -10,8 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -21,6 +19,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/services/langgraph/internal/threads"
 )
@@ -87,16 +86,11 @@ type Handler struct {
 	log        *slog.Logger
 
 	requests *prometheus.CounterVec
-	open     atomic.Int64
 
-	// drained ends every open stream (cleanly, so clients rejoin elsewhere); streams counts them.
-	drained   chan struct{}
-	drainOnce sync.Once
-	streams   sync.WaitGroup
-	// cut is closed (and replaced) by Cut: the streams open then end, as on a drain, but the
-	// handler keeps serving.
-	cutMu sync.Mutex
-	cut   chan struct{}
+	// Streams tracks the open run streams, joins and waits. Drain and Cut end them without an end
+	// event, so each client rejoins (the SDK follows the stream's Location with Last-Event-ID): on
+	// another replica after a drain, here after a cut (tests use it to cut connections mid-run).
+	lifecycle.Streams
 }
 
 // New builds the handler. pool holds the thread table and, with auth on, the API keys.
@@ -104,7 +98,6 @@ func New(cfg Config, fd *frontdoor.Client, pool *pgxpool.Pool, log *slog.Logger,
 	cfg.applyDefaults()
 	h := &Handler{
 		cfg: cfg, assistants: map[string]bool{}, fd: fd, threads: threads.New(pool), pool: pool, log: log,
-		drained: make(chan struct{}), cut: make(chan struct{}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_langgraph_requests_total",
 			Help: "LangGraph API requests by route and outcome (ok, or the problem type answered).",
@@ -116,7 +109,7 @@ func New(cfg Config, fd *frontdoor.Client, pool *pgxpool.Pool, log *slog.Logger,
 	reg.MustRegister(h.requests, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "turnstile_langgraph_streams",
 		Help: "Open LangGraph run streams (runs/stream, joins, waits) on this replica.",
-	}, func() float64 { return float64(h.open.Load()) }))
+	}, func() float64 { return float64(h.Len()) }))
 	return h
 }
 
@@ -150,38 +143,6 @@ func (h *Handler) placed(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// Drain ends every open stream without an end event, so each client reconnects (the SDK follows
-// the stream's Location with Last-Event-ID) and resumes on another replica, then waits for the
-// streams' handlers to return or ctx to end.
-func (h *Handler) Drain(ctx context.Context) {
-	h.drainOnce.Do(func() { close(h.drained) })
-	done := make(chan struct{})
-	go func() {
-		h.streams.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
-
-// Cut ends every open stream as a drain does (no end event, so each client rejoins with
-// Last-Event-ID) while the handler keeps serving; the rejoins land here again. Tests use it to
-// cut connections mid-run.
-func (h *Handler) Cut() {
-	h.cutMu.Lock()
-	defer h.cutMu.Unlock()
-	close(h.cut)
-	h.cut = make(chan struct{})
-}
-
-func (h *Handler) cutSignal() <-chan struct{} {
-	h.cutMu.Lock()
-	defer h.cutMu.Unlock()
-	return h.cut
 }
 
 // caller is who a request comes from: the credential forwarded to the native API and the tenant

@@ -349,9 +349,9 @@ func (h *Handler) joinRun(w http.ResponseWriter, r *http.Request) {
 // answers the thread's values.
 func (h *Handler) answerWhenDone(w http.ResponseWriter, r *http.Request, route string, c caller, threadID, runID, token string) {
 	if token != "" {
-		done, release := h.track()
-		defer release()
-		if err := h.waitTerminal(r.Context(), done, threadID, runID, token); err != nil {
+		tracked := h.Track(nil)
+		defer tracked.Release()
+		if err := h.waitTerminal(r.Context(), tracked.Done(), threadID, runID, token); err != nil {
 			h.relay(w, r, route, err)
 			return
 		}
@@ -450,9 +450,9 @@ func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request) {
 	if q.Get("wait") == "1" || q.Get("wait") == "true" {
 		g, err := h.fd.StreamToken(r.Context(), c.cred, th.ID)
 		if err == nil {
-			done, release := h.track()
-			err = h.waitTerminal(r.Context(), done, th.ID, runID, g.StreamToken)
-			release()
+			tracked := h.Track(nil)
+			err = h.waitTerminal(r.Context(), tracked.Done(), th.ID, runID, g.StreamToken)
+			tracked.Release()
 		}
 		if err != nil {
 			h.relay(w, r, route, err)
@@ -479,14 +479,4 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, route string) (cal
 		return caller{}, threads.Thread{}, frontdoor.Turn{}, false
 	}
 	return c, th, t, true
-}
-
-// track counts an open stream until release, and returns the channel that closes on drain.
-func (h *Handler) track() (<-chan struct{}, func()) {
-	h.streams.Add(1)
-	h.open.Add(1)
-	return h.drained, func() {
-		h.open.Add(-1)
-		h.streams.Done()
-	}
 }

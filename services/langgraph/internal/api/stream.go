@@ -131,9 +131,8 @@ func runMetaOf(t frontdoor.Turn) runMeta {
 // terminal event, the client leaving, or a drain (which ends the stream without an end event, so
 // the client rejoins).
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route string, a streamArgs) {
-	drained, release := h.track()
-	defer release()
-	cut := h.cutSignal()
+	tracked := h.Track(nil)
+	defer tracked.Release()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	st, err := h.fd.OpenStream(ctx, frontdoor.StreamRequest{
@@ -176,9 +175,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route stri
 	contextKnown := false
 	for {
 		select {
-		case <-drained:
-			return
-		case <-cut:
+		case <-tracked.Done():
 			return
 		case <-ctx.Done():
 			return
