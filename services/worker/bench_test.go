@@ -14,6 +14,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
 )
@@ -43,7 +44,7 @@ func BenchmarkThroughput(b *testing.B) {
 		return runParallel(b, max(b.N/2, 1), cfg.MaxInflight, func(i int) {
 			e := benchEnvelope(i, kind)
 			c, err := store.Claim(ctx, lease.ClaimRequest{Env: e})
-			if err != nil || c.Outcome != lease.Acquired {
+			if err != nil || c.Outcome != turnstore.ClaimAcquired {
 				b.Errorf("baseline claim: %v %v", c.Outcome, err)
 				return
 			}

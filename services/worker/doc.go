@@ -5,12 +5,14 @@
 // The role is a Component (see pkg/app) so that the single-role binary (cmd/turnstile-worker) and
 // the all-in-one `turnstile` binary compose it alike. Its background parts are one lifecycle.Group
 // (see Worker): Start returns at once, the consumer joins the group in the background, and the
-// worker is not ready (/readyz says why) until Kafka has answered. Its parts live in internal/: consume (the
-// key-ordered consumer), execute (one turn's attempts), batch (group commit of the hot-path round
-// trips), lease (the Postgres statements and the lease renewer), history (the session-history
-// cache), offsets (per-partition commit points), agent (what it runs), cancelwatch (LISTEN/NOTIFY
-// delivery of cancel requests to running turns, with lease renewal as the fallback) and retention
-// (batched deletion of finished turn rows older than TURNSTILE_RETENTION).
+// worker is not ready (/readyz says why) until Kafka has answered. Its parts live in internal/:
+// consume (the key-ordered consumer), execute (one turn's path and attempts), deadletter (the
+// producer poison records go to), batch (group commit of the hot-path round trips), lease (the
+// batched claim and completion and the lease renewer; single statements are pkg/turnstore's),
+// history (the session-history cache), offsets (per-partition commit points), agent (what it
+// runs), cancelwatch (LISTEN/NOTIFY delivery of cancel requests to running turns, with lease
+// renewal as the fallback) and retention (batched deletion of finished turn rows older than
+// TURNSTILE_RETENTION).
 //
 // Throughput comes from batching, not from more round trips in parallel: the turns a worker runs at
 // once send their claims, completions (with the history append) and event publishes through

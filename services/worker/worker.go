@@ -18,6 +18,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/a2a"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/demo"
@@ -28,6 +29,7 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/batch"
 	"github.com/turnstile-run/turnstile/services/worker/internal/cancelwatch"
 	"github.com/turnstile-run/turnstile/services/worker/internal/consume"
+	"github.com/turnstile-run/turnstile/services/worker/internal/deadletter"
 	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
 	"github.com/turnstile-run/turnstile/services/worker/internal/history"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
@@ -40,9 +42,9 @@ var Role = app.Role{Name: "worker", New: func(ctx context.Context, d *app.Deps) 
 
 // Worker is the running worker role: one lifecycle.Group of its parts, in start order the Kafka
 // check, the agent's upstream pool (for the adapters that call one), the lease renewer, the
-// batchers, the cancel watcher, the consumer and the table upkeep (retention, and the vacuumer
-// unless TURNSTILE_WORKER_VACUUM=off). Stopping in reverse drains the consumer before the batchers
-// and the renewer its turns use. A stopped worker does not start again: the drain tells the
+// batchers, the cancel watcher, the dead-letter producer, the consumer and the table upkeep
+// (retention, and the vacuumer unless TURNSTILE_WORKER_VACUUM=off). Stopping in reverse drains the
+// consumer before the dead-letter producer, the batchers and the renewer its turns use. A stopped worker does not start again: the drain tells the
 // executor to hand off waiting turns at once, for good.
 type Worker struct {
 	deps     *app.Deps
@@ -59,7 +61,8 @@ type Worker struct {
 }
 
 // New builds a worker: it connects to Postgres (migrating when configured) and prepares the Redis
-// publisher and the consumer.
+// publisher, the executor with every collaborator its turns use, and then the consumer that hands
+// it records.
 func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	cfg := d.Config
 	log := d.Log.With("role", "worker")
@@ -76,6 +79,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		return nil, err
 	}
 	m := newMetrics(d.Registry)
+	turns := turnstore.New(pool)
 	store := lease.NewStore(pool, cfg.InstanceID, cfg.LeaseTTL, cfg.MaxAttempts)
 	renewer := lease.NewRenewer(store, cfg.Heartbeat, log)
 	renewer.OnRenew = func(n int, err error) {
@@ -104,9 +108,39 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		}}, log))
 	}
 	watcher := cancelwatch.New(pool, func(id uuid.UUID) { renewer.CancelRequested(id) }, log)
-	claims, completions, publishes := newBatchers(store, pub, log, m)
+	claims, completions, publishes := newBatchers(store, turns, pub, log, m)
 	w := &Worker{deps: d, metrics: m}
-	var exec *execute.Executor
+	deadLetters := deadletter.New(cfg.BrokerList())
+	exec := execute.New(execute.Config{
+		Leases:        store,
+		Turns:         turns,
+		Streams:       pub,
+		Agent:         ag,
+		Renewer:       renewer,
+		DeadLetters:   deadLetters,
+		Log:           log,
+		MaxAttempts:   cfg.MaxAttempts,
+		MinUsefulTime: cfg.MinUsefulTime,
+		DLQTopic:      cfg.DLQTopic,
+		History:       history.New(pool, cfg.Agents.HistoryCacheSessions),
+		Prior:         history.NewPriorReader(streams.NewReader(rdb, cfg.KeyPrefix)),
+		Claims:        claims,
+		Completions:   completions,
+		Publishes:     publishes,
+		Hooks: execute.Hooks{
+			AttemptEnded: func(outcome string, _ int, took time.Duration) { m.attemptEnded(outcome, took) },
+			DeadLettered: func(reason string) { m.deadLettered.WithLabelValues(reason).Inc() },
+			Takeover:     func() { m.takeovers.Inc() },
+			Blocked:      func() { m.blocked.Inc() },
+			PublishRetried: func(terminal bool) {
+				if terminal {
+					m.publishRetries.WithLabelValues("terminal").Inc()
+				} else {
+					m.publishRetries.WithLabelValues("other").Inc()
+				}
+			},
+		},
+	})
 	cons, err := consume.New(consume.Config{
 		Brokers:          cfg.BrokerList(),
 		Topic:            cfg.Topic,
@@ -116,7 +150,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		DrainTimeout:     cfg.DrainTimeout,
 		SessionTimeout:   cfg.Worker.SessionTimeout,
 		RebalanceTimeout: cfg.Worker.RebalanceTimeout,
-		Draining:         func() { exec.Drain() },
+		Draining:         exec.Drain,
 	}, func(ctx context.Context, rec *kgo.Record) consume.Result {
 		m.inflight.Inc()
 		defer m.inflight.Dec()
@@ -125,29 +159,6 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	hist := history.New(pool, cfg.Agents.HistoryCacheSessions)
-	exec = execute.New(execute.Config{
-		MaxAttempts:   cfg.MaxAttempts,
-		MinUsefulTime: cfg.MinUsefulTime,
-		DLQTopic:      cfg.DLQTopic,
-		History:       hist,
-		Prior:         history.NewPriorReader(streams.NewReader(rdb, cfg.KeyPrefix)),
-		Claims:        claims,
-		Completions:   completions,
-		Publishes:     publishes,
-	}, store, pub, ag, renewer, cons, log, execute.Hooks{
-		AttemptEnded: func(outcome string, _ int, took time.Duration) { m.attemptEnded(outcome, took) },
-		DeadLettered: func(reason string) { m.deadLettered.WithLabelValues(reason).Inc() },
-		Takeover:     func() { m.takeovers.Inc() },
-		Blocked:      func() { m.blocked.Inc() },
-		PublishRetried: func(terminal bool) {
-			if terminal {
-				m.publishRetries.WithLabelValues("terminal").Inc()
-			} else {
-				m.publishRetries.WithLabelValues("other").Inc()
-			}
-		},
-	})
 	w.consumer = cons
 	w.kafka.init(cfg, log)
 	w.parts.Add("kafka check", &w.kafka)
@@ -156,7 +167,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	}
 	w.parts.Add("lease renewer", renewer).
 		Add("claim batcher", claims).Add("completion batcher", completions).Add("publish batcher", publishes).
-		Add("cancel watcher", watcher).Add("consumer", cons)
+		Add("cancel watcher", watcher).Add("dead-letter producer", deadLetters).Add("consumer", cons)
 	for _, h := range housekeeping {
 		w.parts.Add("table upkeep", h)
 	}
@@ -363,7 +374,7 @@ func (k *kafkaCheck) ready() error {
 
 // newBatchers returns the group-commit batchers of the hot path: claims and completions (one
 // set-based statement per batch) and publishes (one Redis pipeline per batch). See package batch.
-func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m *metrics) (
+func newBatchers(store *lease.Store, turns *turnstore.Store, pub *streams.Publisher, log *slog.Logger, m *metrics) (
 	*batch.Batcher[lease.ClaimRequest, lease.Claim],
 	*batch.Batcher[lease.Completion, int64],
 	*batch.Batcher[[]streams.Message, []streams.PublishResult],
@@ -387,12 +398,12 @@ func newBatchers(store *lease.Store, pub *streams.Publisher, log *slog.Logger, m
 		// A lease acquired for a caller that gave up (its turn context ended while the claim was in
 		// flight) is released, so the turn is taken over at once instead of after the lease's TTL.
 		Abandoned: func(ctx context.Context, req lease.ClaimRequest, res batch.Result[lease.Claim]) {
-			if res.Err != nil || res.Val.Outcome != lease.Acquired {
+			if res.Err != nil || res.Val.Outcome != turnstore.ClaimAcquired {
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if err := store.Release(ctx, req.Env.TurnID, res.Val.Token, true); err != nil && !errors.Is(err, lease.ErrFenced) {
+			if err := turns.ReleaseLease(ctx, req.Env.TurnID, res.Val.Token, true); err != nil && !errors.Is(err, turnstore.ErrFenced) {
 				log.Warn("release of an abandoned claim failed; the lease will expire instead", "turn_id", req.Env.TurnID, "err", err)
 			}
 		},

@@ -98,9 +98,6 @@ type Consumer struct {
 	loops    sync.WaitGroup
 }
 
-// errNotRunning answers a produce while the consumer has no client.
-var errNotRunning = errors.New("consumer is not running")
-
 // New builds a consumer. It connects to nothing and joins no group until Start.
 func New(cfg Config, handle Handler, log *slog.Logger) (*Consumer, error) {
 	switch {
@@ -148,7 +145,6 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 		// that small, since turn records are small and the backlog belongs in Kafka.
 		kgo.FetchMaxBytes(cfg.FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(max(cfg.FetchMaxBytes/4, 1)),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
 	}
 	if cfg.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(min(cfg.SessionTimeout/10, 3*time.Second)))
@@ -157,23 +153,6 @@ func (c *Consumer) clientOpts() []kgo.Opt {
 		opts = append(opts, kgo.RebalanceTimeout(cfg.RebalanceTimeout))
 	}
 	return append(opts, cfg.ExtraOpts...)
-}
-
-// ProduceSync produces with the running group client: the worker dead-letters records with it,
-// from the consumer's own turns, which run only while the client does. Outside a run every record
-// fails.
-func (c *Consumer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
-	c.mu.Lock()
-	cl := c.client
-	c.mu.Unlock()
-	if cl == nil {
-		out := make(kgo.ProduceResults, len(rs))
-		for i, r := range rs {
-			out[i] = kgo.ProduceResult{Record: r, Err: errNotRunning}
-		}
-		return out
-	}
-	return cl.ProduceSync(ctx, rs...)
 }
 
 // OnFinish registers a function called after every finished record (for tests and metrics). Call

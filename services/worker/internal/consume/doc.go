@@ -35,9 +35,8 @@
 //
 // Lifecycle: New only checks and completes the configuration; Start builds the group client, which
 // joins the group, and Stop drains and closes it (package lifecycle's contract: Stop honours its
-// context's deadline, and a consumer can be started again once stopped). The consumer is also the
-// worker's dead-letter producer (ProduceSync): dead letters are written only by its own turns, so
-// by the running client.
+// context's deadline, and a consumer can be started again once stopped). It only consumes: the
+// worker dead-letters with a producer of its own (package deadletter).
 //
 // Joining: from Start until the group has completed the member's first assignment, Waiting says
 // so, and the worker is not ready. After a member died, the group assigns its partitions only once

@@ -9,6 +9,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/consume"
@@ -210,7 +211,7 @@ func (a *attempt) verdict(st step, err error) verdict {
 	switch {
 	case st == stepDone:
 		return verdictSucceeded
-	case st == stepComplete && errors.Is(err, lease.ErrFenced):
+	case st == stepComplete && errors.Is(err, turnstore.ErrFenced):
 		return verdictFenced
 	case st == stepAgent && a.sink.heldFailure() != nil:
 		// The agent's events were refused because the attempt's turn.started was: the attempt
@@ -319,7 +320,7 @@ func (a *attempt) handOff() attemptResult {
 	if err := a.sink.flushHeld(ctx); err != nil && !errors.Is(err, streams.ErrStaleToken) {
 		a.log.WarnContext(a.ctx, "publish of turn.started failed on hand-off", "err", err)
 	}
-	if err := a.x.store.Release(ctx, a.env.TurnID, a.token, true); err != nil && !errors.Is(err, lease.ErrFenced) {
+	if err := a.x.turns.ReleaseLease(ctx, a.env.TurnID, a.token, true); err != nil && !errors.Is(err, turnstore.ErrFenced) {
 		a.log.WarnContext(a.ctx, "release on drain failed; the lease will expire instead", "err", err)
 	}
 	a.log.InfoContext(a.ctx, "turn handed off on drain", "attempt", a.number)
@@ -334,8 +335,8 @@ func (a *attempt) retry(err error) attemptResult {
 	if err := a.sink.flushHeld(a.ctx); err != nil && !errors.Is(err, streams.ErrStaleToken) {
 		a.log.WarnContext(a.ctx, "publish of turn.started failed", "err", err)
 	}
-	_ = a.x.store.RecordError(a.ctx, a.env.TurnID, a.token, err.Error())
-	if err := a.x.store.Release(a.ctx, a.env.TurnID, a.token, false); err != nil && !errors.Is(err, lease.ErrFenced) {
+	_ = a.x.turns.RecordAttemptError(a.ctx, a.env.TurnID, a.token, err.Error())
+	if err := a.x.turns.ReleaseLease(a.ctx, a.env.TurnID, a.token, false); err != nil && !errors.Is(err, turnstore.ErrFenced) {
 		a.log.WarnContext(a.ctx, "release after failed attempt failed; the lease will expire instead", "err", err)
 	}
 	a.ended("retried")
@@ -352,8 +353,8 @@ func (a *attempt) stalled() attemptResult { return attemptRetry }
 // the dead-letter topic. It reports false when the attempt was fenced or the statement failed:
 // then nothing changed.
 func (a *attempt) finish(status wire.Status, msg, deadLetter string) bool {
-	if err := a.x.store.Finish(a.ctx, a.env.TurnID, a.token, status, msg, deadLetter); err != nil {
-		if !errors.Is(err, lease.ErrFenced) {
+	if err := a.x.turns.FinishTurn(a.ctx, a.env.TurnID, a.token, status, msg, deadLetter); err != nil {
+		if !errors.Is(err, turnstore.ErrFenced) {
 			a.log.ErrorContext(a.ctx, "finish turn failed", "status", status, "err", err)
 		}
 		return false

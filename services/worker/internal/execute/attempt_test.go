@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/batch"
@@ -47,7 +48,7 @@ func TestVerdict(t *testing.T) {
 		want       verdict
 	}{
 		{name: "CompletionCommitted", step: stepDone, want: verdictSucceeded},
-		{name: "CompletionFenced", step: stepComplete, err: fmt.Errorf("complete: %w", lease.ErrFenced), want: verdictFenced},
+		{name: "CompletionFenced", step: stepComplete, err: fmt.Errorf("complete: %w", turnstore.ErrFenced), want: verdictFenced},
 		{name: "CompletionFailedIsRetried", step: stepComplete, err: errors.New("conn reset"), want: verdictRetry},
 		{name: "LastAttemptFails", step: stepComplete, err: errors.New("conn reset"), number: 3, want: verdictFailed},
 		{name: "PermanentFails", step: stepAgent, err: fmt.Errorf("agent: %w", agent.ErrPermanent), want: verdictFailed},

@@ -53,12 +53,18 @@
 //
 // Handle returns only when the record may be committed (the turn is terminal, here or elsewhere),
 // when the worker is draining (the turn was handed off and must not be committed), or when the
-// claim found an earlier accepted turn of the session not terminal (lease.Blocked): the turn must
+// claim found an earlier accepted turn of the session not terminal (turnstore.ClaimBlocked): the turn must
 // not start before it, so the record is deferred (consume.Defer) and handed back later. That check
 // is the claim statement's, so a session's order holds even when the earlier turn's record was
 // lost and is re-driven behind the later one. While another
 // worker holds a live lease on the turn, Handle waits for it: the turn's session stays blocked, which
 // is what keeps a session's turns in order across rebalances and crashes.
+//
+// New takes one Config that names every collaborator: the lease store (batched claim and
+// completion), turnstore for the single statements on a turn's row, the publisher, the agent, the
+// lease renewer, the logger, the hooks, and a DeadLetterer — one method, the worker's
+// deadletter.Producer — that poison records are written to. The executor knows nothing of the
+// consumer that hands it records, so the worker builds the executor first and the consumer after.
 //
 // A record whose data Postgres refuses fails its claim every time; each such claim counts as a
 // failed attempt of the turn (claimed in its lease.Storable form), so the poison rule ends it

@@ -15,6 +15,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/logging"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/batch"
@@ -28,8 +29,28 @@ const (
 	LeasedPollDefault   = 250 * time.Millisecond
 )
 
-// Config tunes an Executor and names the collaborators its turns share.
+// Config tunes an Executor and names every collaborator its turns share.
 type Config struct {
+	// Leases claims and completes turns, many at a time (the defaults of Claims and Completions),
+	// and records a turn expired before its claim. Required.
+	Leases *lease.Store
+	// Turns runs the single statements on a turn's row: release, error, finish, final outcome,
+	// dead-letter mark and the uncached history read. Required.
+	Turns *turnstore.Store
+	// Streams publishes the attempts' events when Publishes is nil.
+	Streams *streams.Publisher
+	// Agent runs the turns. Required.
+	Agent agent.Agent
+	// Renewer keeps the running attempts' leases alive and ends an attempt whose lease is lost or
+	// whose turn's cancel was requested. Required.
+	Renewer *lease.Renewer
+	// DeadLetters receives poison records for DLQTopic. Nil leaves them unwritten (tests).
+	DeadLetters DeadLetterer
+	// Log is the executor's logger. Required.
+	Log *slog.Logger
+	// Hooks observe outcomes.
+	Hooks Hooks
+
 	MaxAttempts   int
 	MinUsefulTime time.Duration
 	DLQTopic      string
@@ -64,7 +85,7 @@ type Claimer interface {
 
 // Completer commits a turn's success and appends its messages to the session history, fenced by
 // the attempt's token (lease.Store.CompleteMany, for one completion). It returns the history's
-// sequence number after the turn's messages, or 0 when it does not know it, and lease.ErrFenced
+// sequence number after the turn's messages, or 0 when it does not know it, and turnstore.ErrFenced
 // when another attempt holds the turn.
 type Completer interface {
 	Do(ctx context.Context, c lease.Completion) (int64, error)
@@ -104,9 +125,11 @@ type PriorReader interface {
 	Prior(ctx context.Context, sessionID, turnID string, acceptedAt time.Time, attempt int) ([]agent.PriorEvent, error)
 }
 
-// Producer is the part of a Kafka client the executor needs to dead-letter records.
-type Producer interface {
-	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+// DeadLetterer writes a record to the dead-letter topic (its Topic is Config.DLQTopic) and
+// returns once Kafka has acknowledged it, or why not (the worker passes its deadletter.Producer).
+// It must be safe for concurrent use.
+type DeadLetterer interface {
+	DeadLetter(ctx context.Context, rec *kgo.Record) error
 }
 
 // Hooks observe outcomes (metrics, tests). Every field is optional; hooks must be fast and safe for
@@ -132,9 +155,10 @@ type Hooks struct {
 type Executor struct {
 	cfg     Config
 	store   *lease.Store
+	turns   *turnstore.Store
 	agent   agent.Agent
 	renewer *lease.Renewer
-	dlq     Producer
+	dlq     DeadLetterer
 	log     *slog.Logger
 	hooks   Hooks
 	// appended is cfg.History as a HistoryAppender, or nil.
@@ -146,9 +170,9 @@ type Executor struct {
 	publishIdle func() bool
 }
 
-// New returns an executor. pub publishes the events of Config.Publishes' default, renewer keeps the
-// attempts' leases alive, dlq receives poison.
-func New(cfg Config, store *lease.Store, pub *streams.Publisher, ag agent.Agent, renewer *lease.Renewer, dlq Producer, log *slog.Logger, hooks Hooks) *Executor {
+// New returns an executor of the collaborators and settings cfg names.
+func New(cfg Config) *Executor {
+	store := cfg.Leases
 	if cfg.RetryBackoff == 0 {
 		cfg.RetryBackoff = RetryBackoffDefault
 	}
@@ -162,12 +186,15 @@ func New(cfg Config, store *lease.Store, pub *streams.Publisher, ag agent.Agent,
 		cfg.Completions = batch.Func[lease.Completion, int64](store.CompleteMany)
 	}
 	if cfg.Publishes == nil {
-		cfg.Publishes = unbatched{pub}
+		cfg.Publishes = unbatched{cfg.Streams}
 	}
 	if cfg.History == nil {
-		cfg.History = storeHistory{store}
+		cfg.History = storeHistory{cfg.Turns}
 	}
-	x := &Executor{cfg: cfg, store: store, agent: ag, renewer: renewer, dlq: dlq, log: log, hooks: hooks}
+	x := &Executor{
+		cfg: cfg, store: store, turns: cfg.Turns, agent: cfg.Agent, renewer: cfg.Renewer, dlq: cfg.DeadLetters,
+		log: cfg.Log, hooks: cfg.Hooks,
+	}
 	x.appended, _ = cfg.History.(HistoryAppender)
 	if i, ok := cfg.Publishes.(Idler); ok {
 		x.publishIdle = i.Idle
@@ -182,11 +209,23 @@ func (u unbatched) Do(ctx context.Context, group []streams.Message) ([]streams.P
 	return u.pub.PublishMany(ctx, group), nil
 }
 
-// storeHistory reads history from the lease store, whatever the claim saw.
-type storeHistory struct{ store *lease.Store }
+// storeHistory reads a session's history from Postgres, whatever the claim saw: each succeeded
+// turn's question and answer (agent.TurnMessages of its history entry), oldest first. It is the
+// uncached read; the worker's history cache (package history) reads the same entries
+// incrementally.
+type storeHistory struct{ db *turnstore.Store }
 
 func (h storeHistory) GetAt(ctx context.Context, sessionID string, _ int64) ([]agent.Message, error) {
-	return h.store.History(ctx, sessionID)
+	entries, err := h.db.ReadHistory(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	var out []agent.Message
+	for _, e := range entries {
+		msgs := agent.TurnMessages(e.Seq, e.TurnID, e.Question, e.Answer)
+		out = append(out, msgs[:]...)
+	}
+	return out, nil
 }
 
 // Handle runs the record's turn to its end. ctx is the consumer's turn context: cancelled with
@@ -297,10 +336,10 @@ func (t *turn) next(rawMetadata json.RawMessage) (_ *attempt, _ acquired, _ cons
 			continue
 		}
 		switch claim.Outcome {
-		case lease.Done:
+		case turnstore.ClaimDone:
 			t.republishTerminal()
 			return nil, acquired{}, consume.Commit, true
-		case lease.Leased:
+		case turnstore.ClaimLeased:
 			// Another live worker runs this turn (a rebalance moved the partition, or our own earlier
 			// attempt was fenced). Wait for it: running it here would run it twice, and starting the
 			// session's next turn would break its order.
@@ -309,7 +348,7 @@ func (t *turn) next(rawMetadata json.RawMessage) (_ *attempt, _ acquired, _ cons
 				return nil, acquired{}, consume.HandOff, true
 			}
 			continue
-		case lease.Blocked:
+		case turnstore.ClaimBlocked:
 			// An earlier accepted turn of the session is not terminal (its record was lost and is
 			// re-driven behind this one, say): not an attempt, not a failure. The consumer holds
 			// the record and hands it back when a turn of the session ends.
@@ -318,14 +357,14 @@ func (t *turn) next(rawMetadata json.RawMessage) (_ *attempt, _ acquired, _ cons
 				x.hooks.Blocked()
 			}
 			return nil, acquired{}, consume.Defer, true
-		case lease.Cancelled:
+		case turnstore.ClaimCancelled:
 			t.finishUnleased(wire.StatusCancelled, "cancelled before it started", "")
 			return nil, acquired{}, consume.Commit, true
-		case lease.Exhausted:
+		case turnstore.ClaimExhausted:
 			msg := fmt.Sprintf("attempt %d ended without finishing and no attempts remain", claim.Attempt)
 			t.finishUnleased(wire.StatusFailed, msg, "attempts_exhausted")
 			return nil, acquired{}, consume.Commit, true
-		case lease.Acquired:
+		case turnstore.ClaimAcquired:
 			return t.attempt(claim.Attempt, claim.Token), acquired{
 				attempt: claim.Attempt, sessionSeq: claim.SessionSeq, acquiredAt: acquiredAt, unstorable: unstorable,
 			}, 0, false

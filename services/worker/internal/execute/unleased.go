@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
 )
@@ -24,7 +25,7 @@ func (t *turn) expireUnclaimed() bool {
 	msg := t.x.belowMinUseful(t.env.Deadline, remaining)
 	token, number, err := t.x.store.Expire(t.ctx, lease.ClaimRequest{Env: t.env, Partition: t.rec.Partition, Offset: t.rec.Offset}, msg)
 	if err != nil {
-		if !errors.Is(err, lease.ErrFenced) {
+		if !errors.Is(err, turnstore.ErrFenced) {
 			t.log.WarnContext(t.ctx, "expire turn failed", "err", err)
 		}
 		return false
@@ -41,9 +42,9 @@ func (t *turn) expireUnclaimed() bool {
 // finishUnleased ends a turn the claim could not lease — cancelled before it started, or out of
 // attempts — with status and msg, and dead-letters it when deadLetter names a reason.
 func (t *turn) finishUnleased(status wire.Status, msg, deadLetter string) {
-	token, number, err := t.x.store.FinishUnleased(t.ctx, t.env.TurnID, status, msg, deadLetter)
+	token, number, err := t.x.turns.FinishUnleased(t.ctx, t.env.TurnID, status, msg, deadLetter)
 	if err != nil {
-		if !errors.Is(err, lease.ErrFenced) {
+		if !errors.Is(err, turnstore.ErrFenced) {
 			t.log.ErrorContext(t.ctx, "finish unleased turn failed", "status", status, "err", err)
 		}
 		return
@@ -60,7 +61,7 @@ func (t *turn) finishUnleased(status wire.Status, msg, deadLetter string) {
 // finished it may have died between the Postgres commit and the publish. The publish script keeps
 // at most one terminal event per turn, so this is a no-op in the usual case.
 func (t *turn) republishTerminal() {
-	f, err := t.x.store.Final(t.ctx, t.env.TurnID)
+	f, err := t.x.turns.ReadFinal(t.ctx, t.env.TurnID)
 	if err != nil {
 		t.log.WarnContext(t.ctx, "read finished turn failed", "err", err)
 		return
@@ -90,7 +91,7 @@ func (a *attempt) deadLetter(reason, msg string) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), 10*time.Second)
 	defer cancel()
-	if err := a.x.store.DeadLettered(cctx, a.env.TurnID); err != nil {
+	if err := a.x.turns.ClearDeadLetter(cctx, a.env.TurnID); err != nil {
 		a.log.WarnContext(a.ctx, "recording the dead letter failed; it may be written again", "err", err)
 	}
 }
@@ -112,7 +113,7 @@ func (x *Executor) deadLetter(ctx context.Context, rec *kgo.Record, reason, msg 
 	// The dead-letter write must not be lost to a drain: it uses its own bounded context.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := x.dlq.ProduceSync(pctx, out).FirstErr(); err != nil {
+	if err := x.dlq.DeadLetter(pctx, out); err != nil {
 		x.log.ErrorContext(ctx, "dead-letter produce failed", "reason", reason, "err", err)
 		return false
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/agenttest"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/openai"
@@ -91,8 +92,11 @@ func newUpstreamFixture(t testing.TB, env *testenv.Env, o fixtureOptions, answer
 	require.NoError(t, renewer.Start(context.Background()))
 	t.Cleanup(func() { _ = renewer.Stop(context.Background()) })
 	logs := &logRecorder{}
-	x := New(Config{MaxAttempts: o.maxAttempts, MinUsefulTime: 100 * time.Millisecond, RetryBackoff: o.retryBackoff},
-		store, streams.NewPublisher(env.Redis, env.Config.KeyPrefix, 1000, time.Hour), ag, renewer, nil, slog.New(logs), o.hooks)
+	x := New(Config{
+		Leases: store, Turns: turnstore.New(env.Pool), Streams: streams.NewPublisher(env.Redis, env.Config.KeyPrefix, 1000, time.Hour),
+		Agent: ag, Renewer: renewer, Log: slog.New(logs), Hooks: o.hooks,
+		MaxAttempts: o.maxAttempts, MinUsefulTime: 100 * time.Millisecond, RetryBackoff: o.retryBackoff,
+	})
 	return &upstreamFixture{x: x, chat: chat, reader: streams.NewReader(env.Redis, env.Config.KeyPrefix), logs: logs, store: store}
 }
 

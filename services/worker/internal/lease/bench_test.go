@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
@@ -31,7 +32,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 				cs := make([]Completion, size)
 				if size == 1 {
 					c, err := s.Claim(ctx, reqs[0])
-					if err != nil || c.Outcome != Acquired {
+					if err != nil || c.Outcome != turnstore.ClaimAcquired {
 						b.Fatal(c.Outcome, err)
 					}
 					if err := s.Complete(ctx, reqs[0].Env.TurnID, c.Token, wire.Output{Text: "ok"}); err != nil {
@@ -41,7 +42,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 					continue
 				}
 				for k, r := range s.ClaimMany(ctx, reqs) {
-					if r.Err != nil || r.Val.Outcome != Acquired {
+					if r.Err != nil || r.Val.Outcome != turnstore.ClaimAcquired {
 						b.Fatal(r.Val.Outcome, r.Err)
 					}
 					cs[k] = Completion{TurnID: reqs[k].Env.TurnID, Token: r.Val.Token, Output: wire.Output{Text: "ok"}}

@@ -17,7 +17,6 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/pgarray"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
-	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/batch"
 )
 
@@ -26,38 +25,14 @@ import (
 // nothing and usually clears on the next run.
 const statementTries = 3
 
-// Outcome is what a claim found.
-type Outcome = turnstore.ClaimOutcome
-
-// Claim outcomes.
-const (
-	// Acquired: this worker now holds the lease; run the turn with the returned token.
-	Acquired = turnstore.ClaimAcquired
-	// Done: the turn already ended; acknowledge the record without running it.
-	Done = turnstore.ClaimDone
-	// Leased: a live worker holds the lease; wait for it rather than run the turn twice.
-	Leased = turnstore.ClaimLeased
-	// Cancelled: cancellation was requested before this attempt could start.
-	Cancelled = turnstore.ClaimCancelled
-	// Exhausted: the last allowed attempt died without finishing (a crash loop); fail the turn.
-	Exhausted = turnstore.ClaimExhausted
-	// Blocked: an earlier accepted turn of the session is not terminal; hold the turn and claim
-	// it again once that one ended. Not an attempt and not a failure.
-	Blocked = turnstore.ClaimBlocked
-)
-
-// ErrFenced is returned when a statement's fencing token is no longer the turn's: another attempt
-// took over, or the turn ended.
-var ErrFenced = turnstore.ErrFenced
-
 // Claim is the result of Store.Claim.
 type Claim struct {
-	Outcome Outcome
+	Outcome turnstore.ClaimOutcome
 	Attempt int
 	Token   int64
-	// Status is the row's status when the outcome is Done.
+	// Status is the row's status when the outcome is turnstore.ClaimDone.
 	Status wire.Status
-	// LeaseExpiresAt is when the current holder's lease ends (Leased) or this worker's (Acquired).
+	// LeaseExpiresAt is when the current holder's lease ends (turnstore.ClaimLeased) or this worker's (turnstore.ClaimAcquired).
 	LeaseExpiresAt time.Time
 	// SessionSeq is the session history's last sequence number (sessions.last_seq, 0 for a session
 	// without history) as the claim read it. A session's turns run one at a time, so the history
@@ -198,12 +173,12 @@ func matchClaims(rows []turnstore.ClaimRow, pos []int, ids pgarray.UUIDs, out []
 		if !ok {
 			return nil, fmt.Errorf("claim turns: claim returned turn %s, which was not asked for", r.TurnID)
 		}
-		if r.Outcome == "" || (found[i] && out[pos[i]].Val.Outcome == Acquired) {
+		if r.Outcome == "" || (found[i] && out[pos[i]].Val.Outcome == turnstore.ClaimAcquired) {
 			// No outcome: the row as it was was claimable, so unless it was claimed it changed
 			// under the statement.
 			continue
 		}
-		if found[i] && r.Outcome == Blocked {
+		if found[i] && r.Outcome == turnstore.ClaimBlocked {
 			// What the row as it was says (ended, leased, cancelled, exhausted) comes first: such
 			// a turn is not waiting for its session's order.
 			continue
@@ -348,9 +323,6 @@ func isDataError(err error) bool {
 		strings.HasPrefix(pg.Code, "54"))
 }
 
-// Renewal is the result of renewing one lease.
-type Renewal = turnstore.Renewal
-
 // Held names a lease this worker holds.
 type Held struct {
 	TurnID uuid.UUID
@@ -360,8 +332,8 @@ type Held struct {
 // Renew extends every given lease in one statement and returns those still held, with their cancel
 // flags. A lease missing from the result is lost: fenced by a newer attempt, the turn ended, or the
 // lease was released (a renewal round that raced a release must not extend the released lease, or
-// the turn it handed off would wait a full TTL for its next owner; Release clears lease_owner).
-func (s *Store) Renew(ctx context.Context, held []Held) ([]Renewal, error) {
+// the turn it handed off would wait a full TTL for its next owner; turnstore.Store.ReleaseLease clears lease_owner).
+func (s *Store) Renew(ctx context.Context, held []Held) ([]turnstore.Renewal, error) {
 	if len(held) == 0 {
 		return nil, nil
 	}
@@ -372,21 +344,8 @@ func (s *Store) Renew(ctx context.Context, held []Held) ([]Renewal, error) {
 	return s.db.RenewLeases(ctx, &p)
 }
 
-// Release gives up a lease so another worker can take the turn over at once. handoff marks a
-// release on drain, which does not count towards the attempt limit; a release after a failed
-// attempt does.
-func (s *Store) Release(ctx context.Context, turnID uuid.UUID, token int64, handoff bool) error {
-	return s.db.ReleaseLease(ctx, turnID, token, handoff)
-}
-
-// RecordError stores the error of a failed attempt on the row while the lease is still held, so the
-// turn's status shows why it is being retried.
-func (s *Store) RecordError(ctx context.Context, turnID uuid.UUID, token int64, msg string) error {
-	return s.db.RecordAttemptError(ctx, turnID, token, msg)
-}
-
 // Complete marks the turn succeeded with output and appends its messages to the session history,
-// conditional on the token (ErrFenced otherwise). It is CompleteMany of one completion.
+// conditional on the token (turnstore.ErrFenced otherwise). It is CompleteMany of one completion.
 func (s *Store) Complete(ctx context.Context, turnID uuid.UUID, token int64, output wire.Output) error {
 	return s.CompleteMany(ctx, []Completion{{TurnID: turnID, Token: token, Output: output}})[0].Err
 }
@@ -400,7 +359,7 @@ type Completion struct {
 
 // CompleteMany completes every given turn in one statement (turnstore.Store.CompleteTurns), each
 // exactly as Complete would, and returns one result per completion in order: the session history's
-// sequence number after the turn's two messages (its assistant message's), ErrFenced, or the
+// sequence number after the turn's two messages (its assistant message's), turnstore.ErrFenced, or the
 // statement's error, which fails every completion of the batch (none of them happened).
 func (s *Store) CompleteMany(ctx context.Context, cs []Completion) []batch.Result[int64] {
 	out := make([]batch.Result[int64], len(cs))
@@ -433,7 +392,7 @@ func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, o
 		case err == nil:
 			for i, k := range pos {
 				if seqs[i] == 0 {
-					out[k].Err = ErrFenced
+					out[k].Err = turnstore.ErrFenced
 				} else {
 					out[k].Val = seqs[i]
 				}
@@ -450,49 +409,8 @@ func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, o
 	}
 }
 
-// Finish ends a turn this worker holds with a terminal status other than succeeded. A non-empty
-// deadLetter marks the turn as owed to the dead-letter topic for that reason (see DeadLettered).
-func (s *Store) Finish(ctx context.Context, turnID uuid.UUID, token int64, status wire.Status, msg, deadLetter string) error {
-	return s.db.FinishTurn(ctx, turnID, token, status, msg, deadLetter)
-}
-
-// FinishUnleased ends a turn that nobody holds (queued, or running with an expired lease) — a
-// cancelled or exhausted turn — and returns the fresh token its final events are published with.
-func (s *Store) FinishUnleased(ctx context.Context, turnID uuid.UUID, status wire.Status, msg, deadLetter string) (token int64, attempt int, err error) {
-	return s.db.FinishUnleased(ctx, turnID, status, msg, deadLetter)
-}
-
-// Final is the outcome of a finished turn, for re-publishing its terminal event after a crash.
-type Final = turnstore.Final
-
-// Final reads a finished turn's outcome.
-func (s *Store) Final(ctx context.Context, turnID uuid.UUID) (Final, error) {
-	return s.db.ReadFinal(ctx, turnID)
-}
-
-// DeadLettered records that the turn's dead letter was acknowledged by Kafka.
-func (s *Store) DeadLettered(ctx context.Context, turnID uuid.UUID) error {
-	return s.db.ClearDeadLetter(ctx, turnID)
-}
-
-// History returns a session's messages, oldest first: each succeeded turn's question and answer
-// (agent.TurnMessages of its history entry). It is the uncached read; the worker's history cache
-// (package history) reads the same entries incrementally.
-func (s *Store) History(ctx context.Context, sessionID string) ([]agent.Message, error) {
-	entries, err := s.db.ReadHistory(ctx, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	var out []agent.Message
-	for _, e := range entries {
-		msgs := agent.TurnMessages(e.Seq, e.TurnID, e.Question, e.Answer)
-		out = append(out, msgs[:]...)
-	}
-	return out, nil
-}
-
 // Expire records the turn as expired unless someone holds it or it ended, and returns the fresh token
-// its turn.expired event is published with. ErrFenced means it was left alone.
+// its turn.expired event is published with. turnstore.ErrFenced means it was left alone.
 func (s *Store) Expire(ctx context.Context, req ClaimRequest, msg string) (token int64, attempt int, err error) {
 	r, err := encodeClaim(req)
 	if err != nil {

@@ -17,7 +17,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/batch"
 )
 
@@ -42,6 +44,21 @@ func request(session string) ClaimRequest {
 	}}
 }
 
+// history reads a session's messages, oldest first: each succeeded turn's question and answer
+// (agent.TurnMessages of its history entry), as the executor's uncached read does.
+func history(ctx context.Context, db *turnstore.Store, session string) ([]agent.Message, error) {
+	entries, err := db.ReadHistory(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	var out []agent.Message
+	for _, e := range entries {
+		msgs := agent.TurnMessages(e.Seq, e.TurnID, e.Question, e.Answer)
+		out = append(out, msgs[:]...)
+	}
+	return out, nil
+}
+
 // waitExpired waits until the turn's lease has expired by the database's clock.
 func waitExpired(t *testing.T, env *testenv.Env, id uuid.UUID) {
 	t.Helper()
@@ -61,21 +78,22 @@ func TestStore(t *testing.T) {
 		t.Parallel()
 		env := setup(t)
 		s := NewStore(env.Pool, "a", 200*time.Millisecond, 3)
+		db := turnstore.New(env.Pool)
 		req := request("fence")
 		id := req.Env.TurnID
 
 		c1, err := s.Claim(ctx, req)
 		require.NoError(t, err)
-		require.Equal(t, Acquired, c1.Outcome)
+		require.Equal(t, turnstore.ClaimAcquired, c1.Outcome)
 		require.Equal(t, 1, c1.Attempt)
 		c, err := s.Claim(ctx, req)
 		require.NoError(t, err)
-		require.Equal(t, Leased, c.Outcome, "a live lease is not taken over")
+		require.Equal(t, turnstore.ClaimLeased, c.Outcome, "a live lease is not taken over")
 
 		waitExpired(t, env, id)
 		c2, err := s.Claim(ctx, req)
 		require.NoError(t, err)
-		require.Equal(t, Acquired, c2.Outcome)
+		require.Equal(t, turnstore.ClaimAcquired, c2.Outcome)
 		require.Equal(t, 2, c2.Attempt)
 		require.Greater(t, c2.Token, c1.Token, "tokens only grow")
 
@@ -83,13 +101,13 @@ func TestStore(t *testing.T) {
 		renewed, err := s.Renew(ctx, []Held{{TurnID: id, Token: c1.Token}})
 		require.NoError(t, err)
 		require.Empty(t, renewed)
-		require.ErrorIs(t, s.Complete(ctx, id, c1.Token, wire.Output{Text: "stale"}), ErrFenced)
-		require.ErrorIs(t, s.Finish(ctx, id, c1.Token, wire.StatusFailed, "stale", ""), ErrFenced)
-		require.ErrorIs(t, s.Release(ctx, id, c1.Token, true), ErrFenced)
+		require.ErrorIs(t, s.Complete(ctx, id, c1.Token, wire.Output{Text: "stale"}), turnstore.ErrFenced)
+		require.ErrorIs(t, db.FinishTurn(ctx, id, c1.Token, wire.StatusFailed, "stale", ""), turnstore.ErrFenced)
+		require.ErrorIs(t, db.ReleaseLease(ctx, id, c1.Token, true), turnstore.ErrFenced)
 
 		require.NoError(t, s.Complete(ctx, id, c2.Token, wire.Output{Text: "fresh"}))
-		require.ErrorIs(t, s.Complete(ctx, id, c2.Token, wire.Output{Text: "again"}), ErrFenced, "completion happens once")
-		h, err := s.History(ctx, "fence")
+		require.ErrorIs(t, s.Complete(ctx, id, c2.Token, wire.Output{Text: "again"}), turnstore.ErrFenced, "completion happens once")
+		h, err := history(ctx, db, "fence")
 		require.NoError(t, err)
 		require.Len(t, h, 2)
 		require.Equal(t, "hi", h[0].Content)
@@ -97,7 +115,7 @@ func TestStore(t *testing.T) {
 
 		c, err = s.Claim(ctx, req)
 		require.NoError(t, err)
-		require.Equal(t, Done, c.Outcome)
+		require.Equal(t, turnstore.ClaimDone, c.Outcome)
 		require.Equal(t, wire.StatusSucceeded, c.Status)
 	})
 
@@ -105,17 +123,18 @@ func TestStore(t *testing.T) {
 		t.Parallel()
 		env := setup(t)
 		s := NewStore(env.Pool, "a", 100*time.Millisecond, 2)
+		db := turnstore.New(env.Pool)
 		req := request("exhaust")
 		for attempt := 1; attempt <= 2; attempt++ {
 			c, err := s.Claim(ctx, req)
 			require.NoError(t, err)
-			require.Equal(t, Acquired, c.Outcome)
+			require.Equal(t, turnstore.ClaimAcquired, c.Outcome)
 			waitExpired(t, env, req.Env.TurnID)
 		}
 		c, err := s.Claim(ctx, req)
 		require.NoError(t, err)
-		require.Equal(t, Exhausted, c.Outcome)
-		token, attempt, err := s.FinishUnleased(ctx, req.Env.TurnID, wire.StatusFailed, "crash loop", "attempts_exhausted")
+		require.Equal(t, turnstore.ClaimExhausted, c.Outcome)
+		token, attempt, err := db.FinishUnleased(ctx, req.Env.TurnID, wire.StatusFailed, "crash loop", "attempts_exhausted")
 		require.NoError(t, err)
 		require.Equal(t, 2, attempt)
 		require.Greater(t, token, c.Token)
@@ -125,21 +144,22 @@ func TestStore(t *testing.T) {
 		t.Parallel()
 		env := setup(t)
 		s := NewStore(env.Pool, "a", time.Minute, 1)
+		db := turnstore.New(env.Pool)
 		req := request("handoff")
 		c, err := s.Claim(ctx, req)
 		require.NoError(t, err)
-		require.NoError(t, s.Release(ctx, req.Env.TurnID, c.Token, true))
+		require.NoError(t, db.ReleaseLease(ctx, req.Env.TurnID, c.Token, true))
 		renewed, err := s.Renew(ctx, []Held{{TurnID: req.Env.TurnID, Token: c.Token}})
 		require.NoError(t, err)
 		require.Empty(t, renewed, "a renewal racing the release does not extend the released lease")
 		c, err = s.Claim(ctx, req)
 		require.NoError(t, err)
-		require.Equal(t, Acquired, c.Outcome, "a released lease is taken over at once, and a hand-off is not an attempt")
+		require.Equal(t, turnstore.ClaimAcquired, c.Outcome, "a released lease is taken over at once, and a hand-off is not an attempt")
 		require.Equal(t, 2, c.Attempt)
-		require.NoError(t, s.Release(ctx, req.Env.TurnID, c.Token, false))
+		require.NoError(t, db.ReleaseLease(ctx, req.Env.TurnID, c.Token, false))
 		c, err = s.Claim(ctx, req)
 		require.NoError(t, err)
-		require.Equal(t, Exhausted, c.Outcome, "a failed attempt counts")
+		require.Equal(t, turnstore.ClaimExhausted, c.Outcome, "a failed attempt counts")
 	})
 
 	t.Run("CancelledBeforeStart", func(t *testing.T) {
@@ -152,9 +172,9 @@ func TestStore(t *testing.T) {
 		require.NoError(t, err)
 		c, err := s.Claim(ctx, req)
 		require.NoError(t, err)
-		require.Equal(t, Cancelled, c.Outcome)
+		require.Equal(t, turnstore.ClaimCancelled, c.Outcome)
 		_, _, err = s.Expire(ctx, req, "late")
-		require.ErrorIs(t, err, ErrFenced, "a cancelled turn stays cancelled")
+		require.ErrorIs(t, err, turnstore.ErrFenced, "a cancelled turn stays cancelled")
 	})
 
 	t.Run("ExpireLeavesLiveLeases", func(t *testing.T) {
@@ -168,14 +188,14 @@ func TestStore(t *testing.T) {
 		require.Positive(t, token)
 		c, err := s.Claim(ctx, fresh)
 		require.NoError(t, err)
-		require.Equal(t, Done, c.Outcome)
+		require.Equal(t, turnstore.ClaimDone, c.Outcome)
 		require.Equal(t, wire.StatusExpired, c.Status)
 
 		held := request("expire")
 		_, err = s.Claim(ctx, held)
 		require.NoError(t, err)
 		_, _, err = s.Expire(ctx, held, "late")
-		require.ErrorIs(t, err, ErrFenced, "a running turn with a live lease is not expired")
+		require.ErrorIs(t, err, turnstore.ErrFenced, "a running turn with a live lease is not expired")
 	})
 }
 
@@ -217,19 +237,19 @@ func TestStoreBatches(t *testing.T) {
 		for _, r := range res {
 			require.NoError(t, r.Err)
 		}
-		require.Equal(t, Acquired, res[0].Val.Outcome)
+		require.Equal(t, turnstore.ClaimAcquired, res[0].Val.Outcome)
 		require.Equal(t, 1, res[0].Val.Attempt)
 		require.Equal(t, wire.StatusRunning, res[0].Val.Status)
 		require.WithinDuration(t, time.Now().Add(time.Minute), res[0].Val.LeaseExpiresAt, 30*time.Second)
-		require.Equal(t, Leased, res[1].Val.Outcome)
+		require.Equal(t, turnstore.ClaimLeased, res[1].Val.Outcome)
 		require.Equal(t, held.Token, res[1].Val.Token)
 		require.WithinDuration(t, held.LeaseExpiresAt, res[1].Val.LeaseExpiresAt, time.Millisecond)
-		require.Equal(t, Done, res[2].Val.Outcome)
+		require.Equal(t, turnstore.ClaimDone, res[2].Val.Outcome)
 		require.Equal(t, wire.StatusSucceeded, res[2].Val.Status)
-		require.Equal(t, Cancelled, res[3].Val.Outcome)
-		require.Equal(t, Exhausted, res[4].Val.Outcome)
+		require.Equal(t, turnstore.ClaimCancelled, res[3].Val.Outcome)
+		require.Equal(t, turnstore.ClaimExhausted, res[4].Val.Outcome)
 		require.Equal(t, 2, res[4].Val.Attempt)
-		require.Equal(t, Acquired, res[5].Val.Outcome, "a queued row is taken over")
+		require.Equal(t, turnstore.ClaimAcquired, res[5].Val.Outcome, "a queued row is taken over")
 		require.Equal(t, 1, res[5].Val.Attempt)
 		require.Greater(t, res[5].Val.Token, held.Token, "tokens only grow")
 
@@ -242,7 +262,7 @@ func TestStoreBatches(t *testing.T) {
 		require.Zero(t, partition)
 		c, err := other.Claim(ctx, fresh)
 		require.NoError(t, err)
-		require.Equal(t, Leased, c.Outcome, "a lease taken in a batch is a lease")
+		require.Equal(t, turnstore.ClaimLeased, c.Outcome, "a lease taken in a batch is a lease")
 	})
 
 	t.Run("ClaimManySameTurnTwice", func(t *testing.T) {
@@ -253,9 +273,9 @@ func TestStoreBatches(t *testing.T) {
 		res := s.ClaimMany(ctx, []ClaimRequest{req, request("twice-other"), req})
 		require.NoError(t, res[0].Err)
 		require.NoError(t, res[2].Err)
-		require.Equal(t, Acquired, res[0].Val.Outcome)
-		require.Equal(t, Acquired, res[1].Val.Outcome)
-		require.Equal(t, Leased, res[2].Val.Outcome, "the second request sees the first one's lease, as two calls would")
+		require.Equal(t, turnstore.ClaimAcquired, res[0].Val.Outcome)
+		require.Equal(t, turnstore.ClaimAcquired, res[1].Val.Outcome)
+		require.Equal(t, turnstore.ClaimLeased, res[2].Val.Outcome, "the second request sees the first one's lease, as two calls would")
 		require.Equal(t, res[0].Val.Token, res[2].Val.Token)
 	})
 
@@ -291,8 +311,8 @@ func TestStoreBatches(t *testing.T) {
 				x, y := ra[i], rb[n-1-i]
 				require.NoError(t, x.err, "round %d", round)
 				require.NoError(t, y.err, "round %d", round)
-				outcomes := []Outcome{x.c.Outcome, y.c.Outcome}
-				require.ElementsMatch(t, []Outcome{Acquired, Leased}, outcomes, "round %d turn %d", round, i)
+				outcomes := []turnstore.ClaimOutcome{x.c.Outcome, y.c.Outcome}
+				require.ElementsMatch(t, []turnstore.ClaimOutcome{turnstore.ClaimAcquired, turnstore.ClaimLeased}, outcomes, "round %d turn %d", round, i)
 			}
 		}
 	})
@@ -301,6 +321,7 @@ func TestStoreBatches(t *testing.T) {
 		t.Parallel()
 		env := setup(t)
 		s := NewStore(env.Pool, "a", 200*time.Millisecond, 3)
+		db := turnstore.New(env.Pool)
 		// Three turns of one session and one of another; the second turn's first attempt is a
 		// zombie: a newer attempt took over, so only the newer token completes it. The session's
 		// turns were accepted at one instant, so none waits for another at its claim.
@@ -317,7 +338,7 @@ func TestStoreBatches(t *testing.T) {
 		waitExpired(t, env, reqs[1].Env.TurnID)
 		taken, err := s.Claim(ctx, reqs[1])
 		require.NoError(t, err)
-		require.Equal(t, Acquired, taken.Outcome)
+		require.Equal(t, turnstore.ClaimAcquired, taken.Outcome)
 		s2 := NewStore(env.Pool, "a", time.Minute, 3)
 		renewed, err := s2.Renew(ctx, []Held{{reqs[0].Env.TurnID, claims[0].Token}, {reqs[2].Env.TurnID, claims[2].Token}, {reqs[3].Env.TurnID, claims[3].Token}})
 		require.NoError(t, err)
@@ -330,14 +351,14 @@ func TestStoreBatches(t *testing.T) {
 			{reqs[3].Env.TurnID, claims[3].Token, wire.Output{Text: "other"}},
 		})
 		require.NoError(t, res[0].Err)
-		require.ErrorIs(t, res[1].Err, ErrFenced, "the stale token is refused, and only it")
+		require.ErrorIs(t, res[1].Err, turnstore.ErrFenced, "the stale token is refused, and only it")
 		require.NoError(t, res[2].Err)
 		require.NoError(t, res[3].Err)
 		require.Equal(t, []int64{2, 0, 4, 2}, []int64{res[0].Val, res[1].Val, res[2].Val, res[3].Val},
 			"each completion learns its assistant message's sequence number")
 
 		// The turns of one session are appended in request order, two messages each.
-		h, err := s.History(ctx, "cm")
+		h, err := history(ctx, db, "cm")
 		require.NoError(t, err)
 		require.Len(t, h, 4)
 		for i, want := range []struct {
@@ -367,8 +388,8 @@ func TestStoreBatches(t *testing.T) {
 		})
 		require.NoError(t, res[0].Err)
 		require.Equal(t, int64(6), res[0].Val)
-		require.ErrorIs(t, res[1].Err, ErrFenced, "completion happens once")
-		h, err = s.History(ctx, "cm")
+		require.ErrorIs(t, res[1].Err, turnstore.ErrFenced, "completion happens once")
+		h, err = history(ctx, db, "cm")
 		require.NoError(t, err)
 		require.Len(t, h, 6)
 		require.Equal(t, "two", h[5].Content)
@@ -388,13 +409,13 @@ func TestStoreBatches(t *testing.T) {
 		cb, err := s.Claim(ctx, b)
 		require.NoError(t, err)
 		// The table the completion appends to is gone: the statement fails, so nothing of the batch
-		// happened and every completion reports the error (not ErrFenced, not success).
+		// happened and every completion reports the error (not turnstore.ErrFenced, not success).
 		_, err = env.Pool.Exec(ctx, `ALTER TABLE session_history RENAME TO session_history_gone`)
 		require.NoError(t, err)
 		res := s.CompleteMany(ctx, []Completion{{a.Env.TurnID, ca.Token, wire.Output{}}, {b.Env.TurnID, cb.Token, wire.Output{}}})
 		for _, r := range res {
 			require.Error(t, r.Err)
-			require.NotErrorIs(t, r.Err, ErrFenced)
+			require.NotErrorIs(t, r.Err, turnstore.ErrFenced)
 		}
 		var running int
 		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE status = 'running'`).Scan(&running))
@@ -518,13 +539,13 @@ func TestClaimStoresRecordedMetadata(t *testing.T) {
 	exact := `{"b": 1, "a": {"c": [1, 2.50]}, "n": 12345678901234567890}`
 	c, err := s.Claim(ctx, withMetadata(t, request("meta-exact"), exact))
 	require.NoError(t, err)
-	require.Equal(t, Acquired, c.Outcome)
+	require.Equal(t, turnstore.ClaimAcquired, c.Outcome)
 
 	// encoding/json reads 1e-20000 as 0; Postgres's numeric cannot hold it.
 	refused := withMetadata(t, request("meta-refused"), `{"a": 1e-20000}`)
 	c, err = s.Claim(ctx, refused)
 	require.NoError(t, err)
-	require.Equal(t, Acquired, c.Outcome)
+	require.Equal(t, turnstore.ClaimAcquired, c.Outcome)
 	stored(refused.Env.TurnID, `{"a": 0}`)
 
 	reqs := []ClaimRequest{
@@ -533,7 +554,7 @@ func TestClaimStoresRecordedMetadata(t *testing.T) {
 	}
 	for i, r := range s.ClaimMany(ctx, reqs) {
 		require.NoError(t, r.Err, i)
-		require.Equal(t, Acquired, r.Val.Outcome, i)
+		require.Equal(t, turnstore.ClaimAcquired, r.Val.Outcome, i)
 	}
 	stored(reqs[0].Env.TurnID, exact)
 	stored(reqs[1].Env.TurnID, `{"a": 0}`)
@@ -570,7 +591,7 @@ func TestInputAndOutputStoredAsEncoded(t *testing.T) {
 		var cs []Claim
 		for i, r := range s.ClaimMany(ctx, reqs) {
 			require.NoError(t, r.Err, i)
-			require.Equal(t, Acquired, r.Val.Outcome, i)
+			require.Equal(t, turnstore.ClaimAcquired, r.Val.Outcome, i)
 			cs = append(cs, r.Val)
 		}
 		return cs

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
@@ -19,7 +20,7 @@ func claimed(t *testing.T, s *Store) (uuid.UUID, Claim) {
 	e := wire.Envelope{TurnID: uuid.Must(uuid.NewV7()), SessionID: "renew-" + uuid.NewString(), Tenant: "default", Deadline: now.Add(time.Hour), AcceptedAt: now}
 	c, err := s.Claim(context.Background(), ClaimRequest{Env: e})
 	require.NoError(t, err)
-	require.Equal(t, Acquired, c.Outcome)
+	require.Equal(t, turnstore.ClaimAcquired, c.Outcome)
 	return e.TurnID, c
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
@@ -29,7 +30,7 @@ func TestUnstorable(t *testing.T) {
 
 	res := s.ClaimMany(ctx, append([]ClaimRequest{good}, bad...))
 	require.NoError(t, res[0].Err, "a good record batched with bad ones is claimed")
-	require.Equal(t, Acquired, res[0].Val.Outcome)
+	require.Equal(t, turnstore.ClaimAcquired, res[0].Val.Outcome)
 	for i, r := range res[1:] {
 		require.Error(t, r.Err, "request %d", i)
 		require.True(t, IsUnstorable(r.Err), "request %d: %v", i, r.Err)
@@ -39,7 +40,7 @@ func TestUnstorable(t *testing.T) {
 	for i, req := range bad {
 		c, err := s.Claim(ctx, Storable(req))
 		require.NoError(t, err, "request %d", i)
-		require.Equal(t, Acquired, c.Outcome, "request %d", i)
+		require.Equal(t, turnstore.ClaimAcquired, c.Outcome, "request %d", i)
 		require.Equal(t, 1, c.Attempt)
 	}
 	var input string
