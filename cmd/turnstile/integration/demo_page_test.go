@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/demo"
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
@@ -181,4 +182,24 @@ func TestBrowserDemoPageReload(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestPagesRefuseFraming: every HTML page turnstile serves (the demo chat, the AI SDK and the
+// LangGraph pages) carries a Content-Security-Policy that allows only its own origin and forbids
+// framing, and X-Frame-Options for browsers that predate frame-ancestors. The browser tests of
+// each page run under this policy, so a page that needs more fails there.
+func TestPagesRefuseFraming(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	stack := startStack(t, env, "intake,gateway,aisdk,langgraph")
+	for _, path := range []string{"/", "/chat/", "/langgraph/"} {
+		resp, err := http.Get("http://" + stack.Addr() + path)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		require.Contains(t, resp.Header.Get("Content-Type"), "text/html", path)
+		require.Equal(t, httpx.PageCSP, resp.Header.Get("Content-Security-Policy"), path)
+		require.Contains(t, resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'", path)
+		require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), path)
+		require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), path)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 )
 
 //go:embed dist
@@ -21,6 +23,7 @@ func Routes(r chi.Router) {
 	})
 	r.Get("/chat/", func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
+		httpx.SetPageHeaders(w.Header())
 		http.ServeFileFS(w, req, dist, "index.html")
 	})
 	r.Get("/chat/assets/*", func(w http.ResponseWriter, req *http.Request) {

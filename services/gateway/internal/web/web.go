@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 )
 
 //go:embed static
@@ -17,6 +19,7 @@ func Routes(r chi.Router) {
 	fileServer := http.FileServerFS(static)
 	r.Get("/", func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
+		httpx.SetPageHeaders(w.Header())
 		http.ServeFileFS(w, req, static, "index.html")
 	})
 	r.Get("/static/*", func(w http.ResponseWriter, req *http.Request) {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 )
 
 //go:embed static
@@ -16,6 +18,7 @@ func Routes(r chi.Router) {
 	static, _ := fs.Sub(files, "static")
 	page := func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
+		httpx.SetPageHeaders(w.Header())
 		http.ServeFileFS(w, req, static, "index.html")
 	}
 	// The bundle names its assets by absolute path, so the page works with or without the slash.
