@@ -2,7 +2,9 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -57,8 +59,13 @@ func (c *Consumer) commitPartitions(ctx context.Context, only map[string][]int32
 		}
 	})
 	if commitErr != nil {
-		c.log.Warn("offset commit failed; it will be retried", "err", commitErr)
+		c.recovery().commitLog.Log(ctx, commitErr.Error(), slog.Any("err", commitErr))
 		c.resetCommitted(offs)
+		if errors.Is(commitErr, kerr.UnknownTopicID) {
+			// The client refuses to commit an old incarnation's offsets to a new one: the
+			// first sign of a recreated topic, often well before a fetch reports it.
+			c.followIncarnation(ctx, cl)
+		}
 	}
 }
 

@@ -71,6 +71,8 @@ type Consumer struct {
 	stopping    bool
 	cancelTurns context.CancelCauseFunc
 	pollCancel  context.CancelFunc
+	// rec is what the consumer keeps to recover from a broker's faults (recover.go).
+	rec recovery
 
 	mu sync.Mutex
 	// client is the running group client, nil outside a run.

@@ -42,10 +42,27 @@
 // so, and the worker is not ready. After a member died, the group assigns its partitions only once
 // its session has timed out, so a replacement started at once waits that long.
 //
+// Broker faults: the topic can come back as another incarnation under its name — deleted and
+// recreated on a real Kafka, or the embedded broker restarted, which loses its topics, groups and
+// offsets. franz-go never moves to a new incarnation by itself (fetches and commits of the topic
+// fail with UNKNOWN_TOPIC_ID), so the consumer does: on the first such commit or fetch error it
+// drops its partitions' states without a commit (their offsets are the old incarnation's), purges
+// the topic from the client and adds it back, and the group assigns the new incarnation's
+// partitions, read from the group's committed offsets or from the start. The turns whose records
+// were lost come back through intake's re-driver (package redrive). That takes a moment after a
+// commit is refused, and about ten seconds for an idle member, which learns of it from fetches
+// (the client backs them off and refreshes metadata at most every 5 s). A partition whose records
+// the broker lost below what was consumed (kgo.ErrDataLoss) starts afresh where the client resumes
+// it. Fetch and commit errors that repeat are logged with a rate limit (the first at once, then one
+// line per 10 s with how many it stands for), and the poll loop pauses after a poll that returned
+// only errors, up to a second, so a failing partition costs neither a log line nor a spin per
+// fetch.
+//
 // The package is one type split into files by concern: consume.go (configuration and the
 // lifecycle: New, Start, Stop and its drain), schedule.go (fetched records into session queues,
 // starts up to the in-flight limit, a turn's end), heap.go (a partition's ready sessions by
 // offset), defer.go (deferred records and their retry), flow.go (per-partition fetch pauses),
-// rebalance.go (assignments, revokes and losses), commit.go (offset commits) and waiting.go (the
-// first assignment, for readiness).
+// rebalance.go (assignments, revokes and losses), commit.go (offset commits), recover.go (a new
+// topic incarnation, lost records, repeated errors) and waiting.go (the first assignment, for
+// readiness).
 package consume

@@ -2,7 +2,6 @@ package consume
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -72,6 +71,7 @@ type queued struct {
 func (c *Consumer) pollLoop(ctx context.Context, cl *kgo.Client) {
 	c.log.Info("waiting for a group assignment; a dead member's partitions move when its session times out",
 		"group", c.cfg.Group, "session_timeout", c.sessionTimeout())
+	var pe pollErrors
 	for {
 		c.mu.Lock()
 		closing := c.closing
@@ -84,16 +84,18 @@ func (c *Consumer) pollLoop(ctx context.Context, cl *kgo.Client) {
 			cl.AllowRebalance()
 			return
 		}
-		fetches.EachError(func(topic string, part int32, err error) {
-			if !errors.Is(err, context.Canceled) {
-				c.log.Warn("fetch error", "topic", topic, "partition", part, "err", err)
-			}
-		})
+		follow := c.noteErrors(ctx, fetches)
 		c.mu.Lock()
 		fetches.EachRecord(c.addLocked)
 		c.scheduleLocked()
 		c.mu.Unlock()
 		cl.AllowRebalance()
+		if follow {
+			c.followIncarnation(ctx, cl)
+		}
+		if !pe.wait(ctx, fetches) {
+			return
+		}
 	}
 }
 
