@@ -30,6 +30,7 @@ type cluster struct {
 	t          *testing.T
 	env        *testenv.Env
 	front      *testenv.Process
+	frontEnv   []string
 	base       string
 	brokerAddr string
 	workerEnv  []string
@@ -53,6 +54,8 @@ type clusterOptions struct {
 	WorkerEnv []string
 	// FrontRoles are the roles of the front process. Defaults to broker,intake,gateway.
 	FrontRoles string
+	// FrontEnv adds variables to the front process.
+	FrontEnv []string
 }
 
 func newCluster(t *testing.T, o clusterOptions) *cluster {
@@ -82,11 +85,11 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	if o.FrontRoles == "" {
 		o.FrontRoles = "broker,intake,gateway"
 	}
-	frontEnv := append(env.Environ(o.FrontRoles, frontAddr, "front"), "TURNSTILE_BROKER_ADDR="+brokerAddr)
+	frontEnv := append(append(env.Environ(o.FrontRoles, frontAddr, "front"), "TURNSTILE_BROKER_ADDR="+brokerAddr), o.FrontEnv...)
 	front := testenv.StartProcess(t, "front", frontEnv, frontAddr)
 	allowShortSessions(t, brokerAddr)
 	c := &cluster{
-		t: t, env: env, front: front, base: "http://" + frontAddr, brokerAddr: brokerAddr,
+		t: t, env: env, front: front, frontEnv: frontEnv, base: "http://" + frontAddr, brokerAddr: brokerAddr,
 		workers: map[string]*testenv.Process{}, gen: map[string]int{},
 	}
 	c.workerEnv = append([]string{
