@@ -14,6 +14,12 @@
 // renewal as the fallback) and retention (batched deletion of finished turn rows older than
 // TURNSTILE_RETENTION).
 //
+// A record's way through the worker reads as one chain of stages, assembled in one place
+// (execute.Executor.stages): decode → repeat → expire early → claim → attempt. A new step of that
+// path — routing a turn to one of several agents, a tenant's share, a budget check — is one stage
+// added to that list (see package execute). worker.go builds the executor with every collaborator
+// it needs (execute.Config), dead-lettering included, and then the consumer that hands it records.
+//
 // Throughput comes from batching, not from more round trips in parallel: the turns a worker runs at
 // once send their claims, completions (with the history append) and event publishes through
 // group-commit batchers (internal/batch), so each step costs one set-based Postgres statement or one

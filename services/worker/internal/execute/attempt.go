@@ -44,7 +44,7 @@ type attempt struct {
 	started time.Time
 }
 
-// attemptResult is what Handle does after an attempt.
+// attemptResult is what runAttempt does after an attempt.
 type attemptResult int
 
 const (

@@ -1,15 +1,30 @@
-// Package execute runs one turn record to its end: decode, claim, deadline check, the agent attempt
+// Package execute runs one turn record to its end: decode, deadline check, claim, the agent attempt
 // under a renewed lease, fenced publishing of every event, and the fenced completion — with retries
 // up to the attempt limit, dead-lettering of poison, cancellation, and handing the turn off on drain.
+//
+// The turn path is a chain of stages, each a func(next handler) handler in the manner of HTTP
+// middleware, assembled in one place (Executor.stages, path.go):
+//
+//	decode → repeat → expireEarly → claimLease → runAttempt
+//
+// decode opens the record's turn (an undecodable record is dead-lettered); expireEarly records a
+// turn that can no longer be useful as expired without a claim; claimLease takes the turn's lease
+// and fencing token, or ends the turn's way as the claim's outcome says (finished, deferred behind
+// an earlier turn of its session, cancelled, out of attempts); runAttempt runs the attempt that
+// lease makes. A stage either hands the turn to next or returns what becomes of its record; repeat
+// runs the stages after it again while a pass ends with the turn going on (another worker holds
+// it, the claim failed, or an attempt failed or lost its lease), so every claim is preceded by the
+// deadline check. A new concern — routing a turn to an agent, a tenant's share, a budget check —
+// is one stage added to that list, where it sees the turn as the stages before it left it.
 //
 // Deadlines are checked before any claim: a turn whose remaining time is below the minimum useful
 // time is recorded expired without ever being attempted (no attempt, no start time, only
 // turn.expired). Once started, the agent's context carries the deadline, and a turn that overruns it
 // fails with "deadline exceeded" without a retry.
 //
-// Handle is a consume.Handler: it returns consume.Commit when the record may be committed and
-// consume.HandOff when the draining worker released the turn. Each claim that acquires the turn's
-// lease makes an attempt: one value holding the record, the envelope, the attempt number and
+// Handle, the path's entry, is a consume.Handler: it returns consume.Commit when the record may be
+// committed and consume.HandOff when the draining worker released the turn. Each claim that
+// acquires the turn's lease makes an attempt: one value holding the record, the envelope, the attempt number and
 // fencing token, the sink that publishes under that token, the attempt's context and its start.
 // Its steps (history, earlier attempts' events, the agent, the completion) stop at the first that
 // fails; one function (verdict) names the outcome from where and why they stopped, and the

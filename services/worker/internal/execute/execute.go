@@ -168,6 +168,8 @@ type Executor struct {
 	linger time.Duration
 	// publishIdle is cfg.Publishes' Idle when it is an Idler, or nil.
 	publishIdle func() bool
+	// path is the turn path, chained from stages.
+	path handler
 }
 
 // New returns an executor of the collaborators and settings cfg names.
@@ -195,6 +197,7 @@ func New(cfg Config) *Executor {
 		cfg: cfg, store: store, turns: cfg.Turns, agent: cfg.Agent, renewer: cfg.Renewer, dlq: cfg.DeadLetters,
 		log: cfg.Log, hooks: cfg.Hooks,
 	}
+	x.path = chain(x.runAttempt, x.stages()...)
 	x.appended, _ = cfg.History.(HistoryAppender)
 	if i, ok := cfg.Publishes.(Idler); ok {
 		x.publishIdle = i.Idle
@@ -228,29 +231,22 @@ func (h storeHistory) GetAt(ctx context.Context, sessionID string, _ int64) ([]a
 	return out, nil
 }
 
-// Handle runs the record's turn to its end. ctx is the consumer's turn context: cancelled with
-// consume.ErrDraining when the drain grace period is over. It is a consume.Handler.
-//
-// Handle, turn.handle and turn.next are split so that the frames under a running agent stay small:
-// the attempt's goroutine waits for a model's next token under all of them for the whole answer,
-// and the runtime keeps a goroutine's stack at least four times what it uses while it waits.
+// Handle runs the record's turn along the turn path (see stages) to its end. ctx is the consumer's
+// turn context: cancelled with consume.ErrDraining when the drain grace period is over. It is a
+// consume.Handler.
 func (x *Executor) Handle(ctx context.Context, rec *kgo.Record) consume.Result {
-	t, rawMetadata, ok := x.open(ctx, rec)
-	if !ok {
-		return consume.Commit
-	}
-	defer t.span.End()
-	return t.handle(rawMetadata) //nolint:contextcheck // the turn carries its context (turn.ctx)
+	return x.path(&turn{x: x, ctx: ctx, log: x.log, rec: rec})
 }
 
-// open decodes the record's turn. It reports false when the record was undecodable and was
-// dead-lettered.
-func (x *Executor) open(ctx context.Context, rec *kgo.Record) (*turn, json.RawMessage, bool) {
+// open decodes the record's turn and gives it its log context and span. It reports false when the
+// record was undecodable and was dead-lettered.
+func (t *turn) open() bool {
+	x, ctx, rec := t.x, t.ctx, t.rec
 	env, rawMetadata, err := wire.DecodeEnvelopeRaw(rec.Value)
 	if err != nil {
 		x.log.Error("undecodable turn record sent to dead-letter topic", "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		x.deadLetter(ctx, rec, "undecodable", err.Error(), 0)
-		return nil, nil, false
+		return false
 	}
 	// From here on the session is its key (wire.SessionKey) in every store; the agent and the
 	// events see the client's session ID. The key comes from the envelope, never the record's key,
@@ -262,12 +258,14 @@ func (x *Executor) open(ctx context.Context, rec *kgo.Record) (*turn, json.RawMe
 	turnID := env.ShownTurnID()
 	ctx = logging.With(ctx, slog.String("turn_id", turnID), slog.String("session_id", wire.ClientSessionID(env.SessionID)), slog.String("tenant", env.Tenant))
 	ctx, span := telemetry.Start(telemetry.ExtractRecord(ctx, rec), "worker.turn", trace.WithSpanKind(trace.SpanKindConsumer), telemetry.TurnAttributes(turnID, env.SessionID, 0))
-	return &turn{x: x, ctx: ctx, span: span, log: x.log, rec: rec, env: env, id: turnID}, rawMetadata, true
+	t.ctx, t.span, t.env, t.rawMetadata, t.id = ctx, span, env, rawMetadata, turnID
+	return true
 }
 
-// acquired is what handle needs of a claim that acquired the turn's lease.
+// acquired is what runAttempt needs of a claim that acquired the turn's lease.
 type acquired struct {
 	attempt    int
+	token      int64
 	sessionSeq int64
 	acquiredAt time.Time
 	// unstorable is the claim's refusal of the record's data (unstorable.go), when only the
@@ -275,110 +273,14 @@ type acquired struct {
 	unstorable error
 }
 
-// handle claims the turn and runs its attempts until its record may be committed, deferred or
-// handed off.
-func (t *turn) handle(rawMetadata json.RawMessage) consume.Result {
-	x := t.x
-	for {
-		a, acq, res, done := t.next(rawMetadata)
-		if done {
-			return res
-		}
-		var r attemptResult
-		if acq.unstorable != nil {
-			r = a.refused(acq.unstorable)
-		} else {
-			r = a.run(acq.sessionSeq, acq.acquiredAt)
-		}
-		switch r {
-		case attemptFinished:
-			return consume.Commit
-		case attemptHandedOff:
-			return consume.HandOff
-		case attemptRetry:
-			if !x.sleep(t.ctx, backoff(x.cfg.RetryBackoff, acq.attempt)) {
-				return consume.HandOff
-			}
-		case attemptLost:
-		}
-	}
-}
-
-// next claims the turn until a claim acquires its lease, and returns the attempt that lease makes,
-// or, with done, what to do with the record when no attempt is to run (it ended, waits for an
-// earlier turn of its session, or the worker stops waiting for its turns).
-func (t *turn) next(rawMetadata json.RawMessage) (_ *attempt, _ acquired, _ consume.Result, done bool) {
-	x, ctx, env := t.x, t.ctx, &t.env
-	for {
-		// A turn that cannot be useful any more never starts: it is recorded expired without a claim.
-		if time.Until(env.Deadline) < x.cfg.MinUsefulTime && t.expireUnclaimed() {
-			return nil, acquired{}, consume.Commit, true
-		}
-		acquiredAt := time.Now()
-		req := t.claimRequest(rawMetadata)
-		claim, err := t.claim(req)
-		var unstorable error
-		if err != nil && lease.IsUnstorable(err) {
-			unstorable = err
-			var ok bool
-			if claim, ok, err = t.claimStorable(req, unstorable); !ok {
-				return nil, acquired{}, consume.Commit, true
-			}
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, acquired{}, consume.HandOff, true
-			}
-			x.log.WarnContext(ctx, "claim failed; retrying", "err", err)
-			if !x.sleep(ctx, x.cfg.LeasedPoll) {
-				return nil, acquired{}, consume.HandOff, true
-			}
-			continue
-		}
-		switch claim.Outcome {
-		case turnstore.ClaimDone:
-			t.republishTerminal()
-			return nil, acquired{}, consume.Commit, true
-		case turnstore.ClaimLeased:
-			// Another live worker runs this turn (a rebalance moved the partition, or our own earlier
-			// attempt was fenced). Wait for it: running it here would run it twice, and starting the
-			// session's next turn would break its order.
-			wait := min(time.Until(claim.LeaseExpiresAt)+10*time.Millisecond, x.cfg.LeasedPoll)
-			if !x.sleep(ctx, max(wait, 10*time.Millisecond)) {
-				return nil, acquired{}, consume.HandOff, true
-			}
-			continue
-		case turnstore.ClaimBlocked:
-			// An earlier accepted turn of the session is not terminal (its record was lost and is
-			// re-driven behind this one, say): not an attempt, not a failure. The consumer holds
-			// the record and hands it back when a turn of the session ends.
-			t.log.DebugContext(ctx, "turn waits for an earlier turn of its session")
-			if x.hooks.Blocked != nil {
-				x.hooks.Blocked()
-			}
-			return nil, acquired{}, consume.Defer, true
-		case turnstore.ClaimCancelled:
-			t.finishUnleased(wire.StatusCancelled, "cancelled before it started", "")
-			return nil, acquired{}, consume.Commit, true
-		case turnstore.ClaimExhausted:
-			msg := fmt.Sprintf("attempt %d ended without finishing and no attempts remain", claim.Attempt)
-			t.finishUnleased(wire.StatusFailed, msg, "attempts_exhausted")
-			return nil, acquired{}, consume.Commit, true
-		case turnstore.ClaimAcquired:
-			return t.attempt(claim.Attempt, claim.Token), acquired{
-				attempt: claim.Attempt, sessionSeq: claim.SessionSeq, acquiredAt: acquiredAt, unstorable: unstorable,
-			}, 0, false
-		}
-	}
-}
-
-// turn is one record's turn as Handle runs it: what its attempts share.
+// turn is one record's turn on its way through the turn path: what its stages and attempts share.
+// decode fills it from the record; claimLease adds the lease it acquired.
 type turn struct {
 	x *Executor
 	// ctx is the turn's context: the consumer's turn context with the turn's log attributes and
 	// span. It ends only when the worker stops waiting for its turns (consume.ErrDraining).
 	ctx context.Context
-	// span is the turn's span, ended when Handle returns.
+	// span is the turn's span, ended when the turn's way through the path does (decode).
 	span trace.Span
 	log  *slog.Logger
 	rec  *kgo.Record
@@ -386,11 +288,15 @@ type turn struct {
 	// id is the turn's ID as the client knows it (wire.Envelope.ShownTurnID): its events and log
 	// lines carry it; the stores and the agent get env.TurnID, which is unique across tenants.
 	id string
+	// rawMetadata is env.Metadata as the record held it: the claim stores these bytes.
+	rawMetadata json.RawMessage
+	// acq is the lease the turn's last claim acquired, set by claimLease for runAttempt.
+	acq acquired
 }
 
-// claimRequest is the claim of the turn's record, whose metadata bytes are rawMetadata.
-func (t *turn) claimRequest(rawMetadata json.RawMessage) lease.ClaimRequest {
-	return lease.ClaimRequest{Env: t.env, RawMetadata: rawMetadata, Partition: t.rec.Partition, Offset: t.rec.Offset}
+// claimRequest is the claim of the turn's record.
+func (t *turn) claimRequest() lease.ClaimRequest {
+	return lease.ClaimRequest{Env: t.env, RawMetadata: t.rawMetadata, Partition: t.rec.Partition, Offset: t.rec.Offset}
 }
 
 // claim sends req under a span of its own.
