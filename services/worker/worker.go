@@ -44,8 +44,9 @@ var Role = app.Role{Name: "worker", New: func(ctx context.Context, d *app.Deps) 
 // check, the agent's upstream pool (for the adapters that call one), the lease renewer, the
 // batchers, the cancel watcher, the dead-letter producer, the consumer and the table upkeep
 // (retention, and the vacuumer unless TURNSTILE_WORKER_VACUUM=off). Stopping in reverse drains the
-// consumer before the dead-letter producer, the batchers and the renewer its turns use. A stopped worker does not start again: the drain tells the
-// executor to hand off waiting turns at once, for good.
+// consumer before the dead-letter producer, the batchers and the renewer its turns use. A stopped
+// worker does not start again: the drain tells the executor to hand off waiting turns at once, for
+// good.
 type Worker struct {
 	deps     *app.Deps
 	consumer *consume.Consumer
