@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -15,9 +14,6 @@ const (
 	A2AVersionDefault     = "1.0.0"
 	A2ASkillsDefault      = "chat:Chat:Answers a message"
 	A2AMaxBlockDefault    = 60 * time.Second
-	// A2ATrustedProxiesDefault are loopback and the private ranges, where a region's router,
-	// ingress or sidecar proxy sits; a client reaching a replica from a public address is not one.
-	A2ATrustedProxiesDefault = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
 )
 
 // A2ASettings are the A2A front door's settings: what its Agent Card says, and how long a
@@ -36,11 +32,6 @@ type A2ASettings struct {
 	// JSON-RPC endpoint. Defaults to none: the base URL each card request came to (its Host, or
 	// X-Forwarded-Host and X-Forwarded-Proto when a trusted proxy sent it).
 	URL string `env:"TURNSTILE_A2A_PUBLIC_URL"`
-	// TrustedProxies is a comma list of networks (CIDR) whose X-Forwarded-Host and
-	// X-Forwarded-Proto the card believes; from any other peer they are ignored, so a client that
-	// reaches a replica directly cannot make it name another host on a card that caches keep.
-	// "none" trusts no peer. Defaults to loopback and the private ranges.
-	TrustedProxies string `env:"TURNSTILE_TRUSTED_PROXIES"`
 	// MaxBlock bounds how long a blocking message/send waits for its task to end or wait for the
 	// user; after it the task is answered as it stands. Defaults to 60s.
 	MaxBlock time.Duration `env:"TURNSTILE_A2A_MAX_BLOCK"`
@@ -59,7 +50,6 @@ func (s *A2ASettings) applyDefaults() {
 	str(&s.Description, A2ADescriptionDefault)
 	str(&s.Version, A2AVersionDefault)
 	str(&s.Skills, A2ASkillsDefault)
-	str(&s.TrustedProxies, A2ATrustedProxiesDefault)
 	s.URL = strings.TrimRight(s.URL, "/")
 	if s.MaxBlock == 0 {
 		s.MaxBlock = A2AMaxBlockDefault
@@ -80,25 +70,8 @@ func (s A2ASettings) SkillList() []A2ASkill {
 	return out
 }
 
-// TrustedProxyList parses TrustedProxies; "none" is the empty list.
-func (s A2ASettings) TrustedProxyList() ([]netip.Prefix, error) {
-	if strings.TrimSpace(s.TrustedProxies) == "none" {
-		return nil, nil
-	}
-	var out []netip.Prefix
-	for _, e := range splitList(s.TrustedProxies) {
-		p, err := netip.ParsePrefix(e)
-		if err != nil {
-			return nil, errors.New("TURNSTILE_TRUSTED_PROXIES: " + e + " is not a CIDR network (or use none)")
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
-}
-
 func (s A2ASettings) validate() []error {
 	u, err := url.Parse(s.URL)
-	_, proxiesErr := s.TrustedProxyList()
 	checks := []struct {
 		bad bool
 		msg string
@@ -106,7 +79,6 @@ func (s A2ASettings) validate() []error {
 		{len(s.SkillList()) != len(splitList(s.Skills)) || len(s.SkillList()) == 0, "TURNSTILE_A2A_SKILLS: must be a comma list of <id>:<name>:<description>"},
 		{s.URL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == ""), "TURNSTILE_A2A_PUBLIC_URL: must be an http or https URL"},
 		{s.MaxBlock < 100*time.Millisecond || s.MaxBlock > 10*time.Minute, "TURNSTILE_A2A_MAX_BLOCK: must be between 100ms and 10m"},
-		{proxiesErr != nil, "TURNSTILE_TRUSTED_PROXIES: must be a comma list of CIDR networks, or none"},
 	}
 	var errs []error
 	for _, c := range checks {

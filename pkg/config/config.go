@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"reflect"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 const (
 	RolesDefault           = "broker,intake,worker,gateway,a2a,aisdk,langgraph,notifier"
 	HTTPAddrDefault        = "127.0.0.1:8080"
+	TrustedProxiesDefault  = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
 	LogFormatDefault       = "text"
 	LogLevelDefault        = "info"
 	MigrateDefault         = "auto"
@@ -76,6 +78,13 @@ type Config struct {
 	// /metrics: every role on one port, HTTP/1.1 and HTTP/2 cleartext with prior knowledge (h2c,
 	// at most 1,000 streams a connection). Defaults to 127.0.0.1:8080.
 	HTTPAddr string `env:"TURNSTILE_HTTP_ADDR"`
+	// TrustedProxies is a comma list of networks (CIDR) whose forwarding headers are believed:
+	// X-Forwarded-Host and -Proto for the Agent Card's URL, X-Forwarded-For for the client address
+	// that intake's unknown-key budget is kept by. From any other peer they are ignored, so a client
+	// reaching a replica directly can neither name another host on a card that caches keep nor pose
+	// as many clients. "none" trusts no peer. Defaults to loopback and the private ranges, where a
+	// region's router, an ingress or a sidecar proxy sits.
+	TrustedProxies string `env:"TURNSTILE_TRUSTED_PROXIES"`
 	// InstanceID names this process in leases and logs. Defaults to the host name and the process
 	// ID, as hostname-pid.
 	InstanceID string `env:"TURNSTILE_INSTANCE_ID"`
@@ -275,6 +284,7 @@ func (c *Config) ApplyDefaults() {
 	}
 	str(&c.Roles, RolesDefault)
 	str(&c.HTTPAddr, HTTPAddrDefault)
+	str(&c.TrustedProxies, TrustedProxiesDefault)
 	if c.InstanceID == "" {
 		host, _ := os.Hostname()
 		c.InstanceID = host + "-" + strconv.Itoa(os.Getpid())
@@ -408,6 +418,22 @@ func splitList(s string) []string {
 }
 
 // Validate checks every bound and returns all violations joined.
+// TrustedProxyList parses TrustedProxies; "none" is the empty list.
+func (c Config) TrustedProxyList() ([]netip.Prefix, error) {
+	if strings.TrimSpace(c.TrustedProxies) == "none" {
+		return nil, nil
+	}
+	var out []netip.Prefix
+	for _, e := range splitList(c.TrustedProxies) {
+		p, err := netip.ParsePrefix(e)
+		if err != nil {
+			return nil, fmt.Errorf("TURNSTILE_TRUSTED_PROXIES: %q is not a CIDR network (or use none)", e)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
 func (c Config) Validate() error {
 	known := map[string]bool{}
 	for _, r := range KnownRoles {
@@ -426,11 +452,13 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	_, proxiesErr := c.TrustedProxyList()
 	checks := []struct {
 		bad bool
 		msg string
 	}{
 		{len(c.RoleList()) == 0, "TURNSTILE_ROLES: no role named"},
+		{proxiesErr != nil, "TURNSTILE_TRUSTED_PROXIES: must be a comma list of CIDR networks, or none"},
 		{c.LogFormat != "text" && c.LogFormat != "json", "TURNSTILE_LOG_FORMAT: must be text or json"},
 		{c.Migrate != "auto" && c.Migrate != "off", "TURNSTILE_MIGRATE: must be auto or off"},
 		{c.Partitions < 1 || c.Partitions > 10000, "TURNSTILE_KAFKA_PARTITIONS: must be between 1 and 10000"},

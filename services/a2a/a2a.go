@@ -39,7 +39,7 @@ func New(d *app.Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	proxies, err := cfg.A2A.TrustedProxyList()
+	proxies, err := cfg.TrustedProxyList()
 	if err != nil {
 		return nil, err
 	}

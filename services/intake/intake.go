@@ -130,6 +130,10 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	if backlogAge == nil {
 		backlogAge = monitor.Age
 	}
+	proxies, err := cfg.TrustedProxyList()
+	if err != nil {
+		return nil, err
+	}
 	h := api.New(api.Config{
 		Topic:            cfg.Topic,
 		MaxBody:          cfg.MaxBody,
@@ -144,6 +148,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		IdempotencyTTL:   cfg.Intake.IdempotencyTTL,
 		RetryAfter:       cfg.Intake.RetryAfter,
 		AuthEnabled:      cfg.Auth.Enabled(),
+		TrustedProxies:   proxies,
 		KeyPrefix:        cfg.KeyPrefix,
 		WebhookAllowHTTP: cfg.Notifier.AllowHTTP,
 		Region:           place,

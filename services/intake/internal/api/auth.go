@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,11 +49,16 @@ func (h *Handler) authenticate(next http.Handler) http.Handler {
 				h.refuse(w, route, httpx.ProblemUnauthenticated.Problem("an API key is required: Authorization: Bearer <key>"))
 				return
 			}
-			k, err := h.keys.resolve(r.Context(), key)
+			k, err := h.keys.resolve(r.Context(), key, h.clientOf(r))
 			switch {
 			case errors.Is(err, apikey.ErrUnknown):
 				w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
 				h.refuse(w, route, httpx.ProblemUnauthenticated.Problem("the API key is unknown or revoked"))
+				return
+			case errors.Is(err, errClientMissBudget):
+				p := httpx.ProblemRateLimited.Problem("too many unknown API keys from this address; retry later")
+				p.RetryAfter = time.Duration(float64(time.Second) / float64(h.cfg.KeyMissPerClient))
+				h.refuse(w, route, p)
 				return
 			case errors.Is(err, errMissBudget):
 				h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("too many unknown API keys right now; retry"))
@@ -71,47 +78,129 @@ func (h *Handler) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// errMissBudget is what the key cache returns while lookups that missed used up their budget; the
-// request is answered 503 like a Postgres outage.
-var errMissBudget = errors.New("too many unknown api keys")
+// errMissBudget is what the key cache returns while lookups that missed used up the replica's
+// budget; the request is answered 503 like a Postgres outage. errClientMissBudget is the same for
+// one client address's budget, answered 429: that client is the cause.
+var (
+	errMissBudget       = errors.New("too many unknown api keys")
+	errClientMissBudget = errors.New("too many unknown api keys from this client")
+)
+
+// clientOf is the request's client address, as the budget of lookups that miss is kept by: the
+// connection's peer or, while that is a trusted proxy, the address it appended to
+// X-Forwarded-For, walking right to left through a chain of trusted proxies (addresses further
+// left are the client's own words). IPv6 clients are kept by their /64, which one host can fill.
+func (h *Handler) clientOf(r *http.Request) netip.Prefix {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	ip := peer.Addr().Unmap()
+	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(hops) - 1; i >= 0 && trusted(h.cfg.TrustedProxies, ip); i-- {
+		next, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			break
+		}
+		ip = next.Unmap()
+	}
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p
+	}
+	return netip.PrefixFrom(ip, 32)
+}
+
+func trusted(nets []netip.Prefix, ip netip.Addr) bool {
+	for _, n := range nets {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
 
 // keyCache maps API keys to tenants. Hits live for Config.KeyTTL (so a revoked key stops working
 // within that time on every replica), misses for Config.KeyMissTTL. Keys are cached by their hash,
 // never in clear.
 //
 // Unauthenticated requests cannot each cost a Postgres lookup: a key without the shape of a real
-// one is refused without a lookup, and lookups that miss spend a per-process budget
-// (Config.KeyMissRate per second, as much as burst) — while it is spent, keys not in the cache are
-// answered 503 without a lookup, and cached keys keep working.
+// one is refused without a lookup, and lookups that miss spend two budgets, the client address's
+// (Config.KeyMissPerClient per second, as much at once; while it is spent that address's uncached
+// keys are answered 429 without a lookup) and the replica's (Config.KeyMissRate; while it is
+// spent, uncached keys are answered 503). One address's flood empties only its own budget, so a
+// real tenant's uncached key is still looked up; cached keys keep working throughout.
 type keyCache struct {
 	pool *pgxpool.Pool
 	cfg  *Config
 	mu   sync.Mutex
 	m    map[[32]byte]keyEntry
 	now  func() time.Time
-	// misses is the lookup-miss budget: tokens left as of missAt.
-	misses float64
-	missAt time.Time
+	// misses is the replica's lookup-miss budget, clients each address's.
+	misses  missBucket
+	clients map[netip.Prefix]*missBucket
 }
 
-// missBudgetLeft refills the miss budget to now and reports whether a lookup may be made.
-func (c *keyCache) missBudgetLeft(now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	burst := float64(c.cfg.KeyMissRate)
-	if c.missAt.IsZero() {
-		c.misses = burst
+// missBucket is a token bucket of lookups that may miss: tokens left as of at.
+type missBucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// refill brings b to now at rate per second (as much as rate at once) and reports whether a
+// lookup may be made.
+func (b *missBucket) refill(now time.Time, rate int) bool {
+	if b.at.IsZero() {
+		b.tokens = float64(rate)
 	} else {
-		c.misses = min(burst, c.misses+now.Sub(c.missAt).Seconds()*float64(c.cfg.KeyMissRate))
+		b.tokens = min(float64(rate), b.tokens+now.Sub(b.at).Seconds()*float64(rate))
 	}
-	c.missAt = now
-	return c.misses >= 1
+	b.at = now
+	return b.tokens >= 1
 }
 
-func (c *keyCache) spendMiss() {
+// missBudgetLeft refills the client's and the replica's budgets to now and says which, if any,
+// is spent.
+func (c *keyCache) missBudgetLeft(now time.Time, client netip.Prefix) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.misses--
+	b := c.clients[client]
+	if b == nil {
+		if len(c.clients) >= keyMissClients {
+			c.forgetFullClients(now)
+		}
+		b = &missBucket{}
+		c.clients[client] = b
+	}
+	if !b.refill(now, c.cfg.KeyMissPerClient) {
+		return errClientMissBudget
+	}
+	if !c.misses.refill(now, c.cfg.KeyMissRate) {
+		return errMissBudget
+	}
+	return nil
+}
+
+// forgetFullClients drops the budgets that have refilled (forgetting them changes nothing), or
+// all of them when none has: the map stays bounded whatever the number of addresses.
+func (c *keyCache) forgetFullClients(now time.Time) {
+	for p, b := range c.clients {
+		if b.refill(now, c.cfg.KeyMissPerClient) && b.tokens >= float64(c.cfg.KeyMissPerClient) {
+			delete(c.clients, p)
+		}
+	}
+	if len(c.clients) >= keyMissClients {
+		clear(c.clients)
+	}
+}
+
+func (c *keyCache) spendMiss(client netip.Prefix) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.misses.tokens--
+	if b := c.clients[client]; b != nil {
+		b.tokens--
+	}
 }
 
 type keyEntry struct {
@@ -121,7 +210,7 @@ type keyEntry struct {
 	expires time.Time
 }
 
-func (c *keyCache) resolve(ctx context.Context, key string) (apikey.Key, error) {
+func (c *keyCache) resolve(ctx context.Context, key string, client netip.Prefix) (apikey.Key, error) {
 	var h [32]byte
 	copy(h[:], apikey.Hash(key))
 	now := c.now()
@@ -140,15 +229,17 @@ func (c *keyCache) resolve(ctx context.Context, key string) (apikey.Key, error) 
 	if c.pool == nil {
 		return apikey.Key{}, errStore
 	}
-	if (!hit || !e.ok) && !c.missBudgetLeft(now) { // a known key's refresh never waits on the budget
-		return apikey.Key{}, errMissBudget
+	if !hit || !e.ok { // a known key's refresh never waits on the budgets
+		if err := c.missBudgetLeft(now, client); err != nil {
+			return apikey.Key{}, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.LookupTimeout)
 	defer cancel()
 	k, err := apikey.Resolve(ctx, c.pool, key)
 	switch {
 	case errors.Is(err, apikey.ErrUnknown):
-		c.spendMiss()
+		c.spendMiss(client)
 		c.put(h, keyEntry{ok: false, expires: now.Add(c.cfg.KeyMissTTL)})
 		return apikey.Key{}, err
 	case err != nil:

@@ -8,8 +8,12 @@
 //     Keys are looked up by SHA-256 in Postgres and cached 30s (misses 5s; Config.KeyTTL and
 //     KeyMissTTL), so a revoked key stops working within 30s; a key seen a moment ago keeps
 //     working while Postgres is down. Unauthenticated requests cannot each cost a lookup: a key
-//     without the shape of a real one is refused without one, and lookups that miss spend a
-//     per-replica budget (Config.KeyMissRate, 50/s) past which uncached keys get 503.
+//     without the shape of a real one is refused without one, and lookups that miss spend the
+//     client address's budget (Config.KeyMissPerClient, 5/s; past it that address's uncached
+//     keys get 429) and the replica's (Config.KeyMissRate, 50/s; past it uncached keys get 503).
+//     The client is the peer, or what a trusted proxy (TURNSTILE_TRUSTED_PROXIES) put in
+//     X-Forwarded-For; an IPv6 client is its /64. One address's flood spends only its own budget,
+//     so a real tenant's key this replica has never seen is still looked up.
 //     The scheme is matched case-insensitively (RFC 9110). With TURNSTILE_AUTH=off every request is tenant "default"
 //     (intake logs a loud warning at start).
 //  2. Validation: session ID, content type (JSON; `application/x-www-form-urlencoded` too, because

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -46,6 +47,13 @@ const (
 	// KeyMissRateDefault is how many API key lookups that miss one replica makes per second (and
 	// at once); beyond it keys not in the cache are answered 503 without a lookup.
 	KeyMissRateDefault = 50
+	// KeyMissPerClientDefault is how many API key lookups that miss one client address may cause
+	// per second (and at once) on one replica; beyond it that address's uncached keys are answered
+	// 429 without a lookup. Kept well under KeyMissRateDefault, so that no one address can spend the
+	// replica's budget and lock out a real tenant's first request.
+	KeyMissPerClientDefault = 5
+	// keyMissClients bounds how many client addresses' budgets are held at once.
+	keyMissClients = 10000
 	// CacheEntriesDefault bounds the API key cache; a full cache is
 	// cleared.
 	CacheEntriesDefault = 100000
@@ -125,6 +133,11 @@ type Config struct {
 	KeyMissTTL time.Duration
 	// KeyMissRate defaults to KeyMissRateDefault.
 	KeyMissRate int
+	// KeyMissPerClient defaults to KeyMissPerClientDefault.
+	KeyMissPerClient int
+	// TrustedProxies are the peers whose X-Forwarded-For names the client (config.TrustedProxies);
+	// empty: the connection's peer is the client.
+	TrustedProxies []netip.Prefix
 	// CacheEntries defaults to CacheEntriesDefault.
 	CacheEntries int
 	// QueuedCountTTL defaults to QueuedCountTTLDefault.
@@ -169,6 +182,7 @@ func (c *Config) applyDefaults() {
 	def(&c.KeyTTL, KeyTTLDefault)
 	def(&c.KeyMissTTL, KeyMissTTLDefault)
 	defInt(&c.KeyMissRate, KeyMissRateDefault)
+	defInt(&c.KeyMissPerClient, KeyMissPerClientDefault)
 	defInt(&c.CacheEntries, CacheEntriesDefault)
 	def(&c.QueuedCountTTL, QueuedCountTTLDefault)
 	def(&c.RateLeaseTTL, RateLeaseTTLDefault)
@@ -242,7 +256,7 @@ func New(cfg Config, d Deps) *Handler {
 	if d.Pool != nil {
 		h.store = turnstore.New(d.Pool)
 	}
-	h.keys = &keyCache{pool: d.Pool, cfg: &h.cfg, m: map[[32]byte]keyEntry{}, now: time.Now}
+	h.keys = &keyCache{pool: d.Pool, cfg: &h.cfg, m: map[[32]byte]keyEntry{}, clients: map[netip.Prefix]*missBucket{}, now: time.Now}
 	h.idem = d.Redis
 	if c, ok := d.Redis.(*redis.Client); ok {
 		// Autopipelining coalesces the SET NX of concurrent requests into one round trip, so the

@@ -24,7 +24,8 @@ func TestConfig(t *testing.T) {
 			RetryAfter: config.RetryAfterDefault, KeyPrefix: config.KeyPrefixDefault,
 			RedisTimeout: RedisTimeoutDefault, CheckTimeout: CheckTimeoutDefault,
 			LookupTimeout: LookupTimeoutDefault, StatusTimeout: StatusTimeoutDefault,
-			KeyTTL: KeyTTLDefault, KeyMissTTL: KeyMissTTLDefault, KeyMissRate: KeyMissRateDefault, CacheEntries: CacheEntriesDefault,
+			KeyTTL: KeyTTLDefault, KeyMissTTL: KeyMissTTLDefault, KeyMissRate: KeyMissRateDefault, KeyMissPerClient: KeyMissPerClientDefault,
+			CacheEntries:   CacheEntriesDefault,
 			QueuedCountTTL: QueuedCountTTLDefault, RateLeaseTTL: RateLeaseTTLDefault,
 		}, c)
 	})

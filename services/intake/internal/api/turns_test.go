@@ -3,7 +3,10 @@ package api
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -295,4 +298,62 @@ func TestUnknownKeysBounded(t *testing.T) {
 	resp := postTurn(t, b.srv.URL, "flood", turnBody, map[string]string{"Authorization": "Bearer not-a-key"})
 	require.Equal(t, http.StatusUnauthorized, resp.Status, "a malformed key needs no lookup")
 	require.Equal(t, http.StatusAccepted, postTurn(t, b.srv.URL, "flood", turnBody, good).Status, "a cached key keeps working")
+}
+
+// TestUnknownKeyFloodLocksOutNoOne: one client address flooding well-formed unknown keys for
+// longer than the key cache lives spends only its own budget of lookups that miss (answered 429
+// past it), so real keys this replica has never seen are looked up and answered throughout.
+func TestUnknownKeyFloodLocksOutNoOne(t *testing.T) {
+	t.Parallel()
+	const keyTTL = 200 * time.Millisecond
+	b := setup(t, options{cfg: func(c *Config) {
+		c.AuthEnabled, c.KeyMissRate, c.KeyMissPerClient = true, 20, 3
+		c.KeyTTL, c.KeyMissTTL = keyTTL, 50*time.Millisecond
+		// httptest serves on loopback: X-Forwarded-For names the client, as behind an ingress.
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	}})
+	var keys []string // one new, uncached key for each life of the key cache
+	const lives = 8
+	for range lives {
+		_, key, err := apikey.Create(context.Background(), b.env.Pool, "acme")
+		require.NoError(t, err)
+		keys = append(keys, key)
+	}
+	get := func(auth, client string) int {
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, b.srv.URL+"/v1/sessions/flood/turns", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+auth)
+		req.Header.Set("X-Forwarded-For", client)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	flooding, flooded := make(chan struct{}), make(chan map[int]int)
+	go func() {
+		seen := map[int]int{}
+		for i := 0; ; i++ {
+			select {
+			case <-flooding:
+				flooded <- seen
+				return
+			default:
+			}
+			seen[get(fmt.Sprintf("ts_%012x_%s", i, strings.Repeat("B", 43)), "203.0.113.9")]++
+		}
+	}()
+	// Eight lives of the key cache, a key never seen before in each, while the flood goes on.
+	start, answers := time.Now(), map[int]int{}
+	for life := time.Duration(0); life < lives; life = time.Since(start) / keyTTL {
+		answers[get(keys[life], "198.51.100.7")]++
+	}
+	close(flooding)
+	seen := <-flooded
+	// 404: authenticated, then told the session has no turns; never 401, 429 or 503.
+	require.Equal(t, []int{http.StatusNotFound}, slices.Collect(maps.Keys(answers)), "the real tenant is answered throughout: %v", answers)
+	require.Positive(t, seen[http.StatusTooManyRequests], "the flooding address is held to its own budget: %v", seen)
+	require.Zero(t, seen[http.StatusServiceUnavailable], "one address cannot spend the replica's budget: %v", seen)
+	require.LessOrEqual(t, seen[http.StatusUnauthorized], 3+int(3*time.Since(start).Seconds())+1,
+		"lookups that missed stay within the address's rate: %v", seen)
 }
