@@ -196,9 +196,10 @@ func (c *Consumer) Start(ctx context.Context) error {
 		return fmt.Errorf("create consumer client: %w", err)
 	}
 	c.done, c.stopping, c.cancelTurns, c.pollCancel = make(chan struct{}), false, cancelTurns, pollCancel
-	c.loops.Add(2)
+	c.loops.Add(3)
 	go func() { defer c.loops.Done(); c.pollLoop(pollCtx, cl) }()
 	go func() { defer c.loops.Done(); c.commitLoop(pollCtx) }()
+	go func() { defer c.loops.Done(); c.incarnationLoop(pollCtx, cl) }()
 	return nil
 }
 

@@ -45,13 +45,16 @@
 // Broker faults: the topic can come back as another incarnation under its name — deleted and
 // recreated on a real Kafka, or the embedded broker restarted, which loses its topics, groups and
 // offsets. franz-go never moves to a new incarnation by itself (fetches and commits of the topic
-// fail with UNKNOWN_TOPIC_ID), so the consumer does: on the first such commit or fetch error it
-// drops its partitions' states without a commit (their offsets are the old incarnation's), purges
-// the topic from the client and adds it back, and the group assigns the new incarnation's
+// fail with UNKNOWN_TOPIC_ID), so the consumer does: when a commit or a fetch of the topic fails
+// so, or when the topic's ID (asked of a broker each time partitions of it are assigned) changed,
+// it drops its partitions' states without a commit (their offsets are the old incarnation's),
+// purges the topic from the client and adds it back, and the group assigns the new incarnation's
 // partitions, read from the group's committed offsets or from the start. The turns whose records
-// were lost come back through intake's re-driver (package redrive). That takes a moment after a
-// commit is refused, and about ten seconds for an idle member, which learns of it from fetches
-// (the client backs them off and refreshes metadata at most every 5 s). A partition whose records
+// were lost come back through intake's re-driver (package redrive). After a broker lost its state
+// that takes the group's rejoin (the members learn of the lost group at their next heartbeat, at
+// most 3 s), after a refused commit a moment, and an idle member of a recreated topic, which
+// learns of it from fetches only, about ten seconds (the client backs them off and refreshes
+// metadata at most every 5 s). A partition whose records
 // the broker lost below what was consumed (kgo.ErrDataLoss) starts afresh where the client resumes
 // it. Fetch and commit errors that repeat are logged with a rate limit (the first at once, then one
 // line per 10 s with how many it stands for), and the poll loop pauses after a poll that returned

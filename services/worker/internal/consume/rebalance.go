@@ -45,6 +45,9 @@ func (c *Consumer) assigned(_ context.Context, cl *kgo.Client, assigned map[stri
 		}
 	}
 	c.assignmentChangedLocked()
+	if len(assigned[c.cfg.Topic]) > 0 {
+		c.recovery().assignedTopic()
+	}
 	if !c.joined.Swap(true) {
 		c.log.Info("joined the group", "group", c.cfg.Group)
 	}

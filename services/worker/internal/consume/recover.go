@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/turnstile-run/turnstile/pkg/logging"
 	"github.com/turnstile-run/turnstile/services/worker/internal/offsets"
@@ -37,8 +38,21 @@ type recovery struct {
 	fetchLog  *logging.Repeated
 	commitLog *logging.Repeated
 
+	// assigned is signalled when partitions of the topic were assigned (incarnationLoop).
+	assigned chan struct{}
+
 	mu       sync.Mutex
 	followed time.Time
+	// topicID is the topic's ID as the last check saw it, zero when unknown (incarnationLoop).
+	topicID [16]byte
+}
+
+// assignedTopic signals incarnationLoop that partitions of the topic were assigned.
+func (r *recovery) assignedTopic() {
+	select {
+	case r.assigned <- struct{}{}:
+	default:
+	}
 }
 
 // recovery returns the consumer's recovery state, its logs writing to the consumer's logger.
@@ -47,6 +61,7 @@ func (c *Consumer) recovery() *recovery {
 	r.once.Do(func() {
 		r.fetchLog = logging.NewRepeated(c.log, slog.LevelWarn, "fetch error", repeatedErrorEvery)
 		r.commitLog = logging.NewRepeated(c.log, slog.LevelWarn, "offset commit failed; it will be retried", repeatedErrorEvery)
+		r.assigned = make(chan struct{}, 1)
 	})
 	return r
 }
@@ -128,6 +143,7 @@ func (c *Consumer) followIncarnation(ctx context.Context, cl *kgo.Client) {
 		return
 	}
 	r.followed = now
+	r.topicID = [16]byte{} // the next check after the re-add records the new incarnation's
 	topic := c.cfg.Topic
 	c.mu.Lock()
 	var parts []int32
@@ -145,6 +161,55 @@ func (c *Consumer) followIncarnation(ctx context.Context, cl *kgo.Client) {
 		"topic", topic, "partitions_dropped", len(parts))
 	cl.PurgeTopicsFromConsuming(topic)
 	cl.AddConsumeTopics(topic)
+}
+
+// incarnationLoop checks the topic's ID each time partitions of it were assigned, and follows a
+// new incarnation at once when the ID changed since the last check. A broker that lost its state
+// (the embedded one restarted) has lost the group too: the members rejoin and are assigned their
+// partitions again, and this check sees the new incarnation then, where fetches would take about
+// ten seconds to report it (the client retries them with a growing backoff first) and no commit is
+// due while nothing is consumed.
+func (c *Consumer) incarnationLoop(ctx context.Context, cl *kgo.Client) {
+	r := c.recovery()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.assigned:
+		}
+		id, ok := c.topicID(ctx, cl)
+		if !ok {
+			continue
+		}
+		r.mu.Lock()
+		old := r.topicID
+		r.topicID = id
+		r.mu.Unlock()
+		if old != ([16]byte{}) && old != id {
+			c.followIncarnation(ctx, cl)
+		}
+	}
+}
+
+// topicID asks the brokers for the topic's ID. The request goes to a broker, not to the client's
+// metadata cache (kadm's Metadata would answer from it, with the incarnation the client holds).
+func (c *Consumer) topicID(ctx context.Context, cl *kgo.Client) ([16]byte, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(c.cfg.Topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return [16]byte{}, false
+	}
+	for _, t := range resp.Topics {
+		if t.Topic != nil && *t.Topic == c.cfg.Topic && t.ErrorCode == 0 && t.TopicID != ([16]byte{}) {
+			return t.TopicID, true
+		}
+	}
+	return [16]byte{}, false
 }
 
 // restartPartition starts the partition's state afresh at resumeAt, where the client resumes it

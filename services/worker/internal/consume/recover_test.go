@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
@@ -289,4 +291,40 @@ func lifecycleStart(t *testing.T, c *Consumer) {
 		defer cancel()
 		_ = c.Stop(ctx)
 	})
+}
+
+// TestConsumerRateLimitsRepeatedFetchErrors fails every fetch of the topic's partitions for a
+// while (kfake's fault injection: a partition error the client does not retry by itself, so each
+// poll returns it). The member logs the error once per kind and interval, not once per partition
+// and fetch, and consumes again once the fault is gone.
+func TestConsumerRateLimitsRepeatedFetchErrors(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("TURNSTILE_KAFKA_BROKERS") != "" {
+		t.Skip("injects faults into the embedded broker")
+	}
+	const partitions = 2
+	sink := &valueSink{seen: map[string]bool{}}
+	c, b := setupPartitions(t, partitions, Config{MaxInflight: 4}, sink.handle)
+	counter := newWarnCounter(b.env.Log.Handler())
+	c.log = slog.New(counter)
+	lifecycleStart(t, c)
+	before := produceIncarnation(t, c.cfg.Brokers, c.cfg.Topic, "before", 4)
+	testenv.WaitFor(t, 30*time.Second, "the records before the fault", func() bool { return sink.has(before) })
+
+	fault := b.env.KfakeCluster().Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Fetch}, Topic: c.cfg.Topic, Err: kerr.TopicAuthorizationFailed, Count: -1,
+	})
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, fault.Wait(ctx, 20), "fetches keep failing")
+	fault.Remove()
+	took := time.Since(start)
+	lines := counter.counts()["fetch error"]
+	t.Logf("%d failed fetches in %v: %d fetch-error lines; first: %q", fault.Hits(), took.Round(time.Millisecond), lines, counter.firstLines())
+	require.Positive(t, lines, "the error is logged")
+	require.LessOrEqual(t, lines, 1+int(took/repeatedErrorEvery)+1, "one line per kind and interval, not one per fetch")
+
+	after := produceIncarnation(t, c.cfg.Brokers, c.cfg.Topic, "after", 4)
+	testenv.WaitFor(t, 30*time.Second, "the records after the fault", func() bool { return sink.has(after) })
 }
