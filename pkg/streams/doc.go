@@ -7,8 +7,9 @@
 //
 //	<prefix>:s:{<session>}:events   the events, entry IDs assigned by Redis
 //	<prefix>:s:{<session>}:meta     epoch, per-turn fencing tokens f:<turn>, per-turn terminal
-//	                                t:<turn> = "<epoch>:<id>", and last, the newest entry the
-//	                                publisher appended
+//	                                t:<turn> = "<epoch>:<id>", last, the newest entry the
+//	                                publisher appended, and the fence generation fid and its
+//	                                floor (see "Fences through a Redis loss")
 //	<prefix>:s:{<session>}:notify   Pub/Sub channel; each publish call that appends to the stream
 //	                                publishes the cursor "<epoch>:<id>" of its last append there
 //
@@ -16,7 +17,8 @@
 // the turn has published with (so a zombie attempt changes nothing once a newer attempt has spoken),
 // keeps at most one terminal event per turn, starts a new epoch whenever the stream key or the epoch
 // is absent (so a stream lost to a restart or eviction can never be silently continued; fencing
-// tokens and terminal markers survive the new epoch, so a zombie cannot write after a loss), trims
+// tokens and terminal markers survive the new epoch, and where the meta hash holding them is lost
+// too, they are established again from Postgres: see below), trims
 // by length and age (approximate MAXLEN and MINID), refreshes the idle TTL and notifies readers.
 //
 // The script takes many events at once, each with its own keys, token and result, and runs each
@@ -42,4 +44,47 @@
 // with an epoch read both in one MULTI (Reader.Read).
 //
 // An SSE event ID is "<epoch>:<entry id>"; see Cursor.
+//
+// # Fences through a Redis loss
+//
+// The fences above are facts Redis holds, so a Redis that loses its data (a restart without
+// persistence, FLUSHALL, a failover to a replica that lagged, an evicted meta hash) loses them: a
+// zombie attempt whose newer attempt spoke before the loss would find no fence after it, and a
+// finished turn's record, redelivered, would find no terminal marker. Postgres keeps what survives:
+// every turn's current fencing token, all drawn from one sequence that only grows. A publisher
+// given a Fencer (Publisher.WithFencer; the worker's and intake's are turnstore.Store) anchors the
+// Redis fences in it, with no Postgres read for an event of a session whose fences Redis holds:
+//
+//   - A meta hash's fences are complete above its floor. The floor is the newest token the
+//     sequence had handed out when it was read, and it is read after the hash's fence generation
+//     (fid, a random name) began. Every attempt that spoke into a hash Redis lost held a token
+//     handed out before the loss, so before the generation began, so at most the floor. An attempt
+//     with a token above the floor was claimed after the generation began: whatever a newer attempt
+//     of its turn publishes lands in this hash, where its fence refuses the older one.
+//   - A meta hash without a floor is not open: the script writes nothing but the name of its
+//     generation (minting fid if the hash has none) and refuses the events (status -3). The
+//     publisher then reads the floor and the turns' tokens from Postgres in one query and sends
+//     the events again with "open fid at floor": the script opens the generation only if it is
+//     still fid, so a floor read before another loss never opens the next generation.
+//   - An event whose turn has no fence in the hash and whose token is at most the floor is from an
+//     attempt claimed before the generation began: it needs the publisher's word that Postgres
+//     still holds its token, read after the generation began (verified = fid), else the script
+//     refuses it (status -4). A token Postgres has seen superseded fails with ErrStaleToken; the
+//     verified event writes the turn's fence, so its attempt's later events need no read.
+//   - A terminal event sent again for a turn found finished (Message.Republish, the worker's answer
+//     to a crash between a finish's commit and its publish) is appended only where the hash's
+//     terminal marker is the whole truth: the turn has a fence in the hash (an attempt spoke in this
+//     generation) or a token above the floor. Otherwise its terminal event may have been published
+//     into the lost generation, and nothing is appended (Published with Appended false and no
+//     cursor): at most one terminal event per turn and attempt. A crash between the commit and the
+//     publish together with a Redis loss leaves the turn without a terminal event in the stream;
+//     its outcome is in Postgres.
+//
+// So each session pays one more round trip and one Postgres read when its generation begins (its
+// first publish, and its first after a loss), and a turn claimed before that pays one read more.
+// The read is of a sequence and primary keys. Establishing is retried up to three times when Redis
+// loses the session again meanwhile; a publish that cannot establish its fence (Postgres
+// unreachable) fails with ErrFenceUnknown, having written nothing, and may be tried again. A
+// publisher without a Fencer fences in Redis alone (its events open no generation, and it is refused
+// where a turn's fence is not known above a floor).
 package streams

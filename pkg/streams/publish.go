@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/turnstile-run/turnstile/pkg/wire"
@@ -18,6 +19,25 @@ import (
 // ErrStaleToken is returned when a newer attempt of the turn has already published: the caller is a
 // zombie and must stop.
 var ErrStaleToken = errors.New("stale fencing token")
+
+// ErrFenceUnknown is returned when a session's fences are not established in Redis (it lost them,
+// or never had them) and the publisher could not establish them from Postgres: nothing was
+// written, and the publish may be tried again.
+var ErrFenceUnknown = errors.New("session fence not established")
+
+// Fencer reads what Postgres knows of fencing tokens, for a publisher to establish a session's
+// fences in Redis again after Redis lost them (doc.go, "Fences through a Redis loss"). It must be
+// safe for concurrent use.
+type Fencer interface {
+	// Fences returns floor, the newest fencing token handed out (every token handed out before
+	// the call is at most floor), and each turn's current token (turns.fencing_token; 0 for a
+	// turn with no row), in the order of turns.
+	Fences(ctx context.Context, turns []uuid.UUID) (floor int64, tokens []int64, err error)
+}
+
+// fenceRounds bounds how often one PublishMany establishes fences: each round answers a loss of
+// Redis data during the round before, so more than one is already rare.
+const fenceRounds = 3
 
 // publishSource is the publish script: fenced appends of a batch of events, grouped by session.
 // publish.lua documents its keys, arguments, reply and why each step is exact.
@@ -39,6 +59,8 @@ type Publisher struct {
 	// bySession makes each script call hold one session's events: a cluster client sends a call
 	// to the node of its first key, so all of a call's keys must share that key's slot.
 	bySession bool
+	// fencer establishes fences from Postgres; without one the publisher fences in Redis alone.
+	fencer Fencer
 }
 
 // maxScriptEvents bounds the events of one script call. Redis runs nothing else while a script
@@ -55,8 +77,19 @@ func NewPublisher(rdb redis.UniversalClient, prefix string, maxLen int64, retent
 	return &Publisher{rdb: rdb, prefix: prefix, maxLen: maxLen, retention: retention, now: time.Now, bySession: !single}
 }
 
+// WithFencer makes the publisher anchor its fences in f (Postgres): a session whose fences Redis
+// lost is written to again only once they are established from f. Without a fencer, fences live
+// in Redis alone, and a Redis loss loses them (use it only where nothing else writes with
+// Postgres's tokens). It returns p.
+func (p *Publisher) WithFencer(f Fencer) *Publisher {
+	p.fencer = f
+	return p
+}
+
 // Published describes an appended (or, for a repeated terminal event, the existing) entry.
 type Published struct {
+	// Cursor is the entry's; zero for a republished terminal event that was not appended because
+	// the turn's terminal event may be in a generation Redis lost (Message.Republish).
 	Cursor Cursor
 	// Appended is false when the event was terminal and the turn already had its terminal event.
 	Appended bool
@@ -72,9 +105,16 @@ func (p *Publisher) Publish(ctx context.Context, sessionID, turnID string, token
 // Message is one event to publish with its turn's fencing token.
 type Message struct {
 	SessionID, TurnID string
-	Token             int64
-	Event             wire.Event
-	Traceparent       string
+	// TurnRow is the turn's ID in Postgres (turns.turn_id), which TurnID may not be (a client's
+	// own ID, a region's prefix): a publisher with a Fencer reads the turn's token by it.
+	TurnRow     uuid.UUID
+	Token       int64
+	Event       wire.Event
+	Traceparent string
+	// Republish marks a terminal event sent again for a turn found finished, in case the process
+	// that finished it died before its publish: it is appended only where it cannot repeat one
+	// that Redis lost (doc.go).
+	Republish bool
 }
 
 // PublishResult is one message's outcome in PublishMany.
@@ -87,18 +127,123 @@ type PublishResult struct {
 // trip (one per node on Redis Cluster) of script calls of up to maxScriptEvents messages each. A
 // session's messages run in the order given, so two events of one turn keep their order when they
 // share a call. Each message gets its own result: a stale token fails only its own message.
+//
+// A message of a session whose fences Redis does not hold (see doc.go) is sent again once they
+// are established from the Fencer, in a second round trip of its own with one Postgres read
+// before it; the other messages are not held back for it.
 func (p *Publisher) PublishMany(ctx context.Context, ms []Message) []PublishResult {
 	out := make([]PublishResult, len(ms))
 	if len(ms) == 0 {
 		return out
 	}
+	p.run(ctx, ms, nil, out)
+	for range fenceRounds {
+		if !p.establish(ctx, ms, out) {
+			return out
+		}
+	}
+	for i, m := range ms {
+		if _, ok := errors.AsType[*unfenced](out[i].Err); ok {
+			out[i].Err = fmt.Errorf("publish %s: %w: Redis lost it again while it was established", m.Event.Type, ErrFenceUnknown)
+		}
+	}
+	return out
+}
+
+// fenceArgs is what a round that establishes fences tells the script: per session the fence
+// generation to open and its floor ("<fid>:<floor>"), per message the generation its turn's
+// token was checked in.
+type fenceArgs struct {
+	open     map[string]string
+	verified []string
+}
+
+// establish sends again the messages of out that the script refused for want of a fence
+// (*unfenced), with the fences Postgres gives; it reports whether it sent any. A message whose
+// token Postgres has seen superseded fails with ErrStaleToken without another send.
+func (p *Publisher) establish(ctx context.Context, ms []Message, out []PublishResult) bool {
+	var idx []int
+	for i := range out {
+		if _, ok := errors.AsType[*unfenced](out[i].Err); ok {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return false
+	}
+	if p.fencer == nil {
+		// Only a publisher with a fencer opens a generation with a floor, so another one opened
+		// this session's: its fences are Postgres's, which this publisher cannot read.
+		for _, i := range idx {
+			out[i].Err = fmt.Errorf("publish %s: %w: no Postgres to establish it from", ms[i].Event.Type, ErrFenceUnknown)
+		}
+		return false
+	}
+	rows := make([]uuid.UUID, len(idx))
+	for j, i := range idx {
+		rows[j] = ms[i].TurnRow
+	}
+	// Read after every generation named in out began: so the floor bounds every token handed out
+	// before it, and each token is checked after it.
+	floor, tokens, err := p.fencer.Fences(ctx, rows)
+	if err != nil {
+		for _, i := range idx {
+			out[i].Err = fmt.Errorf("publish %s: %w: read fences from Postgres: %w", ms[i].Event.Type, ErrFenceUnknown, err)
+		}
+		return false
+	}
+	sub := make([]Message, 0, len(idx))
+	back := make([]int, 0, len(idx))
+	f := &fenceArgs{open: map[string]string{}}
+	for j, i := range idx {
+		u, _ := errors.AsType[*unfenced](out[i].Err)
+		switch {
+		case ms[i].TurnRow == uuid.Nil:
+			out[i].Err = fmt.Errorf("publish %s: %w: the message names no turn row", ms[i].Event.Type, ErrFenceUnknown)
+			continue
+		case tokens[j] > ms[i].Token:
+			out[i].Err = ErrStaleToken
+			continue
+		}
+		if u.open {
+			f.open[ms[i].SessionID] = u.fid + ":" + strconv.FormatInt(floor, 10)
+		}
+		sub = append(sub, ms[i])
+		back = append(back, i)
+		f.verified = append(f.verified, u.fid)
+	}
+	if len(sub) == 0 {
+		return false
+	}
+	res := make([]PublishResult, len(sub))
+	p.run(ctx, sub, f, res)
+	for j, i := range back {
+		out[i] = res[j]
+	}
+	return true
+}
+
+// unfenced is the script's refusal of a message for want of a fence: the session's fence
+// generation fid is not open (open) or the message's turn needs its token checked in it.
+type unfenced struct {
+	fid  string
+	open bool
+}
+
+func (u *unfenced) Error() string {
+	return "session fence generation " + u.fid + " not established"
+}
+
+// run sends ms in one pipelined round trip of script calls and reads their results into out,
+// with the fences of f when it is not nil.
+func (p *Publisher) run(ctx context.Context, ms []Message, f *fenceArgs, out []PublishResult) {
 	minID := strconv.FormatInt(p.now().Add(-p.retention).UnixMilli(), 10)
 	calls := p.calls(ms)
 	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i := range calls {
 			c := &calls[i]
-			c.keys, c.args = p.script(ms, c.blocks, minID)
+			c.keys, c.args = p.script(ms, c.blocks, minID, f)
 			cmds[i] = publishScript.EvalSha(ctx, pipe, c.keys, c.args...)
 		}
 		return nil
@@ -117,7 +262,6 @@ func (p *Publisher) PublishMany(ctx context.Context, ms []Message) []PublishResu
 		c := &calls[i]
 		c.results(ms, publishScript.Run(ctx, p.rdb, c.keys, c.args...), out)
 	}
-	return out
 }
 
 // scriptCall is one call of publishScript: its messages, as indexes into PublishMany's, in session
@@ -192,37 +336,67 @@ func (p *Publisher) calls(ms []Message) []scriptCall {
 	return out
 }
 
-// script lays out the keys and arguments of publishScript for the messages ms[i] of blocks.
+// script lays out the keys and arguments of publishScript for the messages ms[i] of blocks, with
+// the fences of f (nil: none to establish).
 //
 // The arguments point into arrays of their values (see scriptValues) instead of holding the values:
 // go-redis writes a *string or an *int64 as it writes the value, and a pointer goes into an
 // interface as it is, where a string, an int64 or a slice is first copied to the heap; so laying
 // out a call allocates per call, not per event.
-func (p *Publisher) script(ms []Message, blocks [][]int, minID string) ([]string, []any) {
+func (p *Publisher) script(ms []Message, blocks [][]int, minID string, f *fenceArgs) ([]string, []any) {
 	n := 0
 	for _, blk := range blocks {
 		n += len(blk)
 	}
+	strs := 2 + len(blocks) + 3*n
+	if f != nil {
+		strs += len(blocks) + n
+	}
+	// Without a fencer, every block opens as unfenced.
+	var open any = ""
+	if p.fencer == nil {
+		open = "*"
+	}
 	keys := make([]string, 0, 2*len(blocks))
-	v := newScriptValues(2+len(blocks)+3*n, 2+n, n)
-	args := make([]any, 0, 4+2*len(blocks)+6*n)
+	v := newScriptValues(strs, 2+n, n)
+	args := make([]any, 0, 4+3*len(blocks)+7*n)
 	args = append(args, v.int(p.maxLen), v.str(minID), v.int(p.retention.Milliseconds()), v.str(NewEpoch()))
 	for _, blk := range blocks {
 		k := KeysFor(p.prefix, ms[blk[0]].SessionID)
 		keys = append(keys, k.Events, k.Meta)
-		args = append(args, v.str(k.Notify), len(blk))
+		blockOpen := open
+		if o, ok := f.opens(ms[blk[0]].SessionID); ok {
+			blockOpen = v.str(o)
+		}
+		args = append(args, v.str(k.Notify), len(blk), blockOpen)
 		for _, i := range blk {
 			m := ms[i]
 			// A constant goes into an interface without an allocation; a string variable does not.
 			var terminal any = "0"
-			if m.Event.Type.Terminal() {
+			switch {
+			case m.Event.Type.Terminal() && m.Republish:
+				terminal = "2"
+			case m.Event.Type.Terminal():
 				terminal = "1"
 			}
+			var verified any = ""
+			if f != nil {
+				verified = v.str(f.verified[i])
+			}
 			args = append(args, v.str(m.TurnID), v.int(m.Token), v.str(string(m.Event.Type)), v.data(m.Event.Data),
-				terminal, v.str(m.Traceparent))
+				terminal, v.str(m.Traceparent), verified)
 		}
 	}
 	return keys, args
+}
+
+// opens returns the opening of session's fence generation, if f has one.
+func (f *fenceArgs) opens(session string) (string, bool) {
+	if f == nil {
+		return "", false
+	}
+	o, ok := f.open[session]
+	return o, ok
 }
 
 // scriptValues holds the values of one call's arguments, for the arguments to point to. Each array
@@ -312,6 +486,10 @@ func parseReply(t wire.EventType, status, v string) (Published, error) {
 		return Published{}, ErrStaleToken
 	case "-2":
 		return Published{}, fmt.Errorf("publish %s to session stream: %w", t, errors.New(v))
+	case "-3", "-4":
+		return Published{}, &unfenced{fid: v, open: status == "-3"}
+	case "2":
+		return Published{}, nil
 	case "0", "1":
 		c, err := ParseCursor(v)
 		if err != nil {

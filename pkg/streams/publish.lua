@@ -3,16 +3,28 @@
 --
 -- KEYS: per session block b = 1..B, KEYS[2b-1] its stream and KEYS[2b] its meta hash.
 -- ARGV: [1] maxlen, [2] minid (ms), [3] ttl (ms), [4] fresh epoch; then per block its notify
--- channel and its event count n, then n events of 6: turn id, token, type, data, terminal ("1" or
--- "0"), traceparent.
+-- channel, its event count n and its opening ("" none, "<fid>:<floor>" to open the fence
+-- generation fid at floor, "*" an unfenced publisher: floor 0, nothing stored), then n events of
+-- 7: turn id, token, type, data, terminal ("0" no, "1" yes, "2" a republished one), traceparent,
+-- verified ("" or the fence generation whose Postgres token the caller checked after it began).
 -- Returns one string of 2 lines per event, blocks in order: the status, then the cursor (statuses
--- 1 and 0), "" (-1) or the error message (-2, its line breaks made spaces).
+-- 1 and 0), "" (-1 and 2), the fence generation (-3 and -4) or the error message (-2, its line
+-- breaks made spaces).
 --
 -- What each event does:
 --
 --   * Fencing: a token older than the newest one the turn has published with (meta f:<turn>) is
 --     stale (status -1) and changes nothing, so a zombie attempt changes nothing once a newer
 --     attempt has spoken; otherwise a newer token is recorded.
+--   * Fence generations (doc.go has the argument): the fences of a meta hash are complete for
+--     tokens above its floor. A meta hash without a floor is not open: the call names (or mints,
+--     as fid) its fence generation and writes nothing else (status -3); the caller reads the floor
+--     (the newest token Postgres has handed out) and opens it with "<fid>:<floor>". An event whose
+--     turn has no fence here and whose token is at most the floor may be a zombie whose newer
+--     attempt spoke before the hash was lost: it needs the caller's word that Postgres still holds
+--     its token, given after the generation began (verified = fid), else it changes nothing
+--     (status -4). A republished terminal event there changes nothing either (status 2): the
+--     turn's terminal event may be in the lost generation.
 --   * Generations: with no epoch in the meta hash, or no stream key, a new generation starts under
 --     the fresh epoch the caller minted: whatever the old stream held is gone, so its readers must
 --     reset. The fencing tokens (f:*) and terminal markers (t:*) are kept: a turn's newest attempt
@@ -87,25 +99,33 @@ local a, b, nargs = 5, 0, #ARGV
 while a <= nargs do
   b = b + 1
   local events, meta = KEYS[2 * b - 1], KEYS[2 * b]
-  local notify, n = ARGV[a], tonumber(ARGV[a + 1])
-  a = a + 2
+  local notify, n, open = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
+  a = a + 3
   -- The session as far as this call knows it; it updates these with its own writes, and nothing
   -- else writes while it runs. prev and exists are nil until known.
   local loaded, err = false, nil
   local epoch, last = false, false
   local exists, prev
+  -- The fence generation and its floor (a number; nil while not open), and whether the
+  -- generation is not open (pending) or was minted by this call (minted).
+  local fid, floor, pending, minted = false, nil, false, false
   -- existed: whether the stream was there before this call's first append to it. cursor: the
   -- cursor of the session's newest append in this call.
   local existed, cursor = true, nil
   -- The turn whose meta fields were read last, and its fence and terminal marker (strings).
   local turn, fkey, tkey, fence, term
   for _ = 1, n do
-    local t, token, terminal = ARGV[a], ARGV[a + 1], ARGV[a + 4] == '1'
+    local t, token, mode = ARGV[a], ARGV[a + 1], ARGV[a + 4]
+    local terminal = mode ~= '0'
     local status, res = -1, ''
     local fields = hn
     repeat
       if err then
         status, res = -2, err
+        break
+      end
+      if pending then
+        status, res = -3, fid
         break
       end
       if t ~= turn then
@@ -117,7 +137,7 @@ while a <= nargs do
         if loaded then
           r = rpcall('HMGET', meta, fk, tk)
         else
-          r = rpcall('HMGET', meta, fk, tk, 'epoch', 'last')
+          r = rpcall('HMGET', meta, fk, tk, 'epoch', 'last', 'fid', 'floor')
         end
         if r.err then
           err, status, res = r.err, -2, r.err
@@ -128,8 +148,28 @@ while a <= nargs do
           -- last names an entry of the epoch's stream: without an epoch it names nothing.
           epoch = r[3]
           last = epoch and r[4]
+          fid = r[5]
+          if r[6] then
+            floor = tonumber(r[6])
+          elseif open == '*' then
+            floor = 0
+          elseif fid and string.sub(open, 1, #fid + 1) == fid .. ':' then
+            floor = tonumber(string.sub(open, #fid + 2))
+            field('floor', string.sub(open, #fid + 2))
+          end
+          if not floor then
+            pending = true
+            if not fid then
+              fid, minted = fresh, true
+              field('fid', fresh)
+            end
+          end
         end
         turn, fkey, tkey, fence, term = t, fk, tk, r[1], r[2]
+      end
+      if pending then
+        status, res = -3, fid
+        break
       end
       -- Tokens are compared as numbers, but an equal string (the same attempt again) needs no
       -- conversion.
@@ -140,6 +180,18 @@ while a <= nargs do
           break
         end
         newer = f < k
+      end
+      if not fence and floor > 0 and tonumber(token) <= floor then
+        -- The turn has not spoken in this generation, and its token is older than the
+        -- generation: a newer attempt may have spoken in a lost one.
+        if mode == '2' then
+          status = 2
+          break
+        end
+        if ARGV[a + 6] ~= fid then
+          status, res = -4, fid
+          break
+        end
       end
       local repeated = terminal and term
       if prev == nil then
@@ -203,13 +255,17 @@ while a <= nargs do
     end
     out[o + 1], out[o + 2] = status, res
     o = o + 2
-    a = a + 6
+    a = a + 7
   end
   if cursor then
     field('last', prev)
   end
   -- Written even where an append failed, as the fence and epoch were before it.
   flush(meta)
+  if minted then
+    -- A hash this call made (it holds the fence generation alone) must not outlive its TTL.
+    rcall('PEXPIRE', meta, ttl)
+  end
   if cursor then
     -- A stream this call created holds no entry older than minid, so only one that existed
     -- can need trimming by age.

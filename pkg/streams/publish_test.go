@@ -442,7 +442,7 @@ func TestPublisherScriptLayout(t *testing.T) {
 		{SessionID: "b", TurnID: "u", Token: 3, Event: completed("u"), Traceparent: "tp"},
 		{SessionID: "a", TurnID: "t", Token: 2, Event: completed("t")},
 	}
-	keys, args := p.script(ms, [][]int{{0, 2}, {1}}, "123")
+	keys, args := p.script(ms, [][]int{{0, 2}, {1}}, "123", nil)
 	ka, kb := KeysFor("p", "a"), KeysFor("p", "b")
 	require.Equal(t, []string{ka.Events, ka.Meta, kb.Events, kb.Meta}, keys)
 	written := make([]any, len(args))
@@ -453,11 +453,11 @@ func TestPublisherScriptLayout(t *testing.T) {
 	written[3] = "epoch"
 	require.Equal(t, []any{
 		int64(100), "123", int64(1000), "epoch",
-		ka.Notify, 2,
-		"t", int64(2), "turn.delta", []byte(ms[0].Event.Data), "0", "",
-		"t", int64(2), "turn.completed", []byte(ms[2].Event.Data), "1", "",
-		kb.Notify, 1,
-		"u", int64(3), "turn.completed", []byte(ms[1].Event.Data), "1", "tp",
+		ka.Notify, 2, "*",
+		"t", int64(2), "turn.delta", []byte(ms[0].Event.Data), "0", "", "",
+		"t", int64(2), "turn.completed", []byte(ms[2].Event.Data), "1", "", "",
+		kb.Notify, 1, "*",
+		"u", int64(3), "turn.completed", []byte(ms[1].Event.Data), "1", "tp", "",
 	}, written)
 }
 
@@ -488,7 +488,7 @@ func TestPublisherScriptAllocations(t *testing.T) {
 			ms[i] = Message{SessionID: "a", TurnID: "t", Token: 1000 + int64(i), Event: delta("t", i), Traceparent: "tp"}
 			blk[i] = i
 		}
-		return testing.AllocsPerRun(100, func() { p.script(ms, [][]int{blk}, "123") })
+		return testing.AllocsPerRun(100, func() { p.script(ms, [][]int{blk}, "123", nil) })
 	}
 	one, sixty := allocs(1), allocs(60)
 	require.Equal(t, one, sixty, "allocations for 1 event, for 60")

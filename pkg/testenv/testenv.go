@@ -31,8 +31,10 @@ type Env struct {
 	Broker *kafka.Broker
 	Pool   *pgxpool.Pool
 	Redis  redis.UniversalClient
-	Log    *slog.Logger
-	ID     string
+	// RedisServer is the test's own redis-server when Options.OwnRedis asked for one, else nil.
+	RedisServer *RedisServer
+	Log         *slog.Logger
+	ID          string
 }
 
 // Options tune New.
@@ -41,6 +43,9 @@ type Options struct {
 	Partitions int
 	// Brokers in the kfake cluster. Defaults to 1.
 	Brokers int
+	// OwnRedis starts a redis-server for this test alone (Env.RedisServer) instead of using the
+	// shared one, for tests that flush, kill or restart Redis.
+	OwnRedis bool
 }
 
 // New prepares an environment and registers its cleanup.
@@ -66,6 +71,11 @@ func New(t testing.TB, opts Options) *Env {
 	if a := os.Getenv("TURNSTILE_REDIS_CLUSTER_ADDRS"); a != "" {
 		cfg.RedisClusterAddrs = a
 	}
+	var own *RedisServer
+	if opts.OwnRedis {
+		own = StartRedis(t)
+		cfg.RedisURL, cfg.RedisClusterAddrs = own.URL(), ""
+	}
 	// Tenant quotas are for the tests that test them; everything else posts as fast as it likes.
 	cfg.Intake.TenantRate, cfg.Intake.TenantBurst, cfg.Intake.MaxQueuedTurns = 1_000_000, 1_000_000, 100_000_000
 	cfg.DemoDelay = 2 * time.Millisecond
@@ -76,7 +86,7 @@ func New(t testing.TB, opts Options) *Env {
 	cfg.ShutdownTimeout = 20 * time.Second
 
 	log := TestLogger(t)
-	env := &Env{Config: cfg, Log: log, ID: id}
+	env := &Env{Config: cfg, Log: log, ID: id, RedisServer: own}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

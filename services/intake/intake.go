@@ -21,6 +21,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/services/intake/internal/api"
 	"github.com/turnstile-run/turnstile/services/intake/internal/backlog"
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
@@ -118,6 +119,10 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	var events *streams.Publisher
 	if rdb != nil {
 		events = streams.NewPublisher(rdb, cfg.KeyPrefix, cfg.StreamMaxLen, cfg.StreamRetention)
+		if pool != nil {
+			// Its terminal events are fenced against the workers' with Postgres's tokens.
+			events.WithFencer(turnstore.New(pool))
+		}
 	}
 	// The re-driver lives here for the reason the backlog monitor does, and because it produces
 	// through intake's producer (package redrive).

@@ -91,7 +91,8 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		m.renewals.WithLabelValues(result).Inc()
 		m.renewedLeases.Add(float64(n))
 	}
-	pub := streams.NewPublisher(rdb, cfg.KeyPrefix, cfg.StreamMaxLen, cfg.StreamRetention)
+	// The publisher's fences are anchored in Postgres's tokens, so they hold through a Redis loss.
+	pub := streams.NewPublisher(rdb, cfg.KeyPrefix, cfg.StreamMaxLen, cfg.StreamRetention).WithFencer(turnstore.New(pool))
 	cleaner := retention.New(pool, retention.Config{
 		Retention: cfg.Retention,
 		Interval:  cfg.Worker.RetentionInterval,

@@ -56,6 +56,9 @@ type clusterOptions struct {
 	FrontRoles string
 	// FrontEnv adds variables to the front process.
 	FrontEnv []string
+	// OwnRedis gives the cluster a redis-server of its own (env.RedisServer), which the test may
+	// flush or restart.
+	OwnRedis bool
 }
 
 func newCluster(t *testing.T, o clusterOptions) *cluster {
@@ -63,7 +66,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 2 * time.Second
 	}
-	env := testenv.New(t, testenv.Options{Partitions: o.Partitions})
+	env := testenv.New(t, testenv.Options{Partitions: o.Partitions, OwnRedis: o.OwnRedis})
 	if o.LeaseTTL > 0 {
 		env.Config.LeaseTTL = o.LeaseTTL
 	}

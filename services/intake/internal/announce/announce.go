@@ -32,7 +32,7 @@ func Ended(ctx context.Context, pub *streams.Publisher, log *slog.Logger, code s
 		e := &ended[i]
 		shown := e.ShownTurnID(code)
 		ms[i] = streams.Message{
-			SessionID: e.SessionID, TurnID: shown, Token: e.Token,
+			SessionID: e.SessionID, TurnID: shown, TurnRow: e.TurnID, Token: e.Token,
 			Event: wire.NewEvent(t, wire.ErrorData{EventBase: wire.EventBase{TurnID: shown, Attempt: e.Attempt}, Error: e.Error}),
 		}
 	}

@@ -319,7 +319,7 @@ func (t *turn) attempt(number int, token int64) *attempt {
 	return &attempt{
 		turn: t, number: number, token: token,
 		sink: attemptSink{
-			pub: x.cfg.Publishes, retried: x.hooks.PublishRetried, sessionID: t.env.SessionID, turnID: t.id,
+			pub: x.cfg.Publishes, retried: x.hooks.PublishRetried, sessionID: t.env.SessionID, turnID: t.id, row: t.env.TurnID,
 			attempt: number, token: token, traceparent: header(t.rec, "traceparent"), log: x.log, lingerFor: x.linger,
 			idle: x.publishIdle,
 		},

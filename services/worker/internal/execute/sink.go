@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turnstile-run/turnstile/pkg/streams"
@@ -48,8 +49,13 @@ type attemptSink struct {
 	retried   func(terminal bool) // Hooks.PublishRetried, or nil
 	sessionID string
 	turnID    string
-	attempt   int
-	token     int64
+	// row is the turn's ID in Postgres, which turnID (as its client knows it) may not be.
+	row     uuid.UUID
+	attempt int
+	token   int64
+	// republish marks the sink of a turn found finished, whose terminal event is published again
+	// in case the process that finished it died first (streams.Message.Republish).
+	republish bool
 	// traceparent is the record's trace context, for events published where the turn's context
 	// has none.
 	traceparent string
@@ -274,7 +280,7 @@ func (s *attemptSink) sendUntil(ctx context.Context, evs []wire.Event, held int,
 	if telemetry.Unsampled(ctx) {
 		tp = telemetry.Traceparent(ctx)
 		for i, ev := range evs {
-			ms[i] = streams.Message{SessionID: s.sessionID, TurnID: s.turnID, Token: s.token, Event: ev, Traceparent: tp}
+			ms[i] = s.message(ev, tp)
 		}
 	} else {
 		spans = make([]trace.Span, len(evs))
@@ -287,7 +293,7 @@ func (s *attemptSink) sendUntil(ctx context.Context, evs []wire.Event, held int,
 			if tp == "" {
 				tp = s.traceparent
 			}
-			ms[i] = streams.Message{SessionID: s.sessionID, TurnID: s.turnID, Token: s.token, Event: ev, Traceparent: tp}
+			ms[i] = s.message(ev, tp)
 		}
 	}
 	published := 0
@@ -333,6 +339,14 @@ func (s *attemptSink) sendUntil(ctx context.Context, evs []wire.Event, held int,
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, time.Second)
+	}
+}
+
+// message is ev as the publisher takes it.
+func (s *attemptSink) message(ev wire.Event, tp string) streams.Message {
+	return streams.Message{
+		SessionID: s.sessionID, TurnID: s.turnID, TurnRow: s.row, Token: s.token, Event: ev, Traceparent: tp,
+		Republish: s.republish && ev.Type.Terminal(),
 	}
 }
 

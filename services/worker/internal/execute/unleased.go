@@ -59,7 +59,9 @@ func (t *turn) finishUnleased(status wire.Status, msg, deadLetter string) {
 
 // republishTerminal makes sure a finished turn's terminal event is in its stream: the process that
 // finished it may have died between the Postgres commit and the publish. The publish script keeps
-// at most one terminal event per turn, so this is a no-op in the usual case.
+// at most one terminal event per turn, so this is a no-op in the usual case; and where Redis lost
+// the session's data since the turn's attempt last spoke, the event may have gone with it, so it is
+// not published again (streams.Message.Republish).
 func (t *turn) republishTerminal() {
 	f, err := t.x.turns.ReadFinal(t.ctx, t.env.TurnID)
 	if err != nil {
@@ -67,6 +69,7 @@ func (t *turn) republishTerminal() {
 		return
 	}
 	a := t.attempt(f.Attempt, f.Token)
+	a.sink.republish = true
 	var ev wire.Event
 	if f.Status == wire.StatusSucceeded {
 		ev = wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: a.sink.base(), Output: f.Output})
