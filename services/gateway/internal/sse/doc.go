@@ -34,21 +34,18 @@
 // others are never stalled. Drain closes streams in shuffled batches a jittered interval apart,
 // each with its own jittered retry, so clients return to other replicas without a herd.
 //
+// A request to open a stream goes through four steps in handler.go: parse (parseOpen), authorize
+// (auth.go), admit (package admission's caps, after the drain check) and open (subscribe, replay,
+// go live). From its admission a stream is one value of type stream (stream.go), tracked by the
+// handler's embedded lifecycle.Streams (Drain, Cut, Wait) and parked in a pkg/park lot.
+//
 // Idle streams. Over HTTP/1.x the handler takes the connection over and returns (net/http's
-// buffers and goroutine go), and once the stream has replayed and gone live it parks: no goroutine
-// of its own, only its state. Whatever needs it to act wakes it — the hub's readers when its
-// session has entries (hub.SubscribeFunc), the keep-alive wheel, Drain and Cut, the revocation
-// watcher, the poller when its client leaves — and a wake of a parked stream starts one short-lived
-// goroutine that writes what is due and parks it again; a wake while it runs makes it go round
-// once more, so at most one goroutine runs a stream and no wake is lost. Writes stay bounded by
-// WriteTimeout, so a slow client holds only its own goroutine. The handler's own goroutines run
-// while it has live streams: a keep-alive wheel (up to 256 slots about 50 ms apart, each tick
-// waking the streams of one slot, so every stream gets a keep-alive each KeepAlive and they are
-// spread over it in small groups), which also wakes the streams of a newly revoked key; and on
-// Linux one goroutine in epoll_wait on every taken-over socket (EPOLLIN|EPOLLRDHUP, one-shot,
-// each registration with a token of its own and removed before its socket closes), so a departed
-// client's slot is released at once; elsewhere, or where epoll fails, a goroutine per stream
-// blocked in a 1-byte read.
+// buffers and goroutine go), and once the stream has replayed and gone live it parks (pkg/park): no
+// goroutine of its own, only its state. Whatever needs it to act wakes it — the hub's readers when
+// its session has entries (hub.SubscribeFunc), the lot's keep-alive wheel, Drain and Cut, the
+// revocation watcher (the lot's Signal, selecting the streams of a newly revoked key), the lot's
+// poller when its client leaves — and writes stay bounded by WriteTimeout, so a slow client holds
+// only the goroutine of its own wake.
 // A taken-over stream keeps no request context (chi's is pooled), only the request's trace.
 // HTTP/2 streams cannot be taken over; they run on their handler's goroutine, woken the same way.
 //

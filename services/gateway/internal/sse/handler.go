@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,23 +18,20 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
+	"github.com/turnstile-run/turnstile/pkg/park"
 	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/gateway/internal/admission"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/hub"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/revoke"
 )
 
 // ReplayBatchDefault is how many entries one replay read fetches by default.
 const ReplayBatchDefault = 500
-
-// keptBatchCap is the largest live batch slice a stream keeps between batches.
-const keptBatchCap = 64
-
-// corsMaxAge is how long, in seconds, a browser may cache a preflight's answer.
-const corsMaxAge = "600"
 
 // Config tunes the handler. Zero fields take the defaults named; those a TURNSTILE_* variable sets
 // are pkg/config's constants.
@@ -122,7 +116,9 @@ type Hooks struct {
 	OnOpen func(OpenInfo)
 }
 
-// Handler serves GET /v1/sessions/{session_id}/events.
+// Handler serves GET /v1/sessions/{session_id}/events: it parses a request to open a stream,
+// authorizes it, admits it under the caps and opens it. Its embedded Streams tracks the admitted
+// streams (Drain, Cut, Len); its lot parks the live ones.
 type Handler struct {
 	cfg    Config
 	hub    *hub.Hub
@@ -132,15 +128,9 @@ type Handler struct {
 	cors   map[string]bool
 	anyOK  bool
 
-	streams sync.WaitGroup // admitted streams still running
-
-	mu         sync.Mutex
-	conns      map[*conn]struct{}
-	perSession map[string]int
-	perTenant  map[string]int
-	maxTenant  int // MaxTenantShare of MaxConnections, in streams
-	draining   bool
-	loops      *idleLoops // running while streams are live; see acquireLoops
+	lifecycle.Streams
+	caps *admission.Caps
+	lot  *park.Lot
 
 	connections prometheus.Gauge
 	sent        prometheus.Counter
@@ -149,33 +139,18 @@ type Handler struct {
 	lag         prometheus.Histogram
 }
 
-type conn struct {
-	session        string
-	apiKey         string // the token's API key ID, "" for none
-	tenant         string // the token's tenant, "" without tokens
-	closeWithRetry chan struct{}
-	once           sync.Once
-	live           *live // set at admission, before the conn is shared
-}
-
-// close tells the stream to end with a retry hint; the stream sees the closed channel on the wake
-// or, if it is not live yet, when it goes live.
-func (c *conn) close() {
-	c.once.Do(func() {
-		close(c.closeWithRetry)
-		if c.live != nil {
-			c.live.wake(evClose)
-		}
-	})
-}
-
 // New returns a handler.
 func New(cfg Config, h *hub.Hub, reader *streams.Reader, log *slog.Logger, reg prometheus.Registerer) *Handler {
 	cfg.applyDefaults()
 	hd := &Handler{
-		cfg: cfg, hub: h, reader: reader, log: log, conns: map[*conn]struct{}{},
-		perSession: map[string]int{}, perTenant: map[string]int{}, cors: map[string]bool{},
-		maxTenant: max(1, cfg.MaxConnections*cfg.MaxTenantShare/100),
+		cfg: cfg, hub: h, reader: reader, log: log, cors: map[string]bool{},
+		Streams: lifecycle.Streams{DrainBatch: cfg.DrainBatch, DrainInterval: cfg.DrainInterval},
+		caps:    admission.New(cfg.MaxConnections, cfg.MaxPerSession, cfg.MaxTenantShare),
+		lot: park.New(park.Config{
+			KeepAlive: cfg.KeepAlive, Log: log,
+			// The lot wakes the live streams of a newly revoked key.
+			Signal: cfg.Revocations.Changed, Select: cfg.Revocations.Revoked,
+		}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "turnstile_gateway_connections",
 			Help: "Open SSE connections.",
@@ -218,71 +193,22 @@ func (h *Handler) Routes(r chi.Router) {
 }
 
 // Connections counts open streams.
-func (h *Handler) Connections() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.conns)
-}
+func (h *Handler) Connections() int { return h.Len() }
 
-// Drain refuses new streams (inside a 200, with a retry hint) and closes the open ones with a
-// retry hint in batches of DrainBatch, a jittered DrainInterval apart, so clients resume on other
-// replicas without arriving all at once. Each closed stream also carries its own jittered retry.
-// It returns when every stream was told to close or ctx is done.
-func (h *Handler) Drain(ctx context.Context) {
-	h.mu.Lock()
-	h.draining = true
-	conns := make([]*conn, 0, len(h.conns))
-	for c := range h.conns {
-		conns = append(conns, c)
-	}
-	h.mu.Unlock()
-	rand.Shuffle(len(conns), func(i, j int) { conns[i], conns[j] = conns[j], conns[i] }) //nolint:gosec // spreads reconnects; nothing secret depends on the order
-	for i := 0; i < len(conns); i += h.cfg.DrainBatch {
-		if i > 0 && h.cfg.DrainInterval > 0 {
-			t := time.NewTimer(httpx.Jitter(h.cfg.DrainInterval))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				// Close the rest at once: the shutdown deadline is worth more than the spread.
-				for _, c := range conns[i:] {
-					c.close()
-				}
-				return
-			}
-		}
-		for _, c := range conns[i:min(i+h.cfg.DrainBatch, len(conns))] {
-			c.close()
-		}
-	}
-}
+// Drain (of the embedded Streams) refuses new streams (inside a 200, with a retry hint) and closes
+// the open ones with a retry hint in batches of DrainBatch, a jittered DrainInterval apart, so
+// clients resume on other replicas without arriving all at once; each closed stream also carries
+// its own jittered retry. Cut closes them without draining: clients reconnect to this replica and
+// resume from their cursors (tests use it to cut streams mid-turn).
 
-// Wait blocks until every admitted stream has ended or ctx is done. Streams on taken-over
-// connections outlive their HTTP handlers, so a server's Shutdown does not wait for them: call
-// Drain, then Wait.
+// Wait blocks until every admitted stream has ended, and the goroutines that served them, or ctx
+// is done. Streams on taken-over connections outlive their HTTP handlers, so a server's Shutdown
+// does not wait for them: call Drain, then Wait.
 func (h *Handler) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { h.streams.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("wait for streams to end: %w", context.Cause(ctx))
+	if err := h.Streams.Wait(ctx); err != nil {
+		return err
 	}
-}
-
-// Cut closes every open stream with a retry hint, without draining: clients reconnect to this
-// replica and resume from their cursors. Tests use it to cut streams mid-turn.
-func (h *Handler) Cut() {
-	h.mu.Lock()
-	conns := make([]*conn, 0, len(h.conns))
-	for c := range h.conns {
-		conns = append(conns, c)
-	}
-	h.mu.Unlock()
-	for _, c := range conns {
-		c.close()
-	}
+	return h.lot.Wait(ctx)
 }
 
 // start resolves where a stream begins: the entry after which to send, and whether to announce a
@@ -292,61 +218,6 @@ type start struct {
 	epoch  string
 	reset  string // reason, empty for none
 	result string
-}
-
-func (h *Handler) setCORS(w http.ResponseWriter, r *http.Request) {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return
-	}
-	w.Header().Add("Vary", "Origin")
-	if h.anyOK || h.cors[origin] {
-		// No Allow-Credentials: streams authenticate with tokens, never cookies, so a page on an
-		// allowed origin gains nothing from the browser's credentials and "*" stays harmless.
-		w.Header().Set("Access-Control-Allow-Origin", origin)
-	}
-}
-
-func (h *Handler) preflight(w http.ResponseWriter, r *http.Request) {
-	h.setCORS(w, r)
-	if w.Header().Get("Access-Control-Allow-Origin") != "" {
-		w.Header().Set("Access-Control-Allow-Methods", "GET, OPTIONS")
-		w.Header().Set("Access-Control-Allow-Headers", "Authorization, Last-Event-ID, Cache-Control")
-		w.Header().Set("Access-Control-Max-Age", corsMaxAge)
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// authorize checks the stream token when tokens are on and returns its claims (none without
-// tokens: the default tenant's session is opened). A valid token for another session is answered
-// like an unknown session (404), so one tenant cannot learn that another's session exists; a
-// token whose API key was revoked is a 401.
-func (h *Handler) authorize(w http.ResponseWriter, o openRequest) (streamtoken.Claims, bool) {
-	if h.cfg.Tokens == nil {
-		return streamtoken.Claims{}, true
-	}
-	if o.Token == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile"`)
-		httpx.WriteProblem(w, httpx.ProblemUnauthenticated.Problem("a stream token is required: Authorization: Bearer <stream_token> or ?access_token="))
-		return streamtoken.Claims{}, false
-	}
-	claims, err := h.cfg.Tokens.Verify(o.Token, o.SessionID)
-	switch {
-	case err == nil && h.cfg.Revocations.Revoked(claims.APIKeyID):
-		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
-		httpx.WriteProblem(w, httpx.ProblemUnauthenticated.Problem("the API key this stream token was issued to is revoked"))
-	case err == nil:
-		return claims, true
-	case errors.Is(err, streamtoken.ErrScope):
-		httpx.WriteProblem(w, httpx.ProblemSessionNotFound.Problem("no such session"))
-	case errors.Is(err, streamtoken.ErrExpired):
-		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
-		httpx.WriteProblem(w, httpx.ProblemTokenExpired.Problem("the stream token expired; get a new one from the turn's status"))
-	default:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="turnstile", error="invalid_token"`)
-		httpx.WriteProblem(w, httpx.ProblemUnauthenticated.Problem("the stream token is not valid"))
-	}
-	return streamtoken.Claims{}, false
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
@@ -380,110 +251,87 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	c := &conn{session: sessionID, apiKey: claims.APIKeyID, tenant: claims.Tenant, closeWithRetry: make(chan struct{})}
-	l := &live{c: c, session: sessionID}
-	l.h = h
-	l.turn = o.TurnID
-	c.live = l
-	refusal := ""
-	h.mu.Lock()
-	switch {
-	case h.draining:
-		refusal = "draining"
-	case len(h.conns) >= h.cfg.MaxConnections:
-		refusal = "over_capacity"
-	case h.perSession[sessionID] >= h.cfg.MaxPerSession:
-		refusal = "over_capacity"
-	case c.tenant != "" && h.perTenant[c.tenant] >= h.maxTenant:
-		refusal = "over_tenant_share"
-	default:
-		h.conns[c] = struct{}{}
-		h.perSession[sessionID]++
-		if c.tenant != "" {
-			h.perTenant[c.tenant]++
-		}
-		h.streams.Add(1)
-		l.loops = h.acquireLoops()
-	}
-	h.mu.Unlock()
-
+	st, refusal := h.admit(sessionID, claims, o.TurnID)
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Accel-Buffering", "no")
 	if refusal != "" {
-		// Retryable refusals stay inside a 200: EventSource gives up for good on anything else.
-		w.WriteHeader(http.StatusOK)
-		s := &stream{h: h, ew: newEventWriter(w), out: rcSink{w, http.NewResponseController(w)}}
-		s.arm()
 		info.Result = refusal
-		h.fire(info)
-		h.closed.WithLabelValues(refusal).Inc()
-		switch refusal {
-		case "draining":
-			s.ew.retry(httpx.Jitter(h.cfg.Retry).Milliseconds())
-			s.ew.comment("draining; reconnect")
-		case "over_tenant_share":
-			s.ew.retry(httpx.Jitter(h.cfg.OverloadRetry).Milliseconds())
-			s.ew.comment("tenant over its share of this replica's streams; reconnect later")
-		default:
-			s.ew.retry(httpx.Jitter(h.cfg.OverloadRetry).Milliseconds())
-			s.ew.comment("over capacity; reconnect later")
-		}
-		_ = s.flush()
+		h.refuse(w, info)
 		return
 	}
+	h.openStream(w, r, st, o, info)
+}
 
-	// An idle stream should cost little. Over HTTP/1.x the handler takes the connection over and
-	// returns, so net/http releases its per-connection read and write buffers, request state and
-	// goroutine; the stream writes straight to the socket (the response is delimited by closing
-	// the connection). Once it has replayed and gone live it parks: no goroutine of its own, a
-	// short-lived one started by whatever wakes it (see live). Where the connection cannot be
-	// taken (HTTP/2), the stream runs in the handler as usual.
+// admit takes a stream into the handler's books, or says why not: draining, or the cap that
+// refuses it (package admission).
+func (h *Handler) admit(session string, claims streamtoken.Claims, turn string) (*stream, string) {
+	if h.Draining() {
+		return nil, "draining"
+	}
+	if refusal := h.caps.Admit(session, claims.Tenant); refusal != "" {
+		return nil, string(refusal)
+	}
 	h.connections.Inc()
-	if nc, err := h.hijack(w, r); err == nil {
-		l.nc, l.out = nc, connSink{nc}
-		l.ew = newEventWriter(l.out)
-		l.state.Store(stRunning) // owned by the goroutine below until it parks
+	return &stream{h: h, session: session, apiKey: claims.APIKeyID, tenant: claims.Tenant, turn: turn}, ""
+}
+
+// refuse answers a stream that was not admitted. Retryable refusals stay inside a 200:
+// EventSource gives up for good on anything else.
+func (h *Handler) refuse(w http.ResponseWriter, info OpenInfo) {
+	w.WriteHeader(http.StatusOK)
+	s := &stream{h: h, ew: newEventWriter(w), out: rcSink{w, http.NewResponseController(w)}}
+	s.arm()
+	h.fire(info)
+	h.closed.WithLabelValues(info.Result).Inc()
+	switch info.Result {
+	case "draining":
+		s.ew.retry(httpx.Jitter(h.cfg.Retry).Milliseconds())
+		s.ew.comment("draining; reconnect")
+	case string(admission.OverTenantShare):
+		s.ew.retry(httpx.Jitter(h.cfg.OverloadRetry).Milliseconds())
+		s.ew.comment("tenant over its share of this replica's streams; reconnect later")
+	default:
+		s.ew.retry(httpx.Jitter(h.cfg.OverloadRetry).Milliseconds())
+		s.ew.comment("over capacity; reconnect later")
+	}
+	_ = s.flush()
+}
+
+// openStream serves an admitted stream. An idle stream should cost little. Over HTTP/1.x the
+// handler takes the connection over and returns, so net/http releases its per-connection read and
+// write buffers, request state and goroutine; the stream writes straight to the socket (the
+// response is delimited by closing the connection). Once it has replayed and gone live it parks
+// (pkg/park): no goroutine of its own, a short-lived one started by whatever wakes it. Where the
+// connection cannot be taken (HTTP/2), the stream runs in the handler as usual.
+func (h *Handler) openStream(w http.ResponseWriter, r *http.Request, st *stream, o openRequest, info OpenInfo) {
+	ctx := r.Context()
+	run := ctx //nolint:contextcheck // a taken-over stream outlives the request; it keeps only its trace
+	nc, err := h.hijack(w, r)
+	if err == nil {
+		st.out = connSink{nc}
 		// The request's context is not kept (its values, chi's pooled route context among them,
 		// belong to the request): only its tracer provider and trace, for the spans of deliveries.
-		base := telemetry.WithProvider(context.Background(), telemetry.Provider(ctx))
+		run = telemetry.WithProvider(context.Background(), telemetry.Provider(ctx))
 		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-			base = trace.ContextWithSpanContext(base, sc)
+			run = trace.ContextWithSpanContext(run, sc)
 		}
-		l.ctx = base
-		go h.serveTakenOver(base, l, o, info) //nolint:contextcheck // the stream outlives the request; it keeps only its trace
-
-		return
+	} else {
+		nc = nil
+		w.WriteHeader(http.StatusOK)
+		st.out = rcSink{w, http.NewResponseController(w)}
 	}
-	w.WriteHeader(http.StatusOK)
-	l.out = rcSink{w, http.NewResponseController(w)}
-	l.ew = newEventWriter(l.out)
-	l.ctx = ctx
-	l.kick = make(chan struct{}, 1)
-	h.serveInHandler(ctx, l, o, info)
+	st.ew = newEventWriter(st.out)
+	st.ctx = run
+	st.parked = h.lot.Enter(st.apiKey, nc, st.step, st.release)
+	// Drain and Cut wake the stream; it sees tracked.Done in its next round, or in its first once
+	// live.
+	st.tracked = h.Track(func() { st.parked.Wake(evClose) })
+	// The first round looks at everything: entries that arrived during replay, a drain or
+	// revocation that came before the stream was live.
+	st.parked.Run(run, func(ctx context.Context) bool { return h.open(ctx, st, o, info) }, evFeed|evClose|park.Signal)
 }
-
-// sink is where a stream's frames go: the ResponseWriter, or the taken-over connection.
-type sink interface {
-	Write(p []byte) (int, error)
-	Flush() error
-	SetWriteDeadline(t time.Time) error
-}
-
-type rcSink struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
-}
-
-func (s rcSink) Write(p []byte) (int, error)        { return s.w.Write(p) }
-func (s rcSink) Flush() error                       { return s.rc.Flush() }
-func (s rcSink) SetWriteDeadline(t time.Time) error { return s.rc.SetWriteDeadline(t) }
-
-// connSink writes to a taken-over connection, unbuffered.
-type connSink struct{ net.Conn }
-
-func (connSink) Flush() error { return nil }
 
 // hijack takes an HTTP/1.x connection over and writes the response head; the connection is
 // closed after the stream (Connection: close delimits the body).
@@ -512,13 +360,13 @@ func (h *Handler) hijack(w http.ResponseWriter, r *http.Request) (net.Conn, erro
 // open subscribes an admitted stream and replays what its cursor asks for; it reports whether the
 // stream is now live. A stream that ended (replay failed, the followed turn is over, the client
 // left) has written its last words.
-func (h *Handler) open(ctx context.Context, l *live, o openRequest, info OpenInfo) bool {
+func (h *Handler) open(ctx context.Context, s *stream, o openRequest, info OpenInfo) bool {
 	sessionID := o.SessionID
-	s, ew := &l.stream, l.ew
+	ew := s.ew
 	s.arm()
 	ew.retry(h.retryHint())
 
-	sub, err := h.hub.SubscribeFunc(ctx, sessionID, func() { l.wake(evFeed) })
+	sub, err := h.hub.SubscribeFunc(ctx, sessionID, func() { s.parked.Wake(evFeed) })
 	if err != nil {
 		if ctx.Err() == nil {
 			h.log.Warn("subscribe failed", "session_id", sessionID, "err", err)
@@ -526,7 +374,7 @@ func (h *Handler) open(ctx context.Context, l *live, o openRequest, info OpenInf
 		s.end("temporarily unavailable; reconnect", "unavailable")
 		return false
 	}
-	l.sub = sub
+	s.sub = sub
 
 	st, err := h.reader.State(ctx, sessionID)
 	if err != nil {
@@ -609,86 +457,5 @@ func resolveStart(st streams.State, cursor *streams.Cursor, live bool) start {
 	return start{after: cursor.ID, epoch: st.Epoch, result: "resumed"}
 }
 
-// stream is one connection's write state.
-type stream struct {
-	h     *Handler
-	ew    *eventWriter
-	out   sink
-	epoch string
-	last  streams.EntryID
-	turn  string
-	ctx   context.Context
-	live  bool
-}
-
-// deliver sends a live entry; changed reports an entry of another generation (nothing sent).
-func (s *stream) deliver(d *hub.Delivery) (done, changed bool) {
-	if s.epoch != "" && d.Epoch != s.epoch {
-		return false, true
-	}
-	if s.epoch == "" {
-		if s.last != (streams.EntryID{}) {
-			return false, true
-		}
-		s.epoch = d.Epoch
-	}
-	return s.send(d), false
-}
-
-// send writes an entry unless it was already sent or belongs to another turn; it reports whether
-// the stream is finished (the followed turn reached its terminal event).
-func (s *stream) send(d *hub.Delivery) bool {
-	if !s.last.Less(d.ID) {
-		return false
-	}
-	s.last = d.ID
-	if s.turn != "" && d.TurnID != s.turn {
-		return false
-	}
-	s.arm()
-	s.ew.event(streams.Cursor{Epoch: s.epoch, ID: d.ID}.String(), string(d.Type), d.Data)
-	s.h.sent.Inc()
-	if s.live {
-		s.h.lag.Observe(max(0, time.Since(time.UnixMilli(int64(d.ID.Ms))).Seconds()))
-	}
-	if d.Traceparent != "" && s.ctx != nil {
-		_, span := telemetry.Start(telemetry.FromTraceparent(s.ctx, d.Traceparent), "gateway.deliver "+string(d.Type), trace.WithSpanKind(trace.SpanKindProducer))
-		span.End()
-	}
-	return s.turn != "" && d.Type.Terminal()
-}
-
-// end closes the stream with a comment saying why; the client reconnects after its retry delay.
-func (s *stream) end(why, reason string) {
-	s.h.closed.WithLabelValues(reason).Inc()
-	s.arm()
-	s.ew.comment(why)
-	_ = s.flush()
-}
-
-// revoke ends the stream of a revoked API key with stream.revoked; the client's reconnect is
-// refused with 401, which makes EventSource give up.
-func (s *stream) revoke() {
-	s.h.closed.WithLabelValues("revoked").Inc()
-	s.arm()
-	s.ew.event("", string(wire.EventStreamRevoked), `{"reason":"api_key_revoked"}`)
-	_ = s.flush()
-}
-
-// arm bounds the writes that follow; called before each burst of writes, as the buffered writers
-// may reach the connection before the burst's flush.
-func (s *stream) arm() { _ = s.out.SetWriteDeadline(time.Now().Add(s.h.cfg.WriteTimeout)) }
-
-// flush sends what was written and disarms the write deadline: an idle stream keeps no timer, and
-// over HTTP/2 a deadline left armed resets the stream when it passes, write pending or not.
-func (s *stream) flush() error {
-	s.arm()
-	if err := s.ew.flush(); err != nil {
-		return err
-	}
-	if err := s.out.Flush(); err != nil {
-		return err
-	}
-	_ = s.out.SetWriteDeadline(time.Time{}) // as in arm: a writer without deadlines has none armed
-	return nil
-}
+// retryHint is the jittered reconnect delay a stream starts with.
+func (h *Handler) retryHint() int64 { return httpx.Jitter(h.cfg.Retry).Milliseconds() }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sse
+package park
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// epollPoller watches every taken-over connection of a handler with one goroutine blocked in
+// epollPoller watches every taken-over connection of a lot with one goroutine blocked in
 // epoll_wait, instead of a goroutine per connection blocked in a read. Each registration carries a
 // token of its own in the event's data (never the fd, whose number the kernel reuses once a
 // connection is closed), and is removed before its connection is closed. Events are one-shot:

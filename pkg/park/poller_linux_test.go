@@ -1,6 +1,6 @@
 //go:build linux
 
-package sse
+package park
 
 import (
 	"net"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package sse
+package park
 
 // newPoller returns the portable poller: without epoll, a reader goroutine per connection.
 func newPoller() (poller, error) { return newReaderPoller(), nil }
