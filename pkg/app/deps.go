@@ -30,6 +30,11 @@ type Deps struct {
 	pg     *pgxpool.Pool
 	pgErr  error
 
+	// lazyOnce makes lazyPG, the pool of the roles that start while Postgres is down.
+	lazyOnce sync.Once
+	lazyPG   *pgxpool.Pool
+	lazyErr  error
+
 	redisOnce sync.Once
 	redis     redis.UniversalClient
 
@@ -87,6 +92,23 @@ func (d *Deps) Postgres(ctx context.Context) (*pgxpool.Pool, error) {
 	return d.pg, d.pgErr
 }
 
+// PostgresOrLazy is Postgres for a role that must start while Postgres is down (static
+// stability). When Postgres does not answer, it logs that, with what the role does meanwhile, and
+// returns a pool that connects once Postgres answers (postgres.NewLazyPool, without migrating):
+// one for the process, closed by Close. The error says only that no pool could be made at all
+// (an unparsable TURNSTILE_DATABASE_URL); the pool is then nil.
+func (d *Deps) PostgresOrLazy(ctx context.Context, log *slog.Logger, meanwhile string) (*pgxpool.Pool, error) {
+	pool, err := d.Postgres(ctx)
+	if err == nil {
+		return pool, nil
+	}
+	log.Warn("postgres unavailable at start; "+meanwhile, "err", err)
+	d.lazyOnce.Do(func() {
+		d.lazyPG, d.lazyErr = postgres.NewLazyPool(ctx, d.Config.DatabaseURL, d.Config.DatabaseSchema)
+	})
+	return d.lazyPG, d.lazyErr
+}
+
 // Redis returns the process's Redis client: a cluster client when TURNSTILE_REDIS_CLUSTER_ADDRS is
 // set, otherwise one built from TURNSTILE_REDIS_URL. Creating it does not connect.
 func (d *Deps) Redis() (redis.UniversalClient, error) {
@@ -124,6 +146,9 @@ func (d *Deps) Close() {
 	}
 	if d.pg != nil {
 		d.pg.Close()
+	}
+	if d.lazyPG != nil {
+		d.lazyPG.Close()
 	}
 	if d.redis != nil {
 		_ = d.redis.Close()

@@ -11,6 +11,12 @@
 // parts of itself) are stopped before Start returns. /readyz lists the roles that are not ready
 // and why (Readier).
 //
+// Every role embeds one Shell (StreamShell for the roles that hold long-lived streams, which are
+// then Drainers) and adds only its own parts and shutdown hooks (ShellConfig): the shell starts
+// the parts, says whether the role is ready, and stops once, within its context: drain, wait, stop
+// the parts in reverse, close. A role that must start while Postgres is down takes its pool from
+// Deps.PostgresOrLazy.
+//
 // Subcommands: a role contributes its own (Role.Commands; intake brings `apikey`), so this package
 // knows no domain command. Decision: `migrate [status]` stays here, as infrastructure of the
 // runner rather than of one role: the migrations are the schema of the whole platform, every

@@ -25,3 +25,14 @@ func Wait(ctx context.Context, done <-chan struct{}, what string) error {
 		return fmt.Errorf("stop %s: %w", what, context.Cause(ctx))
 	}
 }
+
+// StartFunc is a Group child that owns no goroutine: Start runs the function (a bounded piece of
+// work the children after it need done first, such as reading what they will use), Stop does
+// nothing.
+type StartFunc func(ctx context.Context) error
+
+// Start runs f.
+func (f StartFunc) Start(ctx context.Context) error { return f(ctx) }
+
+// Stop does nothing: a StartFunc leaves nothing running.
+func (StartFunc) Stop(context.Context) error { return nil }

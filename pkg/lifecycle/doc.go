@@ -9,7 +9,8 @@
 // function, built on Loop, which owns one goroutine; a periodic component's run function is Every
 // with its interval and its one round of work. Group composes components that depend on each other:
 // it starts them in order, unwinds the started ones when one fails, and stops them in reverse order
-// within one deadline. Wait bounds a Stop's wait for work it does not run in a Loop.
+// within one deadline; StartFunc is a Group child that only runs a step at start. Wait bounds a
+// Stop's wait for work it does not run in a Loop. The roles' shell over a Group is app.Shell.
 //
 // Streams is the same contract for the long-lived streams a handler serves (the gateway's event
 // streams, the front doors' A2A, AI SDK and LangGraph streams): each is tracked while open; Drain
