@@ -2,9 +2,6 @@ package a2a
 
 import (
 	"context"
-	"errors"
-	"sync"
-	"sync/atomic"
 
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/go-chi/chi/v5"
@@ -19,16 +16,14 @@ import (
 // Role builds the A2A front door from shared deps.
 var Role = app.Role{Name: "a2a", New: func(_ context.Context, d *app.Deps) (app.Component, error) { return New(d) }}
 
-// Server is the running A2A role.
+// Server is the running A2A role. It has nothing to open: Start marks it ready; Drain ends every
+// open stream (clients resubscribe with their last event id), and Stop also waits for their
+// handlers, within its context. A stopped one does not start again.
 type Server struct {
-	fd      *frontdoor.Client
+	app.StreamShell
 	handler *tasks.Handler
 	rpc     *rpc.Server
 	card    *rpc.CardHandler
-	ready   atomic.Bool
-
-	life    sync.Mutex
-	stopped bool
 }
 
 // New builds the role. It connects to nothing until a request comes.
@@ -46,7 +41,10 @@ func New(d *app.Deps) (*Server, error) {
 	fd := frontdoor.New(frontdoor.FromConfig(cfg, d.LocalURL()))
 	h := tasks.New(fd, tasks.Config{MaxBlock: cfg.A2A.MaxBlock, Region: cfg.Region.Code}, log)
 	return &Server{
-		fd:      fd,
+		StreamShell: app.NewStreamShell(app.ShellConfig{
+			Name: "a2a", Drain: h.Drain, Wait: h.Wait,
+			Close: func(context.Context) error { fd.CloseIdleConnections(); return nil },
+		}),
 		handler: h,
 		rpc:     rpc.New(rpc.Config{MaxBody: cfg.MaxBody, KeepAlive: cfg.KeepAlive, WriteTimeout: cfg.Gateway.WriteTimeout, Region: place}, h, d.Registry),
 		card:    rpc.NewCardHandler(card.New(cfg.A2A, cfg.Auth.Enabled(), rpc.Path), rpc.Path, proxies),
@@ -59,42 +57,5 @@ func (s *Server) Routes(r chi.Router) {
 	r.Handle(a2asrv.WellKnownAgentCardPath, s.card)
 }
 
-// Start marks the role ready; it has nothing to open. Start after Stop fails.
-func (s *Server) Start(context.Context) error {
-	s.life.Lock()
-	defer s.life.Unlock()
-	if s.stopped {
-		return errors.New("start a2a: stopped")
-	}
-	s.ready.Store(true)
-	return nil
-}
-
-// Ready returns nil until draining begins.
-func (s *Server) Ready() error {
-	if !s.ready.Load() {
-		return errors.New("not running")
-	}
-	return nil
-}
-
-// Drain drops readiness and ends every open stream; clients resubscribe with their last event id.
-func (s *Server) Drain(ctx context.Context) {
-	s.ready.Store(false)
-	s.handler.Drain(ctx)
-}
-
 // Streams counts open A2A streams.
 func (s *Server) Streams() int { return s.handler.Len() }
-
-// Stop ends every stream and waits for them within ctx. Safe twice and before Start.
-func (s *Server) Stop(ctx context.Context) error {
-	s.life.Lock()
-	defer s.life.Unlock()
-	s.stopped = true
-	s.ready.Store(false)
-	s.handler.Drain(ctx)
-	err := s.handler.Wait(ctx)
-	s.fd.CloseIdleConnections()
-	return err
-}

@@ -2,20 +2,15 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
-	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/hub"
@@ -27,20 +22,12 @@ import (
 // Role builds the gateway from shared deps.
 var Role = app.Role{Name: "gateway", New: func(ctx context.Context, d *app.Deps) (app.Component, error) { return NewContext(ctx, d) }}
 
-// Gateway is the running gateway role. A stopped gateway has drained its stream handler for good
-// and does not start again.
+// Gateway is the running gateway role: its shell (app.StreamShell) starts the hub and, with auth
+// on, the revocation watcher, in that order. A stopped gateway has drained its stream handler for
+// good and does not start again.
 type Gateway struct {
+	app.StreamShell
 	handler *sse.Handler
-	revoked *revoke.Watcher // nil with TURNSTILE_AUTH=off
-	// parts are the hub and, with auth on, the revocation watcher, started in that order.
-	parts lifecycle.Group
-	// ownPool is the pool the gateway made itself when Postgres was down at start; Stop closes it.
-	ownPool *pgxpool.Pool
-	ready   atomic.Bool
-
-	// life serialises Start and Stop; stopped says Stop has run.
-	life    sync.Mutex
-	stopped bool
 }
 
 // OpenInfo re-exports what the stream handler reports when a stream opens, for tests of the
@@ -69,7 +56,6 @@ func NewContext(ctx context.Context, d *app.Deps) (*Gateway, error) {
 	var (
 		tokens  *streamtoken.Signer
 		revoked *revoke.Watcher
-		ownPool *pgxpool.Pool
 	)
 	if cfg.Auth.Enabled() {
 		keys, err := cfg.Auth.Keys()
@@ -80,13 +66,9 @@ func NewContext(ctx context.Context, d *app.Deps) (*Gateway, error) {
 			return nil, fmt.Errorf("TURNSTILE_AUTH=on needs TURNSTILE_STREAM_TOKEN_KEYS")
 		}
 		tokens = streamtoken.New(streamtoken.Options{Keys: keys, TTL: cfg.Auth.StreamTokenTTL})
-		pool, err := d.Postgres(ctx)
+		pool, err := d.PostgresOrLazy(ctx, log, "revoked API keys reach open streams once it answers")
 		if err != nil {
-			log.Warn("postgres unavailable at start; revoked API keys reach open streams once it answers", "err", err)
-			if pool, err = postgres.NewLazyPool(ctx, cfg.DatabaseURL, cfg.DatabaseSchema); err != nil {
-				return nil, err
-			}
-			ownPool = pool
+			return nil, err
 		}
 		revoked = revoke.New(revoke.Config{Window: cfg.Auth.StreamTokenTTL},
 			revoke.SourceFunc(func(ctx context.Context, window time.Duration) ([]string, error) {
@@ -116,47 +98,22 @@ func NewContext(ctx context.Context, d *app.Deps) (*Gateway, error) {
 		},
 			func() float64 { return float64(h.Sessions()) }),
 	)
-	g := &Gateway{handler: handler, revoked: revoked, ownPool: ownPool}
-	g.parts.Add("stream hub", h)
+	var parts lifecycle.Group
+	parts.Add("stream hub", h)
 	if revoked != nil {
-		g.parts.Add("revocation watcher", revoked)
+		parts.Add("revocation watcher", revoked)
 	}
-	return g, nil
+	// Start opens the shared Redis subscription and starts reading revoked API keys; Stop closes
+	// every stream, waits for them to end, then closes the hub.
+	return &Gateway{handler: handler, StreamShell: app.NewStreamShell(app.ShellConfig{
+		Name: "gateway", Parts: &parts, Drain: handler.Drain, Wait: handler.Wait,
+	})}, nil
 }
 
 // Routes mounts the SSE endpoint and the demo chat page.
 func (g *Gateway) Routes(r chi.Router) {
 	g.handler.Routes(r)
 	web.Routes(r)
-}
-
-// Start opens the shared Redis subscription and starts reading revoked API keys. Start after Stop
-// fails.
-func (g *Gateway) Start(ctx context.Context) error {
-	g.life.Lock()
-	defer g.life.Unlock()
-	if g.stopped {
-		return errors.New("start gateway: stopped")
-	}
-	if err := g.parts.Start(ctx); err != nil {
-		return err
-	}
-	g.ready.Store(true)
-	return nil
-}
-
-// Ready returns nil until draining begins.
-func (g *Gateway) Ready() error {
-	if !g.ready.Load() {
-		return errors.New("not running")
-	}
-	return nil
-}
-
-// Drain drops readiness, then closes every stream with a retry hint in jittered batches.
-func (g *Gateway) Drain(ctx context.Context) {
-	g.ready.Store(false)
-	g.handler.Drain(ctx)
 }
 
 // Connections counts open SSE streams.
@@ -168,18 +125,3 @@ func (g *Gateway) CutStreams() { g.handler.Cut() }
 
 // SetHooks installs stream hooks (tests).
 func (g *Gateway) SetHooks(h *Hooks) { g.handler.SetHooks(h) }
-
-// Stop closes every stream, waits for them to end, then closes the hub, all within ctx. Safe twice
-// and before Start.
-func (g *Gateway) Stop(ctx context.Context) error {
-	g.life.Lock()
-	defer g.life.Unlock()
-	g.stopped = true
-	g.ready.Store(false)
-	g.handler.Drain(ctx)
-	err := errors.Join(g.handler.Wait(ctx), g.parts.Stop(ctx))
-	if g.ownPool != nil {
-		g.ownPool.Close()
-	}
-	return err
-}

@@ -2,22 +2,16 @@ package intake
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
-	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
@@ -52,23 +46,15 @@ var APIKeyCommand = app.Command{
 	},
 }
 
-// Intake is the running intake role: its background parts (the queued-row recorder, the backlog
-// monitor and the re-driver) are one lifecycle.Group, and Stop also flushes and closes the producer, so a
+// Intake is the running intake role: its shell (app.Shell) starts the queued-row recorder, the
+// backlog monitor and the re-driver, and its Stop also flushes and closes the producer, so a
 // stopped intake does not start again.
 type Intake struct {
+	*app.Shell
 	deps     *app.Deps
-	producer *kgo.Client
-	recorder *record.Recorder
 	handler  *api.Handler
 	backlog  *backlog.Monitor
 	redriver *redrive.Redriver
-	parts    lifecycle.Group
-	ready    atomic.Bool
-
-	// life serialises Start and Stop; stopped says the producer is closed.
-	life    sync.Mutex
-	stopped bool
-	stopErr error
 }
 
 // Options tune New beyond the configuration.
@@ -97,15 +83,8 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	if err != nil {
 		return nil, err
 	}
-	var pool *pgxpool.Pool
-	if p, err := d.Postgres(ctx); err == nil {
-		pool = p
-	} else {
-		log.Warn("postgres unavailable at start; status reads answer 503 and quotas fail open until it is", "err", err)
-		if p, lerr := postgres.NewLazyPool(ctx, cfg.DatabaseURL, cfg.DatabaseSchema); lerr == nil {
-			pool = p
-		}
-	}
+	// Without any pool (an unparsable database URL) status reads answer 503 as well.
+	pool, _ := d.PostgresOrLazy(ctx, log, "status reads answer 503 and quotas fail open until it is")
 	rdb, err := d.Redis()
 	if err != nil {
 		log.Warn("redis client unavailable; tenant quotas and idempotency records fail open", "err", err)
@@ -168,8 +147,23 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		Log:      log,
 		Registry: d.Registry,
 	})
-	i := &Intake{deps: d, producer: producer, recorder: rec, handler: h, backlog: monitor, redriver: redriver}
-	i.parts.Add("queued-row recorder", rec).Add("backlog monitor", monitor).Add("re-driver", redriver)
+	i := &Intake{deps: d, handler: h, backlog: monitor, redriver: redriver}
+	var parts lifecycle.Group
+	parts.Add("turns topic", lifecycle.StartFunc(i.readTopic)).
+		Add("queued-row recorder", rec).Add("backlog monitor", monitor).Add("re-driver", redriver)
+	i.Shell = app.NewShell(app.ShellConfig{
+		Name:  "intake",
+		Parts: &parts,
+		// The records in flight are acknowledged before the recorder, whose rows they settle, stops.
+		Wait: producer.Flush,
+		// The recorder's last rows are written before the count.
+		Close: func(ctx context.Context) error {
+			redriver.Report(ctx)
+			err := h.Close()
+			producer.Close()
+			return err
+		},
+	})
 	return i, nil
 }
 
@@ -188,50 +182,14 @@ func (i *Intake) serveBacklog(w http.ResponseWriter, _ *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, map[string]float64{"backlog_age_seconds": i.backlog.Age().Seconds()})
 }
 
-// Start starts the queued-row recorder and the backlog monitor and marks intake ready. The producer
-// connects on first use. Start after Stop fails: the producer is closed.
-func (i *Intake) Start(ctx context.Context) error {
-	i.life.Lock()
-	defer i.life.Unlock()
-	if i.stopped {
-		return errors.New("start intake: stopped")
-	}
-	// The turns topic's ID, read before the first turn is accepted, goes with every queued row
-	// (package redrive). Bounded: Kafka may be down, and intake then refuses turns anyway.
+// readTopic reads the turns topic's ID, which goes with every queued row (package redrive), before
+// the first turn is accepted. Bounded: Kafka may be down, and intake then refuses turns anyway.
+// The producer connects on first use.
+func (i *Intake) readTopic(ctx context.Context) error {
 	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
 	if err := i.redriver.ReadTopic(tctx); err != nil {
 		i.deps.Log.Warn("the turns topic's ID is not known yet; rows of turns accepted meanwhile are re-driven by age if their records are lost", "err", err)
 	}
-	cancel()
-	if err := i.parts.Start(ctx); err != nil {
-		return err
-	}
-	i.ready.Store(true)
 	return nil
-}
-
-// Ready returns nil while intake accepts turns.
-func (i *Intake) Ready() error {
-	if !i.ready.Load() {
-		return errors.New("not running")
-	}
-	return nil
-}
-
-// Stop flushes buffered records and queued rows and closes the producer, within ctx. Safe twice
-// and before Start.
-func (i *Intake) Stop(ctx context.Context) error {
-	i.life.Lock()
-	defer i.life.Unlock()
-	if i.stopped {
-		return i.stopErr
-	}
-	i.stopped = true
-	i.ready.Store(false)
-	flushErr := i.producer.Flush(ctx)
-	partsErr := i.parts.Stop(ctx) // the recorder's last rows are written before the count
-	i.redriver.Report(ctx)
-	i.stopErr = errors.Join(flushErr, partsErr, i.handler.Close())
-	i.producer.Close()
-	return i.stopErr
 }

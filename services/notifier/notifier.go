@@ -39,11 +39,9 @@ type Notifier struct {
 	client *safehttp.Client
 	sender *deliver.Sender
 	m      metrics
-
-	// life serialises Start and Stop; cancel and done are the claim loop's.
-	life   sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	// claims runs the claim loop: Start starts it without waiting for Postgres (the loop retries
+	// every poll), and it outlives Start's context but keeps its values.
+	claims lifecycle.Runner
 }
 
 type metrics struct {
@@ -67,6 +65,7 @@ func New(ctx context.Context, d *app.Deps) (*Notifier, error) {
 func build(cfg config.Config, pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Registerer) (*Notifier, error) {
 	s := cfg.Notifier
 	n := &Notifier{cfg: s, owner: cfg.InstanceID, log: log.With("role", "notifier"), store: outbox.New(pool)}
+	n.claims = lifecycle.Runner{Name: "notifier", Run: n.run}
 	n.m = metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_notifier_deliveries_total", Help: "Notifications handled, by outcome (delivered, retried, deferred, dead, fenced).",
@@ -107,31 +106,12 @@ func build(cfg config.Config, pool *pgxpool.Pool, log *slog.Logger, reg promethe
 }
 
 // Start starts the claim loop. It does not wait for Postgres: the loop retries every poll.
-func (n *Notifier) Start(ctx context.Context) error {
-	n.life.Lock()
-	defer n.life.Unlock()
-	if n.done != nil {
-		return nil
-	}
-	// The loop outlives Start's context (it runs until Stop) but keeps its values.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	n.cancel, n.done = cancel, make(chan struct{})
-	go func() {
-		defer close(n.done)
-		n.run(ctx)
-	}()
-	return nil
-}
+func (n *Notifier) Start(ctx context.Context) error { return n.claims.Start(ctx) }
 
 // Stop ends the claim loop and waits for the deliveries in flight, which hand their rows back.
+// Safe twice and before Start; after Stop, Start runs the loop again.
 func (n *Notifier) Stop(ctx context.Context) error {
-	n.life.Lock()
-	defer n.life.Unlock()
-	if n.done == nil {
-		return nil
-	}
-	n.cancel()
-	err := lifecycle.Wait(ctx, n.done, "notifier")
+	err := n.claims.Stop(ctx)
 	n.client.CloseIdle()
 	return err
 }

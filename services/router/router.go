@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/services/router/internal/forward"
 	"github.com/turnstile-run/turnstile/services/router/internal/health"
 )
@@ -19,16 +18,15 @@ import (
 // Role builds the router from shared deps.
 var Role = app.Role{Name: "router", New: func(_ context.Context, d *app.Deps) (app.Component, error) { return New(d) }}
 
-// Router is the running router role: the health monitor of the map's regions and the handler
-// that forwards every request to its owner.
+// Router is the running router role: the health monitor of the map's regions, which its shell
+// starts, and the handler that forwards every request to its owner. Regions being down does not
+// make the router unready: it still answers their requests, with 503s naming them. Drain and Stop
+// end every forward in flight, so the HTTP server's shutdown does not wait for streams that may
+// run for hours (their clients reconnect to another replica and resume). A stopped router does
+// not start again.
 type Router struct {
-	health *health.Monitor
-	fw     *forward.Handler
-	probes *http.Transport
-	ready  atomic.Bool
-
-	life    sync.Mutex
-	stopped bool
+	app.StreamShell
+	fw *forward.Handler
 }
 
 // New builds the role from the region map (TURNSTILE_REGIONS_FILE or TURNSTILE_REGIONS), which it
@@ -62,51 +60,14 @@ func New(d *app.Deps) (*Router, error) {
 	if err != nil {
 		return nil, fmt.Errorf("router: %w", err)
 	}
-	return &Router{health: mon, fw: fw, probes: probes}, nil
+	var parts lifecycle.Group
+	parts.Add("region probes", mon)
+	return &Router{fw: fw, StreamShell: app.NewStreamShell(app.ShellConfig{
+		Name: "router", Parts: &parts, Drain: func(context.Context) { fw.Close() },
+		Close: func(context.Context) error { probes.CloseIdleConnections(); return nil },
+	})}, nil
 }
 
 // Routes forwards every path; the process's own /healthz, /readyz and /metrics, mounted after it
 // on exact paths, take precedence.
 func (r *Router) Routes(rt chi.Router) { rt.Handle("/*", r.fw) }
-
-// Start starts the probes and marks the role ready. Start after Stop fails.
-func (r *Router) Start(ctx context.Context) error {
-	r.life.Lock()
-	defer r.life.Unlock()
-	if r.stopped {
-		return errors.New("start router: stopped")
-	}
-	if err := r.health.Start(ctx); err != nil {
-		return fmt.Errorf("start router: %w", err)
-	}
-	r.ready.Store(true)
-	return nil
-}
-
-// Ready returns nil until draining begins. Regions being down does not make the router unready:
-// it still answers their requests, with 503s naming them.
-func (r *Router) Ready() error {
-	if !r.ready.Load() {
-		return errors.New("not running")
-	}
-	return nil
-}
-
-// Drain drops readiness and ends every forward in flight, so the HTTP server's shutdown does not
-// wait for streams that may run for hours; their clients reconnect to another replica and resume.
-func (r *Router) Drain(context.Context) {
-	r.ready.Store(false)
-	r.fw.Close()
-}
-
-// Stop ends every forward and the probes within ctx. Safe twice and before Start.
-func (r *Router) Stop(ctx context.Context) error {
-	r.life.Lock()
-	defer r.life.Unlock()
-	r.stopped = true
-	r.ready.Store(false)
-	r.fw.Close()
-	err := r.health.Stop(ctx)
-	r.probes.CloseIdleConnections()
-	return err
-}

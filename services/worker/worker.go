@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,25 +39,21 @@ import (
 // Role builds the worker from shared deps.
 var Role = app.Role{Name: "worker", New: func(ctx context.Context, d *app.Deps) (app.Component, error) { return New(ctx, d) }}
 
-// Worker is the running worker role: one lifecycle.Group of its parts, in start order the Kafka
+// Worker is the running worker role: its shell (app.Shell) starts its parts, in order the Kafka
 // check, the agent's upstream pool (for the adapters that call one), the lease renewer, the
 // batchers, the cancel watcher, the dead-letter producer, the consumer and the table upkeep
-// (retention, and the vacuumer unless TURNSTILE_WORKER_VACUUM=off). Stopping in reverse drains the
-// consumer before the dead-letter producer, the batchers and the renewer its turns use. A stopped
-// worker does not start again: the drain tells the executor to hand off waiting turns at once, for
-// good.
+// (retention, and the vacuumer unless TURNSTILE_WORKER_VACUUM=off), and returns at once: the
+// consumer joins the group in the background. Stopping in reverse drains the consumer (see
+// consume.Consumer.Stop) before the dead-letter producer, the batchers and the renewer its turns
+// use. A stopped worker does not start again: the drain tells the executor to hand off waiting
+// turns at once, for good.
 type Worker struct {
+	*app.Shell
 	deps     *app.Deps
 	consumer *consume.Consumer
 	parts    lifecycle.Group
 	kafka    kafkaCheck
-	// running is whether the worker is started and not draining.
-	running atomic.Bool
-	metrics *metrics
-
-	// life serialises Start and Stop; stopped says Stop has run.
-	life    sync.Mutex
-	stopped bool
+	metrics  *metrics
 }
 
 // New builds a worker: it connects to Postgres (migrating when configured) and prepares the Redis
@@ -173,6 +168,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	for _, h := range housekeeping {
 		w.parts.Add("table upkeep", h)
 	}
+	w.Shell = app.NewShell(app.ShellConfig{Name: "worker", Parts: &w.parts, Ready: w.ready})
 	return w, nil
 }
 
@@ -277,43 +273,14 @@ func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registere
 	}
 }
 
-// Start starts the worker's parts in order (see Worker) and returns at once: the consumer joins the
-// group in the background, and Ready says whether Kafka has answered yet. If a part fails to
-// start, the ones started before it are stopped.
-func (w *Worker) Start(ctx context.Context) error {
-	w.life.Lock()
-	defer w.life.Unlock()
-	if w.stopped {
-		return errors.New("start worker: stopped")
-	}
-	if err := w.parts.Start(ctx); err != nil {
-		return err
-	}
-	w.running.Store(true)
-	return nil
-}
-
-// Ready returns nil once Kafka has answered (the topics exist) and the group has assigned the
-// consumer (see consume.Consumer.Waiting) while the worker runs; otherwise it says what the worker
-// waits for.
-func (w *Worker) Ready() error {
-	if !w.running.Load() {
-		return errors.New("not running")
-	}
+// ready returns nil once Kafka has answered (the topics exist) and the group has assigned the
+// consumer (see consume.Consumer.Waiting); otherwise it says what the worker waits for. The shell
+// asks it while the worker runs.
+func (w *Worker) ready() error {
 	if err := w.kafka.ready(); err != nil {
 		return err
 	}
 	return w.consumer.Waiting()
-}
-
-// Stop drains the consumer (see consume.Consumer.Stop), then stops the batchers its turns used and
-// renewing, all within ctx. Safe twice and before Start.
-func (w *Worker) Stop(ctx context.Context) error {
-	w.life.Lock()
-	defer w.life.Unlock()
-	w.stopped = true
-	w.running.Store(false)
-	return w.parts.Stop(ctx)
 }
 
 // kafkaCheck makes sure, in the background, that Kafka answers and the topics exist (creating
