@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +21,11 @@ import (
 
 // HistoryKey is the message metadata key carrying the session history.
 const HistoryKey = "turnstile/history"
+
+// DeadlineHeader carries the turn's absolute deadline (Unix milliseconds) on every request, in
+// the convention turnstile's own intake reads, so a remote agent that is itself a turnstile (or
+// any agent that honours it) shares the turn's deadline instead of starting its own.
+const DeadlineHeader = "X-Deadline-Epoch-Ms"
 
 // RouteKeyHeader carries every request's route key (see pool.RouteKey), so an L7 proxy in front
 // of the replicas can hash on it.
@@ -115,9 +121,16 @@ type statusTransport struct {
 }
 
 func (t statusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if key, ok := req.Context().Value(routeKeyCtx{}).(string); ok && key != "" {
+	key, _ := req.Context().Value(routeKeyCtx{}).(string)
+	deadline, hasDeadline := req.Context().Deadline()
+	if key != "" || hasDeadline {
 		req = req.Clone(req.Context())
-		req.Header.Set(RouteKeyHeader, key)
+		if key != "" {
+			req.Header.Set(RouteKeyHeader, key)
+		}
+		if hasDeadline {
+			req.Header.Set(DeadlineHeader, strconv.FormatInt(deadline.UnixMilli(), 10))
+		}
 	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil || resp.StatusCode < 400 {
@@ -136,10 +149,17 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Messag
 	ctx = context.WithValue(ctx, routeKeyCtx{}, pool.RouteKey(turn))
 	var res agent.Result
 	err := a.cfg.Guard.Do(ctx, turn, sink, func(ctx context.Context, c *upstream.Call) error {
+		// The turn's own metadata goes along as the message's; turnstile's keys are namespaced so
+		// they cannot collide with it.
+		meta := make(map[string]any, len(turn.Metadata)+2)
+		for k, v := range turn.Metadata {
+			meta[k] = v
+		}
+		meta[HistoryKey], meta["turnstile/attempt"] = hist, turn.Attempt
 		msg := &sdk.Message{
 			ID: turn.TurnID, ContextID: turn.SessionID, Role: sdk.MessageRoleUser,
 			Parts:    sdk.ContentParts{sdk.TextPart{Text: turn.Text}},
-			Metadata: map[string]any{HistoryKey: hist, "turnstile/attempt": turn.Attempt},
+			Metadata: meta,
 		}
 		var err error
 		res, err = a.stream(ctx, c, msg, sink)
@@ -175,6 +195,9 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 		final    []string
 		finished bool
 		state    string
+		// streamed is the text emitted so far of each artifact, so that an update replacing an
+		// artifact (append false, e.g. the full text at the end) adds only what is new.
+		streamed = map[sdk.ArtifactID]string{}
 	)
 	emit := func(parts sdk.ContentParts) error {
 		for _, p := range parts {
@@ -208,7 +231,7 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 				}
 			case *sdk.TaskArtifactUpdateEvent:
 				taskID = e.TaskID
-				if err := emit(e.Artifact.Parts); err != nil {
+				if err := emit(newParts(e, streamed)); err != nil {
 					return err
 				}
 			case *sdk.TaskStatusUpdateEvent:
@@ -326,6 +349,27 @@ func (a *Agent) part(ctx context.Context, c *upstream.Call, p sdk.Part, sink age
 		}
 	}
 	return nil
+}
+
+// newParts is what an artifact update adds to what was already emitted of its artifact, and
+// records it. An appended chunk is new whole. A replacement of an artifact already streamed (append
+// false, as an agent sends the full text with its last chunk) adds only the text beyond what was
+// streamed, and nothing when it does not continue it: emitted deltas cannot be taken back, and
+// repeating the whole answer would show it twice.
+func newParts(e *sdk.TaskArtifactUpdateEvent, streamed map[sdk.ArtifactID]string) sdk.ContentParts {
+	id := e.Artifact.ID
+	text := strings.Join(texts(e.Artifact.Parts), "")
+	prev, seen := streamed[id]
+	if !seen || e.Append {
+		streamed[id] = prev + text
+		return e.Artifact.Parts
+	}
+	rest, continues := strings.CutPrefix(text, prev)
+	if !continues || rest == "" {
+		return nil
+	}
+	streamed[id] = text
+	return sdk.ContentParts{sdk.TextPart{Text: rest}}
 }
 
 func texts(parts sdk.ContentParts) []string {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,11 @@ type executor struct {
 	once      sync.Once
 	// end is the final state the task ends in; empty means completed.
 	end sdk.TaskState
+	// fullAtEnd sends the artifact's whole text once more as a replacement before the task ends,
+	// as turnstile's own A2A front door does.
+	fullAtEnd bool
+	// metadata receives each request message's metadata, when set.
+	metadata chan map[string]any
 }
 
 func (x *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
@@ -56,6 +62,9 @@ func (x *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		}
 	}
 	x.rec.Add(req)
+	if x.metadata != nil {
+		x.metadata <- rc.Message.Metadata
+	}
 	task := &sdk.Task{ID: rc.TaskID, ContextID: rc.ContextID}
 	write := func(ev sdk.Event) error {
 		if x.sc.TokenDelay > 0 {
@@ -96,6 +105,13 @@ func (x *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 			failed := sdk.NewStatusUpdateEvent(task, sdk.TaskStateFailed, sdk.NewMessage(sdk.MessageRoleAgent, sdk.TextPart{Text: "model crashed"}))
 			failed.Final = true
 			return q.Write(ctx, failed)
+		}
+	}
+	if x.fullAtEnd {
+		whole := sdk.NewArtifactUpdateEvent(task, artifact, sdk.TextPart{Text: strings.Join(x.sc.Words(), "")})
+		whole.Append, whole.LastChunk = false, true
+		if err := write(whole); err != nil {
+			return err
 		}
 	}
 	end := sdk.TaskStateCompleted
@@ -188,4 +204,40 @@ func TestWaitingForUserEndsTurnWithState(t *testing.T) {
 			require.Len(t, rec.Requests(), 1, "the remote agent ran once")
 		})
 	}
+}
+
+// TestFullTextAtEndIsNotRepeated: a remote agent that streams its answer in chunks and then sends
+// the whole text again as a replacement of the same artifact (turnstile's own /a2a does) is
+// relayed once; the turn's metadata reaches the remote agent beside turnstile's own keys, and every
+// request carries the turn's absolute deadline as X-Deadline-Epoch-Ms.
+func TestFullTextAtEndIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	sc := agenttest.Scenario{Tokens: 5}
+	x := &executor{sc: sc, rec: &agenttest.Recorder{}, cancelled: make(chan sdk.TaskID, 1), fullAtEnd: true, metadata: make(chan map[string]any, 1)}
+	rpc := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x))
+	deadlines := make(chan string, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		deadlines <- r.Header.Get(a2a.DeadlineHeader)
+		rpc.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	ag, err := a2a.New(t.Context(), a2a.Config{URL: srv.URL})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ag.Close() })
+
+	turn := agenttest.NewTurn("hello", time.Minute)
+	turn.Metadata = map[string]any{"customer": "c-42"}
+	ctx, cancel := context.WithDeadline(t.Context(), turn.Deadline)
+	defer cancel()
+	sink := &agenttest.Sink{}
+	res, err := ag.Run(ctx, turn, nil, sink)
+	require.NoError(t, err)
+	whole := strings.Join(sc.Words(), "")
+	require.Equal(t, whole, res.Text)
+	require.Equal(t, whole, strings.Join(sink.Deltas(), ""), "the answer is relayed once")
+
+	meta := <-x.metadata
+	require.Equal(t, "c-42", meta["customer"], "the turn's metadata reaches the remote agent")
+	require.Contains(t, meta, a2a.HistoryKey)
+	require.Equal(t, strconv.FormatInt(turn.Deadline.UnixMilli(), 10), <-deadlines)
 }

@@ -5,9 +5,15 @@
 // (minted by turnstile, so every turn of a conversation routes to the same remote context) and
 // messageId = the turn ID (stable across attempts, so the remote side can deduplicate a retry). The
 // session history travels in the message metadata under "turnstile/history" for remote agents that
-// keep no state of their own. The events of the task map to turn events:
+// keep no state of their own, beside the turn's own metadata (its keys as the client sent them,
+// next to turnstile's namespaced ones). Every request carries the turn's absolute deadline in
+// X-Deadline-Epoch-Ms, the header turnstile's intake reads. The events of the task map to turn
+// events:
 //
 //   - artifact-update text parts, and text parts of a working status message, become turn.delta;
+//     an update that replaces an artifact already streamed (append false, as an agent sends its
+//     whole text with the last chunk) adds only the text beyond what was streamed, so the answer
+//     is not shown twice;
 //   - data parts {"tool_call": {"call_id", "name", "arguments"}} and
 //     {"tool_result": {"call_id", "result", "error"}} become turn.tool_call and turn.tool_result;
 //   - a final completed status ends the turn; its output is the streamed text (or, when nothing was
