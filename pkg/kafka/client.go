@@ -75,3 +75,14 @@ func WaitReachable(ctx context.Context, log *slog.Logger, brokers []string, part
 		delay = min(delay*2, 2*time.Second)
 	}
 }
+
+// NewIncarnation reports whether err, from a produce, fetch or commit, says that the client holds
+// another incarnation of the topic than the brokers: the topic was deleted and recreated, or the
+// embedded broker restarted and created it afresh, under a new topic ID. franz-go never moves to
+// the new incarnation by itself: it fails the topic's records and fetches with UNKNOWN_TOPIC_ID
+// (INCONSISTENT_TOPIC_ID in a fetch session) until the topic is purged from the client
+// (PurgeTopicsFromProducing, or PurgeTopicsFromConsuming and AddConsumeTopics), after which it
+// loads the incarnation of now.
+func NewIncarnation(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.InconsistentTopicID)
+}

@@ -2,7 +2,6 @@ package consume
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 )
 
@@ -61,7 +61,7 @@ func (c *Consumer) commitPartitions(ctx context.Context, only map[string][]int32
 	if commitErr != nil {
 		c.recovery().commitLog.Log(ctx, commitErr.Error(), slog.Any("err", commitErr))
 		c.resetCommitted(offs)
-		if errors.Is(commitErr, kerr.UnknownTopicID) {
+		if kafka.NewIncarnation(commitErr) {
 			// The client refuses to commit an old incarnation's offsets to a new one: the
 			// first sign of a recreated topic, often well before a fetch reports it.
 			c.followIncarnation(ctx, cl)

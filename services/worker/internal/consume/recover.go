@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/logging"
 	"github.com/turnstile-run/turnstile/services/worker/internal/offsets"
 )
@@ -81,7 +81,7 @@ func (c *Consumer) noteErrors(ctx context.Context, fetches kgo.Fetches) (follow 
 			return
 		}
 		log.Log(ctx, topic+"\x00"+err.Error(), slog.String("topic", topic), slog.Int("partition", int(part)), slog.Any("err", err))
-		if topic == c.cfg.Topic && newIncarnation(err) {
+		if topic == c.cfg.Topic && kafka.NewIncarnation(err) {
 			follow = true
 		}
 		if dl := (*kgo.ErrDataLoss)(nil); errors.As(err, &dl) && dl.Topic == c.cfg.Topic {
@@ -111,15 +111,6 @@ func (pe *pollErrors) wait(ctx context.Context, fetches kgo.Fetches) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// newIncarnation reports whether err, a fetch error of the consumer's topic, says that the topic
-// under this name is another incarnation than the one the client holds. The client fails the topic
-// with UNKNOWN_TOPIC_ID once metadata shows the name under a new topic ID (a fresh topic's
-// partitions answer it for a moment too, which the client retries a few times before it reports
-// it); INCONSISTENT_TOPIC_ID is a fetch session's answer for the same.
-func newIncarnation(err error) bool {
-	return errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.InconsistentTopicID)
 }
 
 // followIncarnation makes the client consume the incarnation of the topic the brokers hold now. The

@@ -65,7 +65,15 @@ func (p *Producer) DeadLetter(ctx context.Context, rec *kgo.Record) error {
 	if cl == nil {
 		return ErrNotRunning
 	}
-	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	err := cl.ProduceSync(ctx, rec).FirstErr()
+	if kafka.NewIncarnation(err) {
+		// The dead-letter topic was recreated (or the embedded broker restarted): the client
+		// refuses it until it is purged, and then produces to the incarnation of now.
+		cl.PurgeTopicsFromProducing(rec.Topic)
+		again := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Context: rec.Context}
+		err = cl.ProduceSync(ctx, again).FirstErr()
+	}
+	if err != nil {
 		return fmt.Errorf("produce dead letter: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
@@ -58,6 +59,31 @@ func TestProducer(t *testing.T) {
 		require.Equal(t, "s1", string(got[0].Key))
 		require.Equal(t, "poison", string(got[0].Value))
 		require.Equal(t, []kgo.RecordHeader{{Key: "turnstile-dlq-reason", Value: []byte("undecodable")}}, got[0].Headers)
+	})
+
+	t.Run("WritesToARecreatedTopic", func(t *testing.T) {
+		// The dead-letter topic deleted and created again (a restarted embedded broker does the
+		// same): the client refuses the new incarnation until the topic is purged from it.
+		t.Parallel()
+		brokers := cluster(t)
+		p := New(brokers)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, p.Start(ctx))
+		defer func() { require.NoError(t, p.Stop(ctx)) }()
+		require.NoError(t, p.DeadLetter(ctx, &kgo.Record{Topic: topic, Value: []byte("before")}))
+
+		admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+		require.NoError(t, err)
+		defer admCl.Close()
+		adm := kadm.NewClient(admCl)
+		del, err := adm.DeleteTopics(ctx, topic)
+		require.NoError(t, err)
+		require.NoError(t, del.Error())
+		created, err := adm.CreateTopic(ctx, 1, -1, nil, topic)
+		require.NoError(t, err)
+		require.NoError(t, created.Err)
+		require.NoError(t, p.DeadLetter(ctx, &kgo.Record{Topic: topic, Value: []byte("after")}))
 	})
 
 	t.Run("StartStopStress", func(t *testing.T) {
