@@ -4,7 +4,9 @@
 //
 // It follows pkg/lifecycle: Start builds the client (which contacts the brokers only for the first
 // dead letter) and Stop closes it. The worker starts it before the consumer and stops it after the
-// consumer's drain, so every turn the consumer runs can dead-letter. Its records are produced as
+// consumer's Stop has returned, so every turn the consumer runs can dead-letter — unless the stop's
+// deadline ended the consumer's drain early: a dead letter that then fails stays marked on its
+// turn's row (dead_letter_reason), as one Kafka refuses does. Its records are produced as
 // every turnstile producer's are (kafka.ProducerOpts): acknowledged by every in-sync replica, by an
 // idempotent producer.
 package deadletter

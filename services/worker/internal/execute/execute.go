@@ -70,7 +70,7 @@ type Config struct {
 	Publishes   Publisher
 	// History reads a session's history (the worker passes its cache, history.Cache); if it is
 	// also a HistoryAppender, it learns of the messages every completion appended. Defaults to
-	// the lease store, one query per attempt.
+	// reading it from Turns, one query per attempt.
 	History History
 	// Prior, when set, reads what earlier attempts of a turn published; attempts after the first
 	// receive it as agent.Turn.Prior.
