@@ -14,7 +14,7 @@ import (
 // MetadataKey is the turn metadata member that ties a turn to its A2A task and message:
 // {"a2a": {"task_id": "<first turn's id>", "message_id": "<messageId>"}}. A first turn carries no
 // task_id (it is its own task).
-const MetadataKey = "a2a"
+const MetadataKey = turnstore.TaskLinkKey
 
 // Link is what a turn's metadata says of its task.
 type Link struct {

@@ -4,8 +4,9 @@
 // configs), so a pushed Task is exactly what tasks/get would have answered at that change.
 //
 // A task is its first turn (the task ID is that turn's ID) and the follow-up turns whose metadata
-// names it under MetadataKey ({"a2a": {"task_id": ..., "message_id": ...}}); migration 00150's
-// turn_task_id reads the same member. A turn's status maps to a task state: queued is submitted,
+// names it under MetadataKey ({"a2a": {"task_id": ..., "message_id": ...}}); turnstore.TaskOf
+// reads the same member into turns.task_id, which the outbox trigger files the task's
+// notifications by. A turn's status maps to a task state: queued is submitted,
 // running is working, succeeded is completed (or the output's state, input-required or
 // auth-required), failed and expired are failed, cancelled is canceled. A task's history is its
 // turns' inputs and outputs, oldest first; each turn's output is an artifact "response-<turn id>".

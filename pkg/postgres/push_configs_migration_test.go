@@ -15,10 +15,14 @@ import (
 // metadata, each status change of any of the task's turns writes one 'a2a' row per config under
 // the task's first turn (only for the task's own tenant), a malformed task link changes nothing,
 // deleting the first turn deletes the configs; and its Down leaves 00140's native outbox working.
+// It runs at version 150: migration 00170 replaced those triggers by pkg/turnstore's statements.
 func TestPushConfigsMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := testenv.New(t, testenv.Options{Partitions: 1})
+	p := migrationProvider(t, env)
+	_, err := p.DownTo(ctx, 150)
+	require.NoError(t, err)
 	const task, follow, foreign, odd = "00000000-0000-4000-8000-0000000000a1", "00000000-0000-4000-8000-0000000000a2",
 		"00000000-0000-4000-8000-0000000000a3", "00000000-0000-4000-8000-0000000000a4"
 	insert := func(id, tenant, status, metadata string) {
@@ -44,7 +48,7 @@ func TestPushConfigsMigration(t *testing.T) {
 	require.Equal(t, "Bearer c", auth)
 	require.Equal(t, 2, count(`SELECT count(*) FROM turn_notifications WHERE turn_id = $1 AND format = 'a2a' AND status = 'running'`, task))
 
-	_, err := env.Pool.Exec(ctx, `UPDATE turns SET status = 'succeeded', finished_at = now(), output = '{"text":"which day?","state":"input-required"}' WHERE turn_id = $1`, task)
+	_, err = env.Pool.Exec(ctx, `UPDATE turns SET status = 'succeeded', finished_at = now(), output = '{"text":"which day?","state":"input-required"}' WHERE turn_id = $1`, task)
 	require.NoError(t, err)
 	insert(follow, "acme", "running", `{"a2a":{"task_id":"`+task+`","message_id":"m2"}}`)
 	insert(foreign, "globex", "running", `{"a2a":{"task_id":"`+task+`"}}`)
@@ -67,7 +71,6 @@ func TestPushConfigsMigration(t *testing.T) {
 	require.Zero(t, count(`SELECT count(*) FROM task_push_configs WHERE task_id = $1`, task), "configs go with the task")
 	require.Zero(t, count(`SELECT count(*) FROM turn_notifications WHERE turn_id = $1`, task))
 
-	p := migrationProvider(t, env)
 	_, err = p.DownTo(ctx, 140)
 	require.NoError(t, err)
 	insert("00000000-0000-4000-8000-0000000000b1", "acme", "running", `{"turnstile.webhook":{"url":"https://n.example/h"}}`)

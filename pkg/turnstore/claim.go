@@ -55,13 +55,18 @@ type ClaimParams struct {
 	// ClientTurnIDs are the IDs the clients minted (wire.ClientTurnKey), nil where the turn ID is
 	// the client's already.
 	ClientTurnIDs []*uuid.UUID
+	// Notifications are the turns' webhooks, push configs and tasks. A claim that takes over a
+	// row keeps the row's webhook when its record names none (a re-driven record, produced again
+	// from the row, carries none) and sets the task its record names, as it sets the metadata.
+	Notifications Notifications
 }
 
 // args are claimSQL's arguments.
 func (p *ClaimParams) args() []any {
+	urls, tokens, configs, tasks := p.Notifications.args()
 	return []any{
 		p.TurnIDs, p.SessionIDs, p.Tenants, p.Inputs, p.Metadata, p.AcceptedAt, p.Deadlines, p.Partitions,
-		p.Offsets, p.Owner, p.TTL.Milliseconds(), p.MaxAttempts, p.ClientTurnIDs,
+		p.Offsets, p.Owner, p.TTL.Milliseconds(), p.MaxAttempts, p.ClientTurnIDs, urls, tokens, configs, tasks,
 	}
 }
 
@@ -107,8 +112,12 @@ type ClaimRow struct {
 // and of all sessions, or as nested loops over the requests: a batch would cost more as the tables
 // grow or with the square of the batch (TestStatementsProbeByKey).
 //
+// The push configs of the requests are stored by a CTE of the same statement (push_configs.sql).
+//
 //go:embed claim.sql
-var claimSQL string
+var claimTemplate string
+
+var claimSQL = include(claimTemplate, "push_configs.sql", pushConfigsCTE)
 
 // ClaimTurns runs the claim statement: it takes the lease of every turn of p that can be taken —
 // inserted as running, or taken over when it is queued or its lease expired — and reports every

@@ -1,7 +1,8 @@
 WITH req AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[],
-        $7::timestamptz[], $8::integer[], $9::bigint[], $13::uuid[])
-        AS r(turn_id, session_id, tenant, input_text, metadata, accepted_at, deadline, kpart, koff, client_turn_id)
+        $7::timestamptz[], $8::integer[], $9::bigint[], $13::uuid[], $14::text[], $15::text[], $16::jsonb[], $17::uuid[])
+        AS r(turn_id, session_id, tenant, input_text, metadata, accepted_at, deadline, kpart, koff, client_turn_id,
+            webhook_url, webhook_token, push_configs, task_id)
 ), blocked AS (
     -- Requests whose session has an earlier accepted turn that is not terminal: they must not
     -- start yet (per-session order), whatever the consumer holds in memory. One probe of the
@@ -12,13 +13,20 @@ WITH req AS (
         WHERE e.session_id = r.session_id AND e.status IN ('queued', 'running')
           AND e.accepted_at < r.accepted_at AND e.turn_id <> r.turn_id
     )
+), notify AS (
+    -- The push configs of the requests the claim may insert (not those blocked), stored before
+    -- the outbox trigger of the insert or take-over below runs.
+    SELECT r.turn_id, r.tenant, r.push_configs, r.task_id FROM req r
+    WHERE r.push_configs IS NOT NULL AND r.turn_id NOT IN (SELECT b.turn_id FROM blocked b)
+), configs AS (
+-- include: push_configs.sql
 ), claimed AS (
     INSERT INTO turns AS t (turn_id, session_id, tenant, status, attempt, fencing_token, lease_owner,
         lease_expires_at, input, metadata, accepted_at, deadline, started_at, kafka_partition, kafka_offset,
-        client_turn_id)
+        client_turn_id, webhook_url, webhook_token, task_id)
     SELECT r.turn_id, r.session_id, r.tenant, 'running', 1, nextval('fencing_token_seq'), $10,
         now() + $11 * interval '1 millisecond', jsonb_build_object('text', r.input_text), r.metadata, r.accepted_at,
-        r.deadline, now(), r.kpart, r.koff, r.client_turn_id
+        r.deadline, now(), r.kpart, r.koff, r.client_turn_id, r.webhook_url, r.webhook_token, r.task_id
     FROM req r WHERE r.turn_id NOT IN (SELECT b.turn_id FROM blocked b) ORDER BY r.turn_id
     ON CONFLICT (turn_id) DO UPDATE SET
         status = 'running',
@@ -33,6 +41,9 @@ WITH req AS (
         kafka_partition = EXCLUDED.kafka_partition,
         kafka_offset = EXCLUDED.kafka_offset,
         client_turn_id = coalesce(t.client_turn_id, EXCLUDED.client_turn_id),
+        webhook_url = coalesce(EXCLUDED.webhook_url, t.webhook_url),
+        webhook_token = CASE WHEN EXCLUDED.webhook_url IS NULL THEN t.webhook_token ELSE EXCLUDED.webhook_token END,
+        task_id = EXCLUDED.task_id,
         updated_at = now()
     WHERE NOT t.cancel_requested
       AND t.attempt - t.handoffs < $12

@@ -30,13 +30,14 @@
 // Statements are grouped in files by concern: claim.go (taking leases), renew.go (renewing and
 // releasing them, and ErrFenced), complete.go (succeeding a turn and appending its history),
 // finish.go (every other end of a turn, and reading it back), cancel.go, redrive.go, history.go,
-// queued.go, retention.go,
-// notify.go and vacuum.go. Each statement is one method of Store. A short statement is written
+// queued.go, retention.go, notifications.go (what a turn's first write stores for its
+// notifications, and the task a turn belongs to), notify.go and vacuum.go. Each statement is one method of Store. A short statement is written
 // where it is run; a long one lives in a .sql file of the same name next to its Go file, embedded
 // with //go:embed, and the doc comment of its variable says why it is written as it is (its plan,
 // its lock order). A fragment that several statements share (locked_turns.sql, the lock-ordered
 // probe of held turns) or that one statement takes only sometimes (queued_sessions.sql) is a file
-// of its own, spliced in where the statement has the line "-- include: <file>".
+// of its own, spliced in where the statement has the line "-- include: <file>" (push_configs.sql,
+// which the queued, claim and expiry statements share, is one).
 //
 // A statement over many turns takes its requests as column arrays of package pgarray's types in a
 // Params struct (sent in binary, one element per turn), and returns one value per row or per
@@ -44,6 +45,21 @@
 // running a statement again after a deadlock, isolating a row Postgres refuses, deciding each
 // request's outcome from the rows, timeouts. A Store is safe for concurrent use and holds nothing
 // but its pool, so each user makes its own over the pool it is given.
+//
+// # Outbox
+//
+// turnstore writes every row its statements change, with one exception: the outbox trigger
+// turns_outbox (migration 00140, as 00170 left it) writes a turn's notifications
+// (turn_notifications) for every status change of the turn, inside the statement that makes it.
+// It is a trigger so that "a state change and its notification are one fact" holds for every
+// statement that changes a status — a claim, a completion, a failure, a cancel, an expiry, and
+// any statement added later — without each having to remember it. What it reads is written by
+// turnstore's own statements: the turn's webhook (webhook_url, webhook_token) and task (task_id),
+// and the task's push configs (task_push_configs), all stored by the statement that writes the
+// turn's first row (Notifications), from the envelope's fields. Retention (DeleteFinished)
+// deletes a turn's notifications and its task's configs in its own statement. The other trigger
+// on turns, turns_cancel_requested (migration 00010), writes nothing: it sends the NOTIFY
+// ListenCancels hears.
 //
 // Errors are wrapped with a short phrase of what was being done; ErrFenced (the fencing token a
 // statement names is no longer the turn's) and ErrNotFound are the conditions callers branch on.

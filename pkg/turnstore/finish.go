@@ -64,6 +64,11 @@ type ExpireParams struct {
 	Offset     int64
 	// Error is the message stored as the turn's error.
 	Error string
+	// Webhook, PushConfigs and Task are the turn's notifications (see Notifications), stored
+	// with the row when the statement inserts it; the push configs in every case.
+	Webhook     *wire.Webhook
+	PushConfigs []wire.PushConfig
+	Task        *uuid.UUID
 }
 
 // expireSQL ends a turn that must not start because its deadline is too near: it is recorded
@@ -71,14 +76,19 @@ type ExpireParams struct {
 // already finished, or cancelled is left alone.
 //
 //go:embed expire.sql
-var expireSQL string
+var expireTemplate string
+
+var expireSQL = include(expireTemplate, "push_configs.sql", pushConfigsCTE)
 
 // ExpireTurn records the turn as expired unless someone holds it, it ended or its cancellation was
 // requested, and returns the fresh token its turn.expired event is published with. ErrFenced means
 // it was left alone.
 func (s *Store) ExpireTurn(ctx context.Context, p *ExpireParams) (token int64, attempt int, err error) {
+	var n Notifications
+	n.Add(0, p.Webhook, p.PushConfigs, p.Task, 1)
+	urls, tokens, configs, tasks := n.args()
 	err = s.pool.QueryRow(ctx, expireSQL, p.TurnID, p.SessionID, p.Tenant, p.Input, p.Metadata, p.AcceptedAt,
-		p.Deadline, p.Error, p.Partition, p.Offset).Scan(&token, &attempt)
+		p.Deadline, p.Error, p.Partition, p.Offset, urls, tokens, configs, tasks).Scan(&token, &attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ErrFenced
 	}

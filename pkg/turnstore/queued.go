@@ -37,6 +37,10 @@ type QueuedParams struct {
 	Partitions   pgarray.Ints
 	Offsets      pgarray.Ints
 	TopicIDs     []*uuid.UUID
+	// Notifications are the turns' webhooks, push configs and tasks, stored with a row the
+	// statement inserts (a row that exists already keeps its own); the push configs are stored
+	// for every turn of p.
+	Notifications Notifications
 }
 
 // The insert takes the rows as arrays. DISTINCT ON keeps one row per turn (the earliest) when
@@ -52,9 +56,11 @@ var (
 	queuedSessionsCTE string
 
 	// insertQueuedSQL is the usual statement: the turns' rows alone.
-	insertQueuedSQL = include(queuedTemplate, "queued_sessions.sql", "")
+	insertQueuedSQL = include(queuedWithConfigs, "queued_sessions.sql", "")
 	// insertQueuedWithSessionsSQL also writes the rows of the sessions of turns marked NeedSession.
-	insertQueuedWithSessionsSQL = include(queuedTemplate, "queued_sessions.sql", queuedSessionsCTE)
+	insertQueuedWithSessionsSQL = include(queuedWithConfigs, "queued_sessions.sql", queuedSessionsCTE)
+
+	queuedWithConfigs = include(queuedTemplate, "push_configs.sql", pushConfigsCTE)
 )
 
 // InsertQueued records the turns of p as queued, in one statement, and returns how many rows it
@@ -68,8 +74,10 @@ func (s *Store) InsertQueued(ctx context.Context, p *QueuedParams) (int64, error
 			break
 		}
 	}
+	urls, tokens, configs, tasks := p.Notifications.args()
 	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionIDs, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession,
-		p.ClientTurnIDs, p.Inputs, p.Metadata, p.Multitasks, p.Traceparents, p.Partitions, p.Offsets, p.TopicIDs)
+		p.ClientTurnIDs, p.Inputs, p.Metadata, p.Multitasks, p.Traceparents, p.Partitions, p.Offsets, p.TopicIDs,
+		urls, tokens, configs, tasks)
 	if err != nil {
 		return 0, fmt.Errorf("record queued turns: %w", err)
 	}

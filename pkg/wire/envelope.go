@@ -64,6 +64,88 @@ type Envelope struct {
 	// single-region mode: the turn's ID as the client knows it carries it (ShownTurnID), while
 	// TurnID and every store keep the bare UUID (pkg/region).
 	Region string `json:"region,omitempty"`
+	// Webhook is the turn's native webhook, nil for none: the worker's claim stores it in the
+	// turn's own columns (pkg/turnstore), never in its metadata, and the notifier POSTs every
+	// status the turn takes from its claim on to it.
+	Webhook *Webhook `json:"webhook,omitempty"`
+	// PushConfigs are the A2A push-notification configs sent with the turn, stored with the turn's
+	// task by the first statement that writes the turn (pkg/turnstore); none for most turns.
+	PushConfigs []PushConfig `json:"push_configs,omitempty"`
+}
+
+// Webhook is a turn's native webhook: every status the turn takes is POSTed to URL, with Token in
+// X-A2A-Notification-Token.
+type Webhook struct {
+	URL   string `json:"url"`
+	Token string `json:"token,omitempty"`
+}
+
+// PushConfig is one A2A push-notification config of a task: every status change of the task's
+// turns is POSTed to URL as the A2A Task, with Token in X-A2A-Notification-Token and, when
+// AuthSchemes names Bearer or Basic, "Authorization: <scheme> <AuthCredentials>".
+type PushConfig struct {
+	ID              string   `json:"id"`
+	URL             string   `json:"url"`
+	Token           string   `json:"token,omitempty"`
+	AuthSchemes     []string `json:"auth_schemes,omitempty"`
+	AuthCredentials string   `json:"auth_credentials,omitempty"`
+}
+
+// The metadata keys a turn's webhook and push configs travelled under before the envelope had
+// fields for them (migrations 00140 and 00150 read them in triggers). Intake writes the fields
+// and no longer these keys, and refuses them in a client's metadata; DecodeEnvelope still reads
+// them from a record written before (liftLegacyKeys), so a record of either format left in Kafka
+// across an upgrade keeps its notifications, and no such key reaches a turn's stored metadata.
+const (
+	LegacyWebhookKey     = "turnstile.webhook"
+	LegacyPushConfigsKey = "turnstile.push_configs"
+)
+
+// liftLegacyKeys moves the legacy keys out of e.Metadata into e.Webhook and e.PushConfigs (a
+// field already set wins) and reports whether the metadata held any. It reads them as the
+// triggers of migrations 00140 and 00150 did: a webhook is an object with a string url (else
+// there is none); a push config is an object with string id and url, other elements are skipped;
+// a key of another shape is dropped all the same.
+func liftLegacyKeys(e *Envelope) bool {
+	hook, hasHook := e.Metadata[LegacyWebhookKey]
+	configs, hasConfigs := e.Metadata[LegacyPushConfigsKey]
+	if !hasHook && !hasConfigs {
+		return false
+	}
+	delete(e.Metadata, LegacyWebhookKey)
+	delete(e.Metadata, LegacyPushConfigsKey)
+	if m, ok := hook.(map[string]any); ok && e.Webhook == nil {
+		if u, ok := m["url"].(string); ok {
+			tok, _ := m["token"].(string)
+			e.Webhook = &Webhook{URL: u, Token: tok}
+		}
+	}
+	list, _ := configs.([]any)
+	if e.PushConfigs != nil {
+		list = nil
+	}
+	for _, c := range list {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		id, okID := m["id"].(string)
+		u, okURL := m["url"].(string)
+		if !okID || !okURL {
+			continue
+		}
+		pc := PushConfig{ID: id, URL: u}
+		pc.Token, _ = m["token"].(string)
+		pc.AuthCredentials, _ = m["auth_credentials"].(string)
+		schemes, _ := m["auth_schemes"].([]any)
+		for _, s := range schemes {
+			if s, ok := s.(string); ok {
+				pc.AuthSchemes = append(pc.AuthSchemes, s)
+			}
+		}
+		e.PushConfigs = append(e.PushConfigs, pc)
+	}
+	return true
 }
 
 // envelopeRecord is Envelope as DecodeEnvelope reads it: its Metadata, shallower than the
@@ -85,6 +167,8 @@ func (e *Envelope) Encode() ([]byte, error) {
 
 // DecodeEnvelope parses a record value and checks the fields a worker cannot do without. A record
 // that fails here can never succeed, so callers route it to the dead-letter topic instead of retrying.
+// A record written with the legacy metadata keys (LegacyWebhookKey, LegacyPushConfigsKey) reads
+// as one written with the fields: the keys are taken out of the metadata into them.
 //
 // It reads as encoding/json would (FuzzDecodeEnvelope holds it to that; BenchmarkDecodeEnvelope
 // compares the two) in less time, because a worker decodes every record: the envelope's fixed
@@ -98,7 +182,8 @@ func DecodeEnvelope(b []byte) (Envelope, error) {
 
 // DecodeEnvelopeRaw is DecodeEnvelope that also returns the metadata as the record held it (nil
 // when the envelope's Metadata is nil): a consumer that stores the metadata can store these bytes
-// instead of encoding the map again. They may share b's memory.
+// instead of encoding the map again. They may share b's memory, or, for a record with legacy
+// keys, be the metadata encoded again without them.
 func DecodeEnvelopeRaw(b []byte) (Envelope, json.RawMessage, error) {
 	var r envelopeRecord
 	if err := fastjson.Unmarshal(b, &r); err != nil {
@@ -108,6 +193,10 @@ func DecodeEnvelopeRaw(b []byte) (Envelope, json.RawMessage, error) {
 	if len(r.Metadata) > 0 {
 		if err := json.Unmarshal(r.Metadata, &e.Metadata); err != nil {
 			return Envelope{}, nil, fmt.Errorf("decode envelope: metadata: %w", err)
+		}
+		if liftLegacyKeys(&e) {
+			// Encoding a map just decoded from JSON cannot fail.
+			r.Metadata, _ = json.Marshal(e.Metadata)
 		}
 	}
 	switch {

@@ -12,13 +12,15 @@ import (
 	"github.com/google/uuid"
 )
 
-// decodeEnvelopeStd is DecodeEnvelope as it was, with encoding/json alone: the reference
-// FuzzDecodeEnvelope holds it to and BenchmarkDecodeEnvelope's baseline.
+// decodeEnvelopeStd is DecodeEnvelope as it was, with encoding/json alone (and the legacy keys
+// lifted as DecodeEnvelope lifts them): the reference FuzzDecodeEnvelope holds it to and
+// BenchmarkDecodeEnvelope's baseline.
 func decodeEnvelopeStd(b []byte) (Envelope, error) {
 	var e Envelope
 	if err := json.Unmarshal(b, &e); err != nil {
 		return Envelope{}, err
 	}
+	liftLegacyKeys(&e)
 	switch {
 	case e.Version < 1 || e.Version > EnvelopeVersion:
 		return Envelope{}, ErrUnsupportedVersion
@@ -52,6 +54,9 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		`"input":{"text":"a\"b\u00e9"},"metadata":{"a":[1,2.5e3,"x",null,true,{"b":{}}]},"multitask":"enqueue",` +
 		`"deadline":"2030-01-01T00:00:00Z","accepted_at":"2029-12-31T23:59:59.123456789+01:00","extra":{"k":"v"}}`))
 	f.Add([]byte(`{"V":1,"Turn_ID":"0190c5d3-0000-7000-8000-000000000000","SESSION_ID":"s","metadata":null,"deadline":"2030-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{"v":1,"turn_id":"0190c5d3-0000-7000-8000-000000000000","session_id":"s","deadline":"2030-01-01T00:00:00Z",` +
+		`"metadata":{"k":1,"turnstile.webhook":{"url":"https://h.example","token":7},"turnstile.push_configs":[{"id":"a","url":"u",` +
+		`"auth_schemes":["Bearer",1]},5,{"id":"b"}]},"webhook":null,"push_configs":[]}`))
 	f.Add([]byte(`{"v":1,"metadata":5}`))
 	f.Add([]byte(`{"v":1,"metadata":{"x":1},"metadata":{"y":2}}`))
 	f.Add([]byte(`{"v":2}`))

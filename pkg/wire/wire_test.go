@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -75,4 +76,56 @@ func TestWaitingData(t *testing.T) {
 	ev = NewEvent(EventWaiting, WaitingData{EventBase: base, Reason: WaitConcurrencyLimit})
 	require.JSONEq(t, `{"turn_id":"t1","attempt":2,"reason":"concurrency_limit"}`, string(ev.Data),
 		"a wait without a known end has no retry_at, one that follows no answer no error")
+}
+
+// TestEnvelopeNotificationFields: a turn's webhook and push configs travel as the envelope's own
+// fields, and the metadata holds nothing of them.
+func TestEnvelopeNotificationFields(t *testing.T) {
+	t.Parallel()
+	in := Envelope{
+		TurnID: uuid.Must(uuid.NewV7()), SessionID: "s1", Tenant: "acme", Input: Input{Text: "hi"},
+		Metadata: map[string]any{"k": "v"}, Deadline: time.UnixMilli(1_800_000_000_000).UTC(),
+		Webhook: &Webhook{URL: "https://h.example/w", Token: "tok"},
+		PushConfigs: []PushConfig{
+			{ID: "a", URL: "https://a.example/h", Token: "t", AuthSchemes: []string{"Bearer"}, AuthCredentials: "c"},
+			{ID: "b", URL: "https://b.example/h"},
+		},
+	}
+	b, err := in.Encode()
+	require.NoError(t, err)
+	var raw map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b, &raw))
+	require.JSONEq(t, `{"k":"v"}`, string(raw["metadata"]))
+	require.JSONEq(t, `{"url":"https://h.example/w","token":"tok"}`, string(raw["webhook"]))
+	out, md, err := DecodeEnvelopeRaw(b)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"k":"v"}`, string(md))
+	require.Equal(t, in, out)
+}
+
+// TestDecodeLegacyEnvelope: a record written before the envelope had the fields, with the webhook
+// and push configs under the legacy metadata keys, decodes as if written with the fields; the
+// metadata, decoded and raw, no longer holds the keys. Malformed entries are dropped as the
+// triggers that read them dropped them.
+func TestDecodeLegacyEnvelope(t *testing.T) {
+	t.Parallel()
+	const old = `{"v":1,"turn_id":"0190c5d3-0000-7000-8000-000000000001","session_id":"s1","tenant":"acme",` +
+		`"input":{"text":"hi"},"deadline":"2030-01-01T00:00:00Z","accepted_at":"2029-12-31T23:00:00Z",` +
+		`"metadata":{"a2a":{"message_id":"m1"},"turnstile.webhook":{"url":"https://h.example/w","token":"tok"},` +
+		`"turnstile.push_configs":[{"id":"a","url":"https://a.example/h","token":"t","auth_schemes":["Bearer"],` +
+		`"auth_credentials":"c"},{"id":"b","url":"https://b.example/h"},{"id":"no-url"},"not an object"]}}`
+	e, md, err := DecodeEnvelopeRaw([]byte(old))
+	require.NoError(t, err)
+	require.Equal(t, &Webhook{URL: "https://h.example/w", Token: "tok"}, e.Webhook)
+	require.Equal(t, []PushConfig{
+		{ID: "a", URL: "https://a.example/h", Token: "t", AuthSchemes: []string{"Bearer"}, AuthCredentials: "c"},
+		{ID: "b", URL: "https://b.example/h"},
+	}, e.PushConfigs)
+	require.Equal(t, map[string]any{"a2a": map[string]any{"message_id": "m1"}}, e.Metadata)
+	require.JSONEq(t, `{"a2a":{"message_id":"m1"}}`, string(md))
+
+	e, md, err = DecodeEnvelopeRaw([]byte(strings.Replace(old, `"turnstile.webhook":{"url"`, `"turnstile.webhook":{"uri"`, 1)))
+	require.NoError(t, err)
+	require.Nil(t, e.Webhook, "a webhook without a url is none")
+	require.NotContains(t, string(md), "turnstile.")
 }

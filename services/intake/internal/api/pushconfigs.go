@@ -14,12 +14,8 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
-
-// PushConfigsKey is the metadata key a turn's push configs (push_configs) travel under from intake
-// through Kafka to the turn's first write, where a trigger stores them with the task and takes
-// them out of the metadata (migration 00150). Clients cannot set it themselves.
-const PushConfigsKey = "turnstile.push_configs"
 
 // Push config bounds.
 const (
@@ -114,21 +110,19 @@ func checkPushConfigs(cs []pushConfigRequest, allowHTTP bool) *httpx.Problem {
 	return nil
 }
 
-// pushConfigsMetadata is the configs as the trigger of migration 00150 reads them.
-func pushConfigsMetadata(cs []pushConfigRequest) []map[string]any {
-	out := make([]map[string]any, 0, len(cs))
+// envelopePushConfigs is the configs as the envelope carries them (nil for none): the first
+// statement that writes the turn stores them with its task (pkg/turnstore).
+func envelopePushConfigs(cs []pushConfigRequest) []wire.PushConfig {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]wire.PushConfig, 0, len(cs))
 	for _, c := range cs {
-		m := map[string]any{"id": c.ID, "url": c.URL}
-		if c.Token != "" {
-			m["token"] = c.Token
-		}
+		pc := wire.PushConfig{ID: c.ID, URL: c.URL, Token: c.Token}
 		if a := c.Authentication; a != nil {
-			m["auth_schemes"] = a.Schemes
-			if a.Credentials != "" {
-				m["auth_credentials"] = a.Credentials
-			}
+			pc.AuthSchemes, pc.AuthCredentials = a.Schemes, a.Credentials
 		}
-		out = append(out, m)
+		out = append(out, pc)
 	}
 	return out
 }

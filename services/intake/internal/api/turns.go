@@ -107,8 +107,8 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 
 	env := wire.Envelope{
 		TurnID: turnID, SessionID: sessionID, Tenant: tenant, Input: *req.Input,
-		Metadata: withWebhook(req), Multitask: req.Multitask, Deadline: deadline, AcceptedAt: now,
-		Region: h.cfg.Region.Code,
+		Metadata: req.Metadata, Multitask: req.Multitask, Deadline: deadline, AcceptedAt: now,
+		Region: h.cfg.Region.Code, Webhook: envelopeWebhook(req), PushConfigs: envelopePushConfigs(req.PushConfigs),
 	}
 	if req.TurnID != "" {
 		env.ClientTurnID, _ = h.parseTurnID(req.TurnID) // turnID parsed it
@@ -182,6 +182,7 @@ func (h *Handler) recordQueued(env wire.Envelope, rec *kgo.Record, topicID uuid.
 		TurnID: env.TurnID, ClientTurnID: env.ClientTurnID, SessionID: env.SessionKey(), Tenant: env.Tenant,
 		AcceptedAt: env.AcceptedAt, Deadline: env.Deadline,
 		Input: env.Input.Text, Metadata: env.Metadata, Multitask: env.Multitask,
+		Webhook: env.Webhook, PushConfigs: env.PushConfigs,
 		Partition: rec.Partition, Offset: rec.Offset, TopicID: topicID,
 	}
 	for _, hd := range rec.Headers {

@@ -7,12 +7,14 @@ import (
 	"unicode"
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
-// WebhookKey is the metadata key a turn's webhook travels under from intake through Kafka to the
-// claim, where a trigger moves it into the turn's own columns (migration 00140) and out of the
-// metadata. Clients cannot set it themselves.
-const WebhookKey = "turnstile.webhook"
+// reservedKeys are the metadata keys a client may not send: a turn's webhook and push configs
+// travelled under them before the envelope had fields for them, and a worker still reads them
+// from a record as if they were those fields (wire.DecodeEnvelope), so a client's own would be a
+// webhook or config that skipped the checks here.
+var reservedKeys = []string{wire.LegacyWebhookKey, wire.LegacyPushConfigsKey}
 
 // Webhook bounds.
 const (
@@ -31,7 +33,7 @@ type webhookRequest struct {
 // reserved metadata keys. Whether its address may be reached is the notifier's to check, when it
 // connects.
 func checkWebhook(req postTurnRequest, allowHTTP bool) *httpx.Problem {
-	for _, key := range []string{WebhookKey, PushConfigsKey} {
+	for _, key := range reservedKeys {
 		if _, ok := req.Metadata[key]; ok {
 			return problem(httpx.ProblemValidation, fmt.Sprintf("metadata key %q is reserved; use webhook or push_configs", key))
 		}
@@ -78,26 +80,10 @@ func checkHookToken(field, tok string) *httpx.Problem {
 	return nil
 }
 
-// withWebhook returns the metadata the envelope carries: the client's, plus the webhook under
-// WebhookKey and the push configs under PushConfigsKey.
-func withWebhook(req postTurnRequest) map[string]any {
-	if req.Webhook == nil && len(req.PushConfigs) == 0 {
-		return req.Metadata
-	}
-	md := make(map[string]any, len(req.Metadata)+2)
-	for k, v := range req.Metadata {
-		md[k] = v
-	}
-	if len(req.PushConfigs) > 0 {
-		md[PushConfigsKey] = pushConfigsMetadata(req.PushConfigs)
-	}
+// envelopeWebhook is the request's webhook as the envelope carries it, or nil.
+func envelopeWebhook(req postTurnRequest) *wire.Webhook {
 	if req.Webhook == nil {
-		return md
+		return nil
 	}
-	wh := map[string]any{"url": req.Webhook.URL}
-	if req.Webhook.Token != "" {
-		wh["token"] = req.Webhook.Token
-	}
-	md[WebhookKey] = wh
-	return md
+	return &wire.Webhook{URL: req.Webhook.URL, Token: req.Webhook.Token}
 }

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -43,15 +45,16 @@ func TestCheckWebhook(t *testing.T) {
 			}
 			if tc.bad == "" {
 				require.Nil(t, p)
-				md := withWebhook(req)
 				if req.Webhook != nil {
-					require.Equal(t, req.Webhook.URL, md[WebhookKey].(map[string]any)["url"])
+					require.Equal(t, req.Webhook.URL, envelopeWebhook(req).URL)
+				} else {
+					require.Nil(t, envelopeWebhook(req))
 				}
+				cs := envelopePushConfigs(req.PushConfigs)
+				require.Len(t, cs, len(req.PushConfigs))
 				if len(req.PushConfigs) > 0 {
-					cs := md[PushConfigsKey].([]map[string]any)
-					require.Len(t, cs, len(req.PushConfigs))
-					require.Equal(t, "c", cs[0]["auth_credentials"], "the trigger of migration 00150 reads these names")
-					require.Equal(t, []string{"Bearer"}, cs[0]["auth_schemes"])
+					require.Equal(t, "c", cs[0].AuthCredentials, "the credentials travel to the statement that stores them")
+					require.Equal(t, []string{"Bearer"}, cs[0].AuthSchemes)
 				}
 				return
 			}
@@ -59,4 +62,46 @@ func TestCheckWebhook(t *testing.T) {
 			require.Contains(t, p.Detail, tc.bad)
 		})
 	}
+}
+
+// TestNotificationsAreEnvelopeFields: a turn's webhook and push configs travel through Kafka as
+// the envelope's own fields, and neither the produced record's metadata nor the stored turn's
+// holds a reserved turnstile.* key; the queued row's statement stores the webhook in the turn's
+// columns and the configs with its task.
+func TestNotificationsAreEnvelopeFields(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := context.Background()
+	a := accepted(t, postTurn(t, b.srv.URL, "hooked", `{"input":{"text":"hi"},"metadata":{"k":"v"},
+		"webhook":{"url":"https://h.example/w","token":"tok"},
+		"push_configs":[{"id":"a","url":"https://a.example/h","authentication":{"schemes":["Bearer"],"credentials":"c"}}]}`, nil))
+
+	recs := b.turnRecords(t, 1)
+	require.Len(t, recs, 1)
+	var value struct {
+		Metadata    map[string]json.RawMessage `json:"metadata"`
+		Webhook     json.RawMessage            `json:"webhook"`
+		PushConfigs json.RawMessage            `json:"push_configs"`
+	}
+	require.NoError(t, json.Unmarshal(recs[0].Value, &value))
+	for k := range value.Metadata {
+		require.False(t, strings.HasPrefix(k, "turnstile."), "the record's metadata carries %q", k)
+	}
+	require.Equal(t, map[string]json.RawMessage{"k": json.RawMessage(`"v"`)}, value.Metadata)
+	require.JSONEq(t, `{"url":"https://h.example/w","token":"tok"}`, string(value.Webhook))
+	require.JSONEq(t, `[{"id":"a","url":"https://a.example/h","auth_schemes":["Bearer"],"auth_credentials":"c"}]`, string(value.PushConfigs))
+
+	b.recorder.Flush(ctx)
+	var url, token, md string
+	require.NoError(t, b.env.Pool.QueryRow(ctx, `SELECT webhook_url, webhook_token, metadata::text FROM turns WHERE turn_id = $1`,
+		a.TurnID).Scan(&url, &token, &md))
+	require.Equal(t, []string{"https://h.example/w", "tok"}, []string{url, token})
+	require.JSONEq(t, `{"k":"v"}`, md)
+	var header string
+	var schemes []string
+	require.NoError(t, b.env.Pool.QueryRow(ctx, `SELECT url, auth_schemes, auth_credentials FROM task_push_configs
+		WHERE task_id = $1 AND config_id = 'a' AND tenant = $2`, a.TurnID, DefaultTenant).Scan(&url, &schemes, &header))
+	require.Equal(t, "https://a.example/h", url)
+	require.Equal(t, []string{"Bearer"}, schemes)
+	require.Equal(t, "c", header)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/pgarray"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // Row is one accepted turn.
@@ -37,6 +38,10 @@ type Row struct {
 	Metadata    map[string]any
 	Multitask   string
 	Traceparent string
+	// Webhook and PushConfigs are the record's (wire.Envelope's), stored with the row
+	// (turnstore.Notifications), as is the task its metadata names.
+	Webhook     *wire.Webhook
+	PushConfigs []wire.PushConfig
 	// Where Kafka put the record: partition, offset, and the topic's ID as intake knew it before
 	// producing (the zero UUID when it did not).
 	Partition int32
@@ -252,6 +257,7 @@ func (r *Recorder) write(ctx context.Context, db *turnstore.Store, batch []Row) 
 		if row.ClientTurnID != uuid.Nil {
 			p.ClientTurnIDs[i] = &batch[i].ClientTurnID
 		}
+		p.Notifications.Add(i, row.Webhook, row.PushConfigs, turnstore.TaskOf(row.Metadata), n)
 	}
 	// Detached from the loop's cancellation: the last flush on shutdown runs after it. One
 	// statement, one round trip, one implicit transaction.

@@ -212,6 +212,11 @@ type claimRow struct {
 	offset             int64
 	// client is the ID the client minted (id is derived from it), or nil.
 	client *uuid.UUID
+	// The turn's notifications: its webhook and push configs (the envelope's), and the task its
+	// metadata names (nil: its own).
+	webhook *wire.Webhook
+	configs []wire.PushConfig
+	task    *uuid.UUID
 }
 
 // encodeClaim lays out req as the claim statement takes it. The input goes as its text, and the
@@ -240,7 +245,7 @@ func encodeClaim(req ClaimRequest) (claimRow, error) {
 	return claimRow{
 		id: e.TurnID, session: e.SessionID, tenant: tenant, input: e.Input.Text, metadata: md, asIs: asIs,
 		accepted: e.AcceptedAt, deadline: e.Deadline, partition: req.Partition, offset: req.Offset,
-		client: clientTurnID(e.ClientTurnID),
+		client: clientTurnID(e.ClientTurnID), webhook: e.Webhook, configs: e.PushConfigs, task: turnstore.TaskOf(e.Metadata),
 	}, nil
 }
 
@@ -284,6 +289,7 @@ func (s *Store) claimParams(rows []claimRow, pos []int) turnstore.ClaimParams {
 		p.Inputs[i], p.Metadata[i] = pgarray.Text(r.input), r.metadata
 		p.AcceptedAt[i], p.Deadlines[i] = pgarray.Time(r.accepted), pgarray.Time(r.deadline)
 		p.Partitions[i], p.Offsets[i] = pgarray.Int(r.partition), pgarray.Int(r.offset)
+		p.Notifications.Add(i, r.webhook, r.configs, r.task, n)
 	}
 	return p
 }
@@ -419,5 +425,6 @@ func (s *Store) Expire(ctx context.Context, req ClaimRequest, msg string) (token
 	return s.db.ExpireTurn(ctx, &turnstore.ExpireParams{
 		TurnID: r.id, SessionID: r.session, Tenant: r.tenant, Input: r.input, Metadata: r.metadata,
 		AcceptedAt: r.accepted, Deadline: r.deadline, Partition: r.partition, Offset: r.offset, Error: msg,
+		Webhook: r.webhook, PushConfigs: r.configs, Task: r.task,
 	})
 }
