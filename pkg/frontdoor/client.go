@@ -172,7 +172,7 @@ func (c *Client) PostTurn(ctx context.Context, cred Credential, sessionID string
 		h.Set("Idempotency-Key", opt.IdempotencyKey)
 	}
 	if !opt.Deadline.IsZero() {
-		h.Set("X-Deadline-Epoch-Ms", strconv.FormatInt(opt.Deadline.UnixMilli(), 10))
+		h.Set(DeadlineHeader, strconv.FormatInt(opt.Deadline.UnixMilli(), 10))
 	}
 	var a Accepted
 	err = c.call(ctx, cred, http.MethodPost, c.intake+"/v1/sessions/"+url.PathEscape(sessionID)+"/turns", h, body, &a)

@@ -104,6 +104,7 @@ type request struct {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	method := "unknown"
 	call := tasks.NewCall(frontdoor.Credential(r.Header.Get("Authorization")), r.Header.Get("Last-Event-ID"))
+	call.Deadline = r.Header.Get(frontdoor.DeadlineHeader)
 	defer func() { s.requests.WithLabelValues(method, call.Outcome()).Inc() }()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)

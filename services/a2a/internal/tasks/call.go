@@ -16,6 +16,8 @@ type Call struct {
 	Credential frontdoor.Credential
 	// LastEventID is the Last-Event-ID header of a tasks/resubscribe.
 	LastEventID string
+	// Deadline is the caller's X-Deadline-Epoch-Ms header, passed on as the turn's deadline.
+	Deadline string
 
 	readyOnce sync.Once
 	readyCh   chan struct{}

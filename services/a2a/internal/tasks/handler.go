@@ -382,9 +382,13 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 		md[k] = v
 	}
 	md[a2atask.MetadataKey] = link
+	dl, err := frontdoor.ParseDeadline(call.Deadline)
+	if err != nil {
+		return nil, call.native(err, a2a.ErrTaskNotFound)
+	}
 	acc, err := h.fd.PostTurn(ctx, call.Credential, sub.contextID,
 		frontdoor.TurnRequest{Input: wire.Input{Text: text}, Metadata: md, PushConfigs: messagePush(m, pushConfigOf(p))},
-		frontdoor.PostOptions{IdempotencyKey: m.ID})
+		frontdoor.PostOptions{IdempotencyKey: m.ID, Deadline: dl})
 	if err != nil {
 		return nil, call.native(err, a2a.ErrTaskNotFound)
 	}

@@ -109,15 +109,17 @@ func (h *Handler) refuse(w http.ResponseWriter, route string, err error) {
 func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	const route = "post"
 	t, p := readRequest(w, r, chi.URLParam(r, "chat_id"), h.cfg.MaxBody)
-	if p == nil {
-		var dl time.Time
-		if dl, p = deadline(r); p == nil {
-			h.postTurn(w, r, t, dl)
-			return
-		}
+	if p != nil {
+		h.requests.WithLabelValues(route, "refused").Inc()
+		httpx.WriteProblem(w, *p)
+		return
 	}
-	h.requests.WithLabelValues(route, "refused").Inc()
-	httpx.WriteProblem(w, *p)
+	dl, err := frontdoor.ParseDeadline(r.Header.Get(frontdoor.DeadlineHeader))
+	if err != nil {
+		h.refuse(w, route, err)
+		return
+	}
+	h.postTurn(w, r, t, dl)
 }
 
 func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request, t turn, dl time.Time) {

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/wire"
@@ -118,20 +116,6 @@ func checkChatID(id string) *httpx.Problem {
 		return &p
 	}
 	return nil
-}
-
-// deadline reads X-Deadline-Epoch-Ms; zero means intake's default.
-func deadline(r *http.Request) (time.Time, *httpx.Problem) {
-	v := r.Header.Get("X-Deadline-Epoch-Ms")
-	if v == "" {
-		return time.Time{}, nil
-	}
-	ms, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || ms <= 0 {
-		p := httpx.ProblemInvalidDeadline.Problem("X-Deadline-Epoch-Ms must be a positive integer of milliseconds since the epoch")
-		return time.Time{}, &p
-	}
-	return time.UnixMilli(ms), nil
 }
 
 // idempotencyKey names a submitted message, so a retried POST of it is the same turn. A

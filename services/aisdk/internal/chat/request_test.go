@@ -82,21 +82,6 @@ func TestReadRequest(t *testing.T) {
 		_, p := readRequest(httptest.NewRecorder(), r, "", 1024)
 		require.Equal(t, httpx.ProblemUnsupportedType.Name, p.Type)
 	})
-
-	t.Run("Deadline", func(t *testing.T) {
-		t.Parallel()
-		r := httptest.NewRequest(http.MethodPost, "/v1/chat", nil)
-		dl, p := deadline(r)
-		require.Nil(t, p)
-		require.True(t, dl.IsZero())
-		r.Header.Set("X-Deadline-Epoch-Ms", "1700000000000")
-		dl, p = deadline(r)
-		require.Nil(t, p)
-		require.Equal(t, time.UnixMilli(1700000000000), dl)
-		r.Header.Set("X-Deadline-Epoch-Ms", "-1")
-		_, p = deadline(r)
-		require.Equal(t, httpx.ProblemInvalidDeadline.Name, p.Type)
-	})
 }
 
 // TestTooLargeBodyAfterContinue: a client that announces a 20 MB body with Expect: 100-continue

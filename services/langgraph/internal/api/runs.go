@@ -262,9 +262,14 @@ func (h *Handler) post(r *http.Request, nr newRun) (frontdoor.Accepted, error) {
 		md[k] = v
 	}
 	md[metaKey] = runMeta{AssistantID: nr.body.AssistantID, StreamMode: nr.modes, Multitask: nr.body.Multitask}
+	// The caller's deadline is the turn's, as on the native API.
+	dl, err := frontdoor.ParseDeadline(r.Header.Get(frontdoor.DeadlineHeader))
+	if err != nil {
+		return frontdoor.Accepted{}, err
+	}
 	acc, err := h.fd.PostTurn(r.Context(), nr.cred, nr.thread.ID, frontdoor.TurnRequest{
 		Input: wire.Input{Text: nr.text}, Metadata: md, Multitask: nr.body.Multitask,
-	}, frontdoor.PostOptions{IdempotencyKey: r.Header.Get("Idempotency-Key")})
+	}, frontdoor.PostOptions{IdempotencyKey: r.Header.Get("Idempotency-Key"), Deadline: dl})
 	if err != nil {
 		return acc, err
 	}
