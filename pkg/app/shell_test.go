@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,43 +12,25 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/lifecycle/lifecycletest"
 )
 
-// steps records the order in which a shell runs its parts and hooks.
-type steps struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (s *steps) add(step string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.got = append(s.got, step)
-}
-
-func (s *steps) list() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.got...)
-}
-
 // stepPart is a part that records its start and stop.
 type stepPart struct {
 	name string
-	log  *steps
+	log  *lifecycletest.Events
 }
 
-func (p stepPart) Start(context.Context) error { p.log.add("start " + p.name); return nil }
-func (p stepPart) Stop(context.Context) error  { p.log.add("stop " + p.name); return nil }
+func (p stepPart) Start(context.Context) error { p.log.Add("start " + p.name); return nil }
+func (p stepPart) Stop(context.Context) error  { p.log.Add("stop " + p.name); return nil }
 
 // recordingShell is a shell whose parts a, b and hooks record into log.
-func recordingShell(log *steps) ShellConfig {
+func recordingShell(log *lifecycletest.Events) ShellConfig {
 	var parts lifecycle.Group
 	parts.Add("a", stepPart{"a", log}).Add("b", stepPart{"b", log})
 	return ShellConfig{
 		Name:  "role",
 		Parts: &parts,
-		Drain: func(context.Context) { log.add("drain") },
-		Wait:  func(context.Context) error { log.add("wait"); return nil },
-		Close: func(context.Context) error { log.add("close"); return nil },
+		Drain: func(context.Context) { log.Add("drain") },
+		Wait:  func(context.Context) error { log.Add("wait"); return nil },
+		Close: func(context.Context) error { log.Add("close"); return nil },
 	}
 }
 
@@ -59,26 +40,26 @@ func TestShell(t *testing.T) {
 
 	t.Run("StopOrder", func(t *testing.T) {
 		t.Parallel()
-		var log steps
+		var log lifecycletest.Events
 		s := NewShell(recordingShell(&log))
 		require.ErrorContains(t, s.Ready(), "not running")
 		require.NoError(t, s.Start(ctx))
 		require.NoError(t, s.Ready())
 		require.NoError(t, s.Stop(ctx))
 		require.ErrorContains(t, s.Ready(), "not running")
-		require.Equal(t, []string{"start a", "start b", "drain", "wait", "stop b", "stop a", "close"}, log.list(),
+		require.Equal(t, []string{"start a", "start b", "drain", "wait", "stop b", "stop a", "close"}, log.List(),
 			"streams end and are waited for before the parts stop; what the role opened closes last")
 		require.NoError(t, s.Stop(ctx), "Stop twice")
 		require.EqualError(t, s.Start(ctx), "start role: stopped")
-		require.Len(t, log.list(), 7, "the second Stop and the Start after Stop ran nothing")
+		require.Len(t, log.List(), 7, "the second Stop and the Start after Stop ran nothing")
 	})
 
 	t.Run("StopBeforeStartCloses", func(t *testing.T) {
 		t.Parallel()
-		var log steps
+		var log lifecycletest.Events
 		s := NewShell(recordingShell(&log))
 		require.NoError(t, s.Stop(ctx))
-		require.Equal(t, []string{"drain", "wait", "close"}, log.list(),
+		require.Equal(t, []string{"drain", "wait", "close"}, log.List(),
 			"a role built and never started releases what its constructor opened")
 		require.Error(t, s.Start(ctx))
 	})
@@ -117,13 +98,13 @@ func TestShell(t *testing.T) {
 
 	t.Run("FailedStartUnwinds", func(t *testing.T) {
 		t.Parallel()
-		var log steps
+		var log lifecycletest.Events
 		var parts lifecycle.Group
 		parts.Add("a", stepPart{"a", &log}).Add("b", lifecycle.StartFunc(func(context.Context) error { return errors.New("no topic") }))
 		s := NewShell(ShellConfig{Name: "role", Parts: &parts})
 		require.ErrorContains(t, s.Start(ctx), "start b: no topic")
 		require.ErrorContains(t, s.Ready(), "not running", "a role that failed to start is not ready")
-		require.Equal(t, []string{"start a", "stop a"}, log.list())
+		require.Equal(t, []string{"start a", "stop a"}, log.List())
 		require.NoError(t, s.Stop(ctx))
 	})
 
@@ -139,14 +120,14 @@ func TestShell(t *testing.T) {
 
 	t.Run("DrainDropsReadiness", func(t *testing.T) {
 		t.Parallel()
-		var log steps
+		var log lifecycletest.Events
 		s := NewStreamShell(recordingShell(&log))
 		var _ Drainer = s
 		require.NoError(t, s.Start(ctx))
 		s.Drain(ctx)
 		require.ErrorContains(t, s.Ready(), "not running", "a draining role is not ready")
 		require.NoError(t, s.Stop(ctx))
-		require.Equal(t, []string{"start a", "start b", "drain", "drain", "wait", "stop b", "stop a", "close"}, log.list())
+		require.Equal(t, []string{"start a", "start b", "drain", "drain", "wait", "stop b", "stop a", "close"}, log.List())
 	})
 
 	t.Run("NoStreamsNoDrainer", func(t *testing.T) {

@@ -3,7 +3,6 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,45 +15,28 @@ import (
 // part is a Group child that records its starts and stops in a shared log.
 type part struct {
 	name     string
-	log      *events
+	log      *lifecycletest.Events
 	startErr error
 	// stuck makes Stop wait for release or its context.
 	stuck   chan struct{}
 	stopped chan struct{}
 }
 
-type events struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (e *events) add(s string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.got = append(e.got, s)
-}
-
-func (e *events) list() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]string(nil), e.got...)
-}
-
-func newPart(name string, log *events) *part {
+func newPart(name string, log *lifecycletest.Events) *part {
 	return &part{name: name, log: log, stopped: make(chan struct{}, 8)}
 }
 
 func (p *part) Start(context.Context) error {
 	if p.startErr != nil {
-		p.log.add("fail " + p.name)
+		p.log.Add("fail " + p.name)
 		return p.startErr
 	}
-	p.log.add("start " + p.name)
+	p.log.Add("start " + p.name)
 	return nil
 }
 
 func (p *part) Stop(ctx context.Context) error {
-	p.log.add("stop " + p.name)
+	p.log.Add("stop " + p.name)
 	p.stopped <- struct{}{}
 	if p.stuck != nil {
 		return lifecycle.Wait(ctx, p.stuck, p.name)
@@ -68,34 +50,34 @@ func TestGroup(t *testing.T) {
 
 	t.Run("StartsInOrderStopsInReverse", func(t *testing.T) {
 		t.Parallel()
-		var log events
+		var log lifecycletest.Events
 		var g lifecycle.Group
 		g.Add("a", newPart("a", &log)).Add("b", newPart("b", &log)).Add("c", newPart("c", &log))
 		require.NoError(t, g.Start(ctx))
 		require.NoError(t, g.Start(ctx), "a second Start does nothing")
 		require.NoError(t, g.Stop(ctx))
 		require.NoError(t, g.Stop(ctx), "a second Stop does nothing")
-		require.Equal(t, []string{"start a", "start b", "start c", "stop c", "stop b", "stop a"}, log.list())
+		require.Equal(t, []string{"start a", "start b", "start c", "stop c", "stop b", "stop a"}, log.List())
 	})
 
 	t.Run("FailedStartUnwinds", func(t *testing.T) {
 		t.Parallel()
-		var log events
+		var log lifecycletest.Events
 		a, b, c := newPart("a", &log), newPart("b", &log), newPart("c", &log)
 		c.startErr = errors.New("no broker")
 		var g lifecycle.Group
 		g.Add("a", a).Add("b", b).Add("c", c)
 		err := g.Start(ctx)
 		require.ErrorContains(t, err, "start c: no broker")
-		require.Equal(t, []string{"start a", "start b", "fail c", "stop c", "stop b", "stop a"}, log.list(),
+		require.Equal(t, []string{"start a", "start b", "fail c", "stop c", "stop b", "stop a"}, log.List(),
 			"the failed child and the ones started before it are stopped, newest first")
 		require.NoError(t, g.Stop(ctx), "nothing is left to stop")
-		require.Len(t, log.list(), 6)
+		require.Len(t, log.List(), 6)
 	})
 
 	t.Run("UnwindOutlivesStartContext", func(t *testing.T) {
 		t.Parallel()
-		var log events
+		var log lifecycletest.Events
 		a, b := newPart("a", &log), newPart("b", &log)
 		b.startErr = errors.New("boom")
 		var g lifecycle.Group
@@ -103,12 +85,12 @@ func TestGroup(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		require.Error(t, g.Start(cctx))
-		require.Equal(t, []string{"start a", "fail b", "stop b", "stop a"}, log.list())
+		require.Equal(t, []string{"start a", "fail b", "stop b", "stop a"}, log.List())
 	})
 
 	t.Run("StopBoundedByDeadline", func(t *testing.T) {
 		t.Parallel()
-		var log events
+		var log lifecycletest.Events
 		a, b := newPart("a", &log), newPart("b", &log)
 		b.stuck = make(chan struct{})
 		var g lifecycle.Group

@@ -77,3 +77,24 @@ func Stress(t testing.TB, c lifecycle.Component, opts Options) {
 	require.NoError(t, c.Stop(ctx))
 	require.NoError(t, c.Stop(ctx), "Stop twice")
 }
+
+// Events is an ordered log of what the parts of a composed component did ("start a", "stop a"),
+// safe for concurrent use: a test compares List with the order the composition promises.
+type Events struct {
+	mu  sync.Mutex
+	got []string
+}
+
+// Add appends one event.
+func (e *Events) Add(event string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, event)
+}
+
+// List returns the events so far, oldest first.
+func (e *Events) List() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.got...)
+}
