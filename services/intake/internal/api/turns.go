@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
@@ -157,6 +158,29 @@ func (h *Handler) produceRecord(ctx context.Context, rec *kgo.Record) error {
 	defer cancel()
 	start := time.Now()
 	telemetry.InjectRecord(ctx, rec)
+	err := h.produceOnce(ctx, rec)
+	if p, ok := h.d.Producer.(purger); ok && kafka.NewIncarnation(err) {
+		// The topic was deleted and recreated (or the embedded broker restarted): the client
+		// refuses the new incarnation until the topic is purged from it, then produces to it.
+		p.PurgeTopicsFromProducing(rec.Topic)
+		again := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Context: rec.Context}
+		err = h.produceOnce(ctx, again)
+		*rec = *again // the caller records where the record went
+	}
+	if err != nil {
+		return err
+	}
+	h.produce.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// purger is the part of a Kafka client that forgets a topic's incarnation (kgo.Client has it).
+type purger interface {
+	PurgeTopicsFromProducing(topics ...string)
+}
+
+// produceOnce produces rec and waits for its acknowledgement until ctx ends.
+func (h *Handler) produceOnce(ctx context.Context, rec *kgo.Record) error {
 	done := make(chan error, 1)
 	h.d.Producer.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
 	select {
@@ -164,7 +188,6 @@ func (h *Handler) produceRecord(ctx context.Context, rec *kgo.Record) error {
 		if err != nil {
 			return fmt.Errorf("produce turn: %w", err)
 		}
-		h.produce.Observe(time.Since(start).Seconds())
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("produce turn: no acknowledgement: %w", context.Cause(ctx))

@@ -13,10 +13,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/openapi"
+	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
@@ -356,4 +359,39 @@ func TestUnknownKeyFloodLocksOutNoOne(t *testing.T) {
 	require.Zero(t, seen[http.StatusServiceUnavailable], "one address cannot spend the replica's budget: %v", seen)
 	require.LessOrEqual(t, seen[http.StatusUnauthorized], 3+int(3*time.Since(start).Seconds())+1,
 		"lookups that missed stay within the address's rate: %v", seen)
+}
+
+// TestAcceptsAfterTopicRecreated: the turns topic deleted and created again (on a real Kafka, or a
+// restarted embedded broker seen by an intake of another process) is a new incarnation that the
+// producer refuses until the topic is purged from it. Intake purges it and produces again, so the
+// next turn is accepted rather than every turn answered 503 until a restart.
+func TestAcceptsAfterTopicRecreated(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	accepted(t, postTurn(t, b.srv.URL, "rc", `{"input":{"text":"before"}}`, nil))
+
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(b.env.Config.BrokerList()...))
+	require.NoError(t, err)
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	del, err := adm.DeleteTopics(ctx, b.env.Config.Topic)
+	require.NoError(t, err)
+	require.NoError(t, del.Error())
+	testenv.WaitFor(t, 30*time.Second, "the topic to be created again", func() bool {
+		created, err := adm.CreateTopic(ctx, 2, -1, nil, b.env.Config.Topic)
+		return err == nil && created.Err == nil // a real Kafka deletes in the background
+	})
+	// A 503 says to retry with the same Idempotency-Key (the producer may meet the recreation
+	// only after its produce timeout, at its next metadata refresh); the retry is accepted.
+	var r response
+	testenv.WaitFor(t, 30*time.Second, "a turn accepted by the new incarnation", func() bool {
+		r = postTurn(t, b.srv.URL, "rc", `{"input":{"text":"after"}}`, map[string]string{"Idempotency-Key": "rc-after"})
+		return r.Status != http.StatusServiceUnavailable
+	})
+	a := accepted(t, r)
+	recs := b.turnRecords(t, 1)
+	env := decodeEnvelope(t, recs[0].Value)
+	require.Equal(t, a.TurnID, env.ShownTurnID(), "the turn went to the new incarnation")
 }
