@@ -85,8 +85,9 @@ func (r rendered) all(kind string) []object {
 	return out
 }
 
-// render renders the chart as `helm install ts ./helm/turnstile -n prod` would with the given values.
-func render(t *testing.T, values map[string]any) (rendered, error) {
+// renderFiles renders the chart's templates as `helm install ts ./helm/turnstile -n prod` would
+// with the given values, by file name.
+func renderFiles(t *testing.T, values map[string]any) (map[string]string, error) {
 	t.Helper()
 	ch, err := loader.Load("helm/turnstile")
 	require.NoError(t, err)
@@ -94,7 +95,13 @@ func render(t *testing.T, values map[string]any) (rendered, error) {
 		chartutil.ReleaseOptions{Name: "ts", Namespace: "prod", Revision: 1, IsInstall: true},
 		chartutil.DefaultCapabilities)
 	require.NoError(t, err)
-	files, err := engine.Render(ch, vals)
+	return engine.Render(ch, vals)
+}
+
+// render renders the chart and parses its manifests.
+func render(t *testing.T, values map[string]any) (rendered, error) {
+	t.Helper()
+	files, err := renderFiles(t, values)
 	if err != nil {
 		return rendered{}, err
 	}
@@ -443,13 +450,7 @@ func TestChartAuth(t *testing.T) {
 	require.ErrorContains(t, err, "set auth.enabled")
 
 	notes := func(values map[string]any) string {
-		ch, err := loader.Load("helm/turnstile")
-		require.NoError(t, err)
-		vals, err := chartutil.ToRenderValues(ch, values,
-			chartutil.ReleaseOptions{Name: "ts", Namespace: "prod", Revision: 1, IsInstall: true},
-			chartutil.DefaultCapabilities)
-		require.NoError(t, err)
-		files, err := engine.Render(ch, vals)
+		files, err := renderFiles(t, values)
 		require.NoError(t, err)
 		return files["turnstile/templates/NOTES.txt"]
 	}
