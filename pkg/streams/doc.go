@@ -71,14 +71,15 @@
 //     still holds its token, read after the generation began (verified = fid), else the script
 //     refuses it (status -4). A token Postgres has seen superseded fails with ErrStaleToken; the
 //     verified event writes the turn's fence, so its attempt's later events need no read.
-//   - A terminal event sent again for a turn found finished (Message.Republish, the worker's answer
-//     to a crash between a finish's commit and its publish) is appended only where the hash's
-//     terminal marker is the whole truth: the turn has a fence in the hash (an attempt spoke in this
-//     generation) or a token above the floor. Otherwise its terminal event may have been published
-//     into the lost generation, and nothing is appended (Published with Appended false and no
-//     cursor): at most one terminal event per turn and attempt. A crash between the commit and the
-//     publish together with a Redis loss leaves the turn without a terminal event in the stream;
-//     its outcome is in Postgres.
+//
+// The terminal marker t:<turn> goes with a lost hash too, and Redis cannot tell a session it lost
+// from one it never had. So a terminal event is only ever published again for a turn found
+// finished by the turn's own record redelivered after a crash between the finish's commit and its
+// publish (the worker's republish; execute.turn.republishTerminal): another record of a finished
+// turn, such as a client re-posting its Idempotency-Key after intake's record of the key went with
+// Redis, publishes nothing. A redelivery of the turn's own record after a Redis loss that follows
+// its terminal event (a crash after the publish but before the offset commit, and a loss, both
+// within moments) can still repeat the event: Postgres does not record that it was published.
 //
 // So each session pays one more round trip and one Postgres read when its generation begins (its
 // first publish, and its first after a loss), and a turn claimed before that pays one read more.

@@ -88,8 +88,6 @@ func (p *Publisher) WithFencer(f Fencer) *Publisher {
 
 // Published describes an appended (or, for a repeated terminal event, the existing) entry.
 type Published struct {
-	// Cursor is the entry's; zero for a republished terminal event that was not appended because
-	// the turn's terminal event may be in a generation Redis lost (Message.Republish).
 	Cursor Cursor
 	// Appended is false when the event was terminal and the turn already had its terminal event.
 	Appended bool
@@ -111,10 +109,6 @@ type Message struct {
 	Token       int64
 	Event       wire.Event
 	Traceparent string
-	// Republish marks a terminal event sent again for a turn found finished, in case the process
-	// that finished it died before its publish: it is appended only where it cannot repeat one
-	// that Redis lost (doc.go).
-	Republish bool
 }
 
 // PublishResult is one message's outcome in PublishMany.
@@ -373,10 +367,7 @@ func (p *Publisher) script(ms []Message, blocks [][]int, minID string, f *fenceA
 			m := ms[i]
 			// A constant goes into an interface without an allocation; a string variable does not.
 			var terminal any = "0"
-			switch {
-			case m.Event.Type.Terminal() && m.Republish:
-				terminal = "2"
-			case m.Event.Type.Terminal():
+			if m.Event.Type.Terminal() {
 				terminal = "1"
 			}
 			var verified any = ""
@@ -488,8 +479,6 @@ func parseReply(t wire.EventType, status, v string) (Published, error) {
 		return Published{}, fmt.Errorf("publish %s to session stream: %w", t, errors.New(v))
 	case "-3", "-4":
 		return Published{}, &unfenced{fid: v, open: status == "-3"}
-	case "2":
-		return Published{}, nil
 	case "0", "1":
 		c, err := ParseCursor(v)
 		if err != nil {

@@ -5,10 +5,10 @@
 -- ARGV: [1] maxlen, [2] minid (ms), [3] ttl (ms), [4] fresh epoch; then per block its notify
 -- channel, its event count n and its opening ("" none, "<fid>:<floor>" to open the fence
 -- generation fid at floor, "*" an unfenced publisher: floor 0, nothing stored), then n events of
--- 7: turn id, token, type, data, terminal ("0" no, "1" yes, "2" a republished one), traceparent,
+-- 7: turn id, token, type, data, terminal ("1" or "0"), traceparent,
 -- verified ("" or the fence generation whose Postgres token the caller checked after it began).
 -- Returns one string of 2 lines per event, blocks in order: the status, then the cursor (statuses
--- 1 and 0), "" (-1 and 2), the fence generation (-3 and -4) or the error message (-2, its line
+-- 1 and 0), "" (-1), the fence generation (-3 and -4) or the error message (-2, its line
 -- breaks made spaces).
 --
 -- What each event does:
@@ -23,8 +23,7 @@
 --     turn has no fence here and whose token is at most the floor may be a zombie whose newer
 --     attempt spoke before the hash was lost: it needs the caller's word that Postgres still holds
 --     its token, given after the generation began (verified = fid), else it changes nothing
---     (status -4). A republished terminal event there changes nothing either (status 2): the
---     turn's terminal event may be in the lost generation.
+--     (status -4).
 --   * Generations: with no epoch in the meta hash, or no stream key, a new generation starts under
 --     the fresh epoch the caller minted: whatever the old stream held is gone, so its readers must
 --     reset. The fencing tokens (f:*) and terminal markers (t:*) are kept: a turn's newest attempt
@@ -115,8 +114,7 @@ while a <= nargs do
   -- The turn whose meta fields were read last, and its fence and terminal marker (strings).
   local turn, fkey, tkey, fence, term
   for _ = 1, n do
-    local t, token, mode = ARGV[a], ARGV[a + 1], ARGV[a + 4]
-    local terminal = mode ~= '0'
+    local t, token, terminal = ARGV[a], ARGV[a + 1], ARGV[a + 4] == '1'
     local status, res = -1, ''
     local fields = hn
     repeat
@@ -184,10 +182,6 @@ while a <= nargs do
       if not fence and floor > 0 and tonumber(token) <= floor then
         -- The turn has not spoken in this generation, and its token is older than the
         -- generation: a newer attempt may have spoken in a lost one.
-        if mode == '2' then
-          status = 2
-          break
-        end
         if ARGV[a + 6] ~= fid then
           status, res = -4, fid
           break

@@ -107,6 +107,10 @@ type Final struct {
 	Error   string
 	// DeadLetter is the reason the turn is still owed to the dead-letter topic, or empty.
 	DeadLetter string
+	// Partition and Offset place the turn's record (the one its last claim, or intake, recorded);
+	// -1 when the row names none.
+	Partition int32
+	Offset    int64
 }
 
 // ReadFinal reads a finished turn's outcome.
@@ -115,8 +119,9 @@ func (s *Store) ReadFinal(ctx context.Context, turnID uuid.UUID) (Final, error) 
 	var status string
 	var out []byte
 	err := s.pool.QueryRow(ctx, `SELECT status, attempt, fencing_token, output, coalesce(error, ''),
-		coalesce(dead_letter_reason, '') FROM turns WHERE turn_id = $1`, turnID).
-		Scan(&status, &f.Attempt, &f.Token, &out, &f.Error, &f.DeadLetter)
+		coalesce(dead_letter_reason, ''), coalesce(kafka_partition, -1), coalesce(kafka_offset, -1)
+		FROM turns WHERE turn_id = $1`, turnID).
+		Scan(&status, &f.Attempt, &f.Token, &out, &f.Error, &f.DeadLetter, &f.Partition, &f.Offset)
 	if err != nil {
 		return Final{}, fmt.Errorf("read finished turn: %w", err)
 	}

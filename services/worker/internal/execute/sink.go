@@ -53,9 +53,6 @@ type attemptSink struct {
 	row     uuid.UUID
 	attempt int
 	token   int64
-	// republish marks the sink of a turn found finished, whose terminal event is published again
-	// in case the process that finished it died first (streams.Message.Republish).
-	republish bool
 	// traceparent is the record's trace context, for events published where the turn's context
 	// has none.
 	traceparent string
@@ -346,7 +343,6 @@ func (s *attemptSink) sendUntil(ctx context.Context, evs []wire.Event, held int,
 func (s *attemptSink) message(ev wire.Event, tp string) streams.Message {
 	return streams.Message{
 		SessionID: s.sessionID, TurnID: s.turnID, TurnRow: s.row, Token: s.token, Event: ev, Traceparent: tp,
-		Republish: s.republish && ev.Type.Terminal(),
 	}
 }
 

@@ -59,9 +59,14 @@ func (t *turn) finishUnleased(status wire.Status, msg, deadLetter string) {
 
 // republishTerminal makes sure a finished turn's terminal event is in its stream: the process that
 // finished it may have died between the Postgres commit and the publish. The publish script keeps
-// at most one terminal event per turn, so this is a no-op in the usual case; and where Redis lost
-// the session's data since the turn's attempt last spoke, the event may have gone with it, so it is
-// not published again (streams.Message.Republish).
+// at most one terminal event per turn, so this is a no-op in the usual case.
+//
+// Only the turn's own record (the one its row names) republishes: that is the record redelivered
+// when a process died before its publish, its offset uncommitted. Another record of the turn (a
+// client re-posting its Idempotency-Key after intake's record of the key expired or went with
+// Redis, a produce retried after a timeout) comes after the turn's own record was handled, so the
+// terminal event was published then; and after a Redis loss the script's marker of it is gone, so
+// publishing it again would repeat it.
 func (t *turn) republishTerminal() {
 	f, err := t.x.turns.ReadFinal(t.ctx, t.env.TurnID)
 	if err != nil {
@@ -69,7 +74,14 @@ func (t *turn) republishTerminal() {
 		return
 	}
 	a := t.attempt(f.Attempt, f.Token)
-	a.sink.republish = true
+	if f.Offset >= 0 && (f.Partition != t.rec.Partition || f.Offset != t.rec.Offset) {
+		t.log.InfoContext(t.ctx, "another record of a finished turn; its terminal event is not published again",
+			"status", f.Status, "turn_partition", f.Partition, "turn_offset", f.Offset)
+		if f.DeadLetter != "" {
+			a.deadLetter(f.DeadLetter, f.Error)
+		}
+		return
+	}
 	var ev wire.Event
 	if f.Status == wire.StatusSucceeded {
 		ev = wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: a.sink.base(), Output: f.Output})
