@@ -273,8 +273,22 @@ func (h *Handler) admit(session string, claims streamtoken.Claims, turn string) 
 	if refusal := h.caps.Admit(session, claims.Tenant); refusal != "" {
 		return nil, string(refusal)
 	}
+	st := &stream{h: h, session: session, apiKey: claims.APIKeyID, tenant: claims.Tenant, turn: turn}
+	// Drain and Cut wake the stream once it opened; it sees tracked.Done in its next round, or in
+	// its first once live.
+	st.tracked = h.Track(func() {
+		if p := st.parked.Load(); p != nil {
+			p.Wake(evClose)
+		}
+	})
+	if h.Draining() {
+		// The drain began after the check above: the stream is refused as it would have been.
+		st.tracked.Release()
+		h.caps.Release(session, claims.Tenant)
+		return nil, "draining"
+	}
 	h.connections.Inc()
-	return &stream{h: h, session: session, apiKey: claims.APIKeyID, tenant: claims.Tenant, turn: turn}, ""
+	return st, ""
 }
 
 // refuse answers a stream that was not admitted. Retryable refusals stay inside a 200:
@@ -324,13 +338,11 @@ func (h *Handler) openStream(w http.ResponseWriter, r *http.Request, st *stream,
 	}
 	st.ew = newEventWriter(st.out)
 	st.ctx = run
-	st.parked = h.lot.Enter(st.apiKey, nc, st.step, st.release)
-	// Drain and Cut wake the stream; it sees tracked.Done in its next round, or in its first once
-	// live.
-	st.tracked = h.Track(func() { st.parked.Wake(evClose) })
+	parked := h.lot.Enter(st.apiKey, nc, st.step, st.release)
+	st.parked.Store(parked)
 	// The first round looks at everything: entries that arrived during replay, a drain or
 	// revocation that came before the stream was live.
-	st.parked.Run(run, func(ctx context.Context) bool { return h.open(ctx, st, o, info) }, evFeed|evClose|park.Signal)
+	parked.Run(run, func(ctx context.Context) bool { return h.open(ctx, st, o, info) }, evFeed|evClose|park.Signal)
 }
 
 // hijack takes an HTTP/1.x connection over and writes the response head; the connection is
@@ -366,7 +378,7 @@ func (h *Handler) open(ctx context.Context, s *stream, o openRequest, info OpenI
 	s.arm()
 	ew.retry(h.retryHint())
 
-	sub, err := h.hub.SubscribeFunc(ctx, sessionID, func() { s.parked.Wake(evFeed) })
+	sub, err := h.hub.SubscribeFunc(ctx, sessionID, func() { s.parked.Load().Wake(evFeed) })
 	if err != nil {
 		if ctx.Err() == nil {
 			h.log.Warn("subscribe failed", "session_id", sessionID, "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -34,7 +35,7 @@ type stream struct {
 	apiKey  string // the token's API key ID, "" for none
 	tenant  string // the token's tenant, "" without tokens
 	tracked *lifecycle.Stream
-	parked  *park.Stream
+	parked  atomic.Pointer[park.Stream] // set once, when the stream opens
 	sub     *hub.Subscriber
 	batch   []*hub.Delivery
 
