@@ -8,7 +8,8 @@
 //	 "prior": [{"type": "turn.tool_call", "attempt": 1, "data": {…}}]}
 //
 // with the headers Idempotency-Key (the turn ID: a retry of the same turn carries the same key) and
-// X-Turnstile-Deadline (RFC 3339). The service answers 200 with a stream of events, either NDJSON
+// the turn's absolute deadline as X-Deadline-Epoch-Ms (Unix milliseconds, what turnstile's intake
+// reads) and X-Turnstile-Deadline (RFC 3339, kept for services written against it). The service answers 200 with a stream of events, either NDJSON
 // (application/x-ndjson: one JSON object per line) or server-sent events (text/event-stream: the
 // event name is the type, the data the object). Each object has a "type":
 //

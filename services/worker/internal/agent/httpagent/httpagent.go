@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -166,6 +167,9 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, turn agent.Turn, pay
 	req.Header.Set("Idempotency-Key", turn.TurnID)
 	req.Header.Set(RouteKeyHeader, pool.RouteKey(turn))
 	if !turn.Deadline.IsZero() {
+		// The convention intake reads, so a service that is itself a turnstile shares the deadline;
+		// X-Turnstile-Deadline stays for services written against it.
+		req.Header.Set("X-Deadline-Epoch-Ms", strconv.FormatInt(turn.Deadline.UnixMilli(), 10))
 		req.Header.Set("X-Turnstile-Deadline", turn.Deadline.UTC().Format(time.RFC3339Nano))
 	}
 	for k, v := range a.cfg.Headers {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -189,4 +190,24 @@ func TestErrorStatus(t *testing.T) {
 			require.Equal(t, "rate_limited", sink.Waits()[0].Reason)
 		})
 	}
+}
+
+// TestDeadlineHeaders: every request carries the turn's absolute deadline in the convention intake
+// reads, X-Deadline-Epoch-Ms, and in the older X-Turnstile-Deadline.
+func TestDeadlineHeaders(t *testing.T) {
+	t.Parallel()
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = fmt.Fprintln(w, `{"type":"delta","text":"ok"}`)
+		_, _ = fmt.Fprintln(w, `{"type":"done"}`)
+	}))
+	defer srv.Close()
+	turn := agenttest.NewTurn("hi", 10*time.Second)
+	_, err := newAgent(t, httpagent.Config{URL: srv.URL}).Run(context.Background(), turn, nil, &agenttest.Sink{})
+	require.NoError(t, err)
+	h := <-got
+	require.Equal(t, strconv.FormatInt(turn.Deadline.UnixMilli(), 10), h.Get("X-Deadline-Epoch-Ms"))
+	require.Equal(t, turn.Deadline.UTC().Format(time.RFC3339Nano), h.Get("X-Turnstile-Deadline"))
 }
