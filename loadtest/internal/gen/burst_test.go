@@ -57,3 +57,20 @@ func TestPlannedPeak(t *testing.T) {
 	b = &Burst{CapacityPerSec: 400, BurstRate: 300, BurstSeconds: 10}
 	require.Zero(t, b.PlannedPeak(), "a burst the workers keep up with leaves no backlog")
 }
+
+// TestBusyRate: the drain rate leaves out the edge seconds, and completions that all fell within
+// two seconds still give a rate (over the seconds they fell in) instead of none.
+func TestBusyRate(t *testing.T) {
+	t.Parallel()
+	rate := func(completions ...int) float64 {
+		g := &Generator{}
+		for s, c := range completions {
+			g.timeline = append(g.timeline, Second{T: s, Completions: c})
+		}
+		return g.BusyRate(0, time.Duration(len(completions))*time.Second)
+	}
+	require.InDelta(t, 100, rate(0, 30, 100, 100, 20, 0), 1e-9, "edges left out")
+	require.InDelta(t, 150, rate(0, 120, 180, 0), 1e-9, "two seconds: their mean")
+	require.InDelta(t, 40, rate(0, 0, 40), 1e-9, "one second")
+	require.Zero(t, rate(0, 0, 0), "no completion, no rate")
+}

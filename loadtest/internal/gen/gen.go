@@ -667,6 +667,9 @@ func (g *Generator) CompletionRate(from, to time.Duration) float64 {
 
 // BusyRate is the completion rate between the first and the last second with completions in
 // [from, to), leaving out those two edge seconds: the rate at which the workers drained a backlog.
+// When every completion fell within two seconds (a short calibration that fast workers kept up
+// with, or one whose start the workers were late for), there are no inner seconds; the rate is
+// then the completions over the seconds they fell in, a lower bound, rather than none.
 func (g *Generator) BusyRate(from, to time.Duration) float64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -679,8 +682,14 @@ func (g *Generator) BusyRate(from, to time.Duration) float64 {
 			last = i
 		}
 	}
-	if last-first < 2 {
+	if first < 0 {
 		return 0
+	}
+	if last-first < 2 {
+		for i := first; i <= last; i++ {
+			n += g.timeline[i].Completions
+		}
+		return float64(n) / float64(last-first+1)
 	}
 	for i := first + 1; i < last; i++ {
 		n += g.timeline[i].Completions
