@@ -23,6 +23,11 @@ type epollPoller struct {
 	mu   sync.Mutex
 	next uint64
 	regs map[uint64]func()
+	// stopped is set by stop under mu, and run takes mu when the stop token arrives: the eventfd
+	// wakes the wait, but a write to it orders nothing for the memory model, so without the lock
+	// run's shutdown (which waits for the fallback readers) is not ordered after the registrations
+	// made before stop.
+	stopped bool
 	// readers are the fallback reader goroutines of connections that expose no file descriptor.
 	readers *readerPoller
 }
@@ -134,7 +139,13 @@ func (p *epollPoller) run() {
 		for i := range events[:n] {
 			tok := token(&events[i])
 			if tok == stopToken {
-				return
+				p.mu.Lock()
+				stopped := p.stopped
+				p.mu.Unlock()
+				if stopped {
+					return
+				}
+				continue
 			}
 			p.mu.Lock()
 			gone := p.regs[tok]
@@ -148,6 +159,9 @@ func (p *epollPoller) run() {
 }
 
 func (p *epollPoller) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
 	var one [8]byte
 	one[0] = 1 // eventfd counts in host byte order; any non-zero value wakes the wait
 	_, _ = unix.Write(p.evfd, one[:])

@@ -73,6 +73,10 @@ type Hub struct {
 	life sync.Mutex
 
 	woken woken
+
+	// confirmed counts the subscription confirmations dispatched since the hub was made: each wakes
+	// its feed once, so a caller that needs the hub quiet (a test) waits for one per feed.
+	confirmed atomic.Int64
 }
 
 // woken is the queue of feeds waiting to be read, each at most once; wake has a value while the
@@ -176,6 +180,7 @@ func (h *Hub) dispatch(msg any) {
 			return
 		}
 		channel = m.Channel
+		h.confirmed.Add(1)
 	default:
 		return
 	}
