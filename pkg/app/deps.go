@@ -71,7 +71,7 @@ func NewDeps(cfg config.Config, log *slog.Logger) *Deps {
 // first use.
 func (d *Deps) Postgres(ctx context.Context) (*pgxpool.Pool, error) {
 	d.pgOnce.Do(func() {
-		pool, err := postgres.NewPool(ctx, d.Config.DatabaseURL, postgres.Options{Schema: d.Config.DatabaseSchema})
+		pool, err := postgres.NewPool(ctx, d.Config.DatabaseURL, d.postgresOptions())
 		if err != nil {
 			d.pgErr = err
 			return
@@ -92,6 +92,12 @@ func (d *Deps) Postgres(ctx context.Context) (*pgxpool.Pool, error) {
 	return d.pg, d.pgErr
 }
 
+// postgresOptions are the process's pool settings: its schema and the session settings triggers
+// read.
+func (d *Deps) postgresOptions() postgres.Options {
+	return postgres.Options{Schema: d.Config.DatabaseSchema, PushConfigsMax: d.Config.Intake.PushConfigsMax}
+}
+
 // PostgresOrLazy is Postgres for a role that must start while Postgres is down (static
 // stability). When Postgres does not answer, it logs that, with what the role does meanwhile, and
 // returns a pool that connects once Postgres answers (postgres.NewLazyPool, without migrating):
@@ -104,7 +110,7 @@ func (d *Deps) PostgresOrLazy(ctx context.Context, log *slog.Logger, meanwhile s
 	}
 	log.Warn("postgres unavailable at start; "+meanwhile, "err", err)
 	d.lazyOnce.Do(func() {
-		d.lazyPG, d.lazyErr = postgres.NewLazyPool(ctx, d.Config.DatabaseURL, d.Config.DatabaseSchema)
+		d.lazyPG, d.lazyErr = postgres.NewLazyPool(ctx, d.Config.DatabaseURL, d.postgresOptions())
 	})
 	return d.lazyPG, d.lazyErr
 }

@@ -14,6 +14,7 @@ const (
 	QueueFlushIntervalDefault = 5 * time.Millisecond
 	RetryAfterDefault         = 2 * time.Second
 	RedriveIntervalDefault    = 5 * time.Second
+	PushConfigsMaxDefault     = 10
 )
 
 // IntakeSettings are intake's settings beyond the shared ones (admission control, quotas, API).
@@ -47,6 +48,12 @@ type IntakeSettings struct {
 	// was lost (and produces them again from Postgres) and for queued turns past their deadline
 	// (and ends them). Defaults to 5s.
 	RedriveInterval time.Duration `env:"TURNSTILE_REDRIVE_INTERVAL"`
+	// PushConfigsMax is the most push-notification configs one task may have, however they come
+	// (the native PUT, A2A's tasks/pushNotificationConfig/set, a config sent with a message). A
+	// trigger on task_push_configs holds it in Postgres for every writer: a PUT or set beyond it
+	// is refused (409 push-configs-limit, A2A invalid params), a config sent with a message to a
+	// full task is not stored. Every process that writes turns reads it. Defaults to 10.
+	PushConfigsMax int `env:"TURNSTILE_PUSH_CONFIGS_MAX"`
 }
 
 func (s *IntakeSettings) applyDefaults() {
@@ -74,6 +81,9 @@ func (s *IntakeSettings) applyDefaults() {
 	if s.RedriveInterval == 0 {
 		s.RedriveInterval = RedriveIntervalDefault
 	}
+	if s.PushConfigsMax == 0 {
+		s.PushConfigsMax = PushConfigsMaxDefault
+	}
 }
 
 func (s IntakeSettings) validate() []error {
@@ -89,6 +99,7 @@ func (s IntakeSettings) validate() []error {
 		{s.QueueFlushInterval < time.Millisecond || s.QueueFlushInterval > time.Second, "TURNSTILE_QUEUE_FLUSH_INTERVAL: must be between 1ms and 1s"},
 		{s.RetryAfter < time.Second, "TURNSTILE_RETRY_AFTER: must be at least 1s"},
 		{s.RedriveInterval < 10*time.Millisecond || s.RedriveInterval > 10*time.Minute, "TURNSTILE_REDRIVE_INTERVAL: must be between 10ms and 10m"},
+		{s.PushConfigsMax < 1 || s.PushConfigsMax > 1000, "TURNSTILE_PUSH_CONFIGS_MAX: must be between 1 and 1000"},
 	}
 	var errs []error
 	for _, c := range checks {

@@ -60,6 +60,13 @@ var (
 	ProblemSessionBusy = ProblemType{"session-busy", http.StatusConflict}
 	// ProblemThreadExists is POST /threads with the ID of an existing thread and if_exists=raise.
 	ProblemThreadExists = ProblemType{"thread-exists", http.StatusConflict}
+	// ProblemThreadBusy is DELETE /threads/{thread_id} while a run of the thread is queued or
+	// running.
+	ProblemThreadBusy = ProblemType{"thread-busy", http.StatusConflict}
+	// ProblemPushConfigsLimit is a new push config for a task that has TURNSTILE_PUSH_CONFIGS_MAX.
+	ProblemPushConfigsLimit = ProblemType{"push-configs-limit", http.StatusConflict}
+	// ProblemThreadsLimit is POST /threads by a tenant that has TURNSTILE_LANGGRAPH_THREADS_MAX.
+	ProblemThreadsLimit = ProblemType{"threads-limit", http.StatusConflict}
 
 	// ProblemMisdirected is an ID of another region sent to this one directly (421); the "region"
 	// member names the owner, where the request should have gone (see pkg/region).
@@ -86,7 +93,7 @@ func ProblemTypes() []ProblemType {
 		ProblemValidation, ProblemInvalidDeadline, ProblemInvalidTurnID, ProblemInvalidCursor,
 		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemSessionNotFound,
 		ProblemTurnNotFound, ProblemPushConfigNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemNotFound, ProblemMethodNotAllowed,
-		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
+		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemThreadBusy, ProblemPushConfigsLimit, ProblemThreadsLimit, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
 		ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail, ProblemRegionUnavailable,
 	}
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,9 +21,26 @@ type Options struct {
 	Schema string
 	// MaxConns defaults to pgx's own default (4 per CPU, at least 4).
 	MaxConns int32
-	// ConnectTimeout bounds each new connection. Defaults to 5s.
+	// ConnectTimeout bounds each new connection. Defaults to 5s (2s for NewLazyPool).
 	ConnectTimeout time.Duration
+	// PushConfigsMax is the most push configs a task may have (TURNSTILE_PUSH_CONFIGS_MAX): every
+	// session of the pool sets turnstile.push_configs_max to it, which the trigger on
+	// task_push_configs reads (migration 00180). Defaults to none: the trigger's own 10.
+	PushConfigsMax int
 }
+
+// settings sets the sessions' parameters the options name.
+func (o Options) settings(cfg *pgxpool.Config) {
+	if o.Schema != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = o.Schema
+	}
+	if o.PushConfigsMax > 0 {
+		cfg.ConnConfig.RuntimeParams[PushConfigsMaxSetting] = strconv.Itoa(o.PushConfigsMax)
+	}
+}
+
+// PushConfigsMaxSetting is the session setting that bounds a task's push configs.
+const PushConfigsMaxSetting = "turnstile.push_configs_max"
 
 // NewPool connects a pool and checks it answers, so a role that needs Postgres at start fails fast
 // with a legible error.
@@ -38,8 +56,8 @@ func NewPool(ctx context.Context, url string, opts Options) (*pgxpool.Pool, erro
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
+	opts.settings(cfg)
 	if opts.Schema != "" {
-		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
 		schema := opts.Schema
 		// Create the schema on first connect so a fresh schema works before migrations run.
 		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
@@ -102,15 +120,19 @@ func provider(pool *pgxpool.Pool) (*goose.Provider, closer, error) {
 
 // NewLazyPool returns a pool that connects on first use, for roles that must start while Postgres
 // is down.
-func NewLazyPool(ctx context.Context, url, schema string) (*pgxpool.Pool, error) {
+func NewLazyPool(ctx context.Context, url string, opts Options) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse TURNSTILE_DATABASE_URL: %w", err)
 	}
-	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
-	if schema != "" {
-		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 2 * time.Second
 	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	opts.settings(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create postgres pool: %w", err)

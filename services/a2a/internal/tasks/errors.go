@@ -9,6 +9,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 )
 
 // ErrVersionNotSupported is A2A's VersionNotSupportedError (-32009), which the SDK of protocol 0.3
@@ -80,6 +81,10 @@ func (c *Call) native(err error, notFound error) error {
 	case p.Status == http.StatusTooManyRequests || p.Status >= 500:
 		c.refuse(refusalStatus(p.Status), p.RetryAfter)
 		return c.fail(fmt.Errorf("%s: %w", detail(p), errUnavailable))
+	case p.Type == httpx.ProblemPushConfigsLimit.Name:
+		// The task has all the configs it may have: the params ask for one more (JSON-RPC's
+		// -32602); protocol 0.3 has no error of its own for a bound.
+		return c.fail(fmt.Errorf("%s: %w", detail(p), a2a.ErrInvalidParams))
 	case p.Status == http.StatusConflict:
 		return c.fail(fmt.Errorf("%s: %w", detail(p), a2a.ErrUnsupportedOperation))
 	case p.Status >= 400 && p.Status < 500:

@@ -32,9 +32,11 @@ func nativePush(c a2a.PushConfig) frontdoor.PushConfig {
 	return pc
 }
 
-// a2aPush is a stored config as A2A shows it (credentials are never shown again).
+// a2aPush is a stored config as A2A shows it: neither its token nor its credentials are shown
+// again (both are optional members of PushNotificationConfig in protocol 0.3, and the native API
+// does not answer them).
 func a2aPush(task a2a.TaskID, pc frontdoor.PushConfig) *a2a.TaskPushConfig {
-	c := a2a.PushConfig{ID: pc.ID, URL: pc.URL, Token: pc.Token}
+	c := a2a.PushConfig{ID: pc.ID, URL: pc.URL}
 	if pc.Authentication != nil {
 		c.Auth = &a2a.PushAuthInfo{Schemes: pc.Authentication.Schemes}
 	}

@@ -175,7 +175,7 @@ func TestStaticStability(t *testing.T) {
 	})
 	t.Run("PostgresAndRedisDown", func(t *testing.T) {
 		t.Parallel()
-		deadPG, err := postgres.NewLazyPool(context.Background(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1", "")
+		deadPG, err := postgres.NewLazyPool(context.Background(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1", postgres.Options{})
 		require.NoError(t, err)
 		t.Cleanup(deadPG.Close)
 		b := setup(t, options{redis: deadRedis, pool: deadPG})

@@ -43,11 +43,12 @@ type pushConfigRequest struct {
 	Authentication *pushAuthentication `json:"authentication,omitempty"`
 }
 
-// pushConfigView is a stored config as the API shows it (without credentials).
+// pushConfigView is a stored config as the API shows it: neither its token nor its credentials,
+// which are write-only (whoever may read a task's configs need not be able to forge its
+// notifications).
 type pushConfigView struct {
 	ID             string              `json:"id"`
 	URL            string              `json:"url"`
-	Token          string              `json:"token,omitempty"`
 	Authentication *pushAuthentication `json:"authentication,omitempty"`
 	CreatedAt      time.Time           `json:"created_at"`
 }
@@ -128,12 +129,12 @@ func envelopePushConfigs(cs []pushConfigRequest) []wire.PushConfig {
 }
 
 // pushConfigColumns are a config's columns in pushConfigView order.
-const pushConfigColumns = `config_id, url, coalesce(token, ''), auth_schemes, created_at`
+const pushConfigColumns = `config_id, url, auth_schemes, created_at`
 
 func scanPushConfig(row pgx.CollectableRow) (pushConfigView, error) {
 	var v pushConfigView
 	var schemes []string
-	if err := row.Scan(&v.ID, &v.URL, &v.Token, &schemes, &v.CreatedAt); err != nil {
+	if err := row.Scan(&v.ID, &v.URL, &schemes, &v.CreatedAt); err != nil {
 		return v, err
 	}
 	if len(schemes) > 0 {
@@ -200,17 +201,12 @@ func (h *Handler) putPushConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
 	defer cancel()
-	rows, err := h.d.Pool.Query(ctx, `INSERT INTO task_push_configs (task_id, config_id, tenant, url, token, auth_schemes, auth_credentials)
-		VALUES ($1, $2, $3, $4, nullif($5, ''), $6, nullif($7, ''))
-		ON CONFLICT (task_id, config_id) DO UPDATE SET url = EXCLUDED.url, token = EXCLUDED.token,
-			auth_schemes = EXCLUDED.auth_schemes, auth_credentials = EXCLUDED.auth_credentials
-		WHERE task_push_configs.tenant = EXCLUDED.tenant
-		RETURNING `+pushConfigColumns, t.TurnID, id, t.Tenant, c.URL, c.Token, schemes, creds)
-	var v pushConfigView
-	if err == nil {
-		v, err = pgx.CollectExactlyOneRow(rows, scanPushConfig)
-	}
+	v, full, err := h.storePushConfig(ctx, t, id, c.URL, c.Token, schemes, creds)
 	switch {
+	case full > 0:
+		h.refuse(w, route, httpx.ProblemPushConfigsLimit.Problem(fmt.Sprintf(
+			"a task has at most %d push configs and this one has them all: delete one first", full)))
+		return
 	case errors.Is(err, pgx.ErrNoRows):
 		h.refuse(w, route, httpx.ProblemTurnNotFound.Problem("no such turn"))
 		return
@@ -221,6 +217,44 @@ func (h *Handler) putPushConfig(w http.ResponseWriter, r *http.Request) {
 	h.d.Log.InfoContext(r.Context(), "push config stored", "turn_id", t.TurnID, "tenant", t.Tenant, "config_id", id)
 	h.requests.WithLabelValues(route, "ok").Inc()
 	httpx.WriteJSON(w, http.StatusOK, v)
+}
+
+// storePushConfig creates or replaces config id of the task whose first turn is t, under the
+// task's bound (TURNSTILE_PUSH_CONFIGS_MAX, read from the session setting the trigger on
+// task_push_configs reads): in one transaction it takes the lock that trigger takes, counts the
+// task's other configs and stores the config only below the bound, so concurrent PUTs of one task
+// store at most the bound between them. full is the bound when the task is full (nothing stored);
+// pgx.ErrNoRows is a config of that id stored by another tenant.
+func (h *Handler) storePushConfig(ctx context.Context, t turnstore.Turn, id, url, token string, schemes []string, creds string) (v pushConfigView, full int, err error) {
+	tx, err := h.d.Pool.Begin(ctx)
+	if err != nil {
+		return v, 0, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('task_push_configs:' || $1::uuid::text, 0))`, t.TurnID); err != nil {
+		return v, 0, err
+	}
+	var others, most int
+	if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(nullif(current_setting('turnstile.push_configs_max', true), '')::int, 10)
+		FROM task_push_configs WHERE task_id = $1 AND tenant = $2 AND config_id <> $3`, t.TurnID, t.Tenant, id).Scan(&others, &most); err != nil {
+		return v, 0, err
+	}
+	if others >= most {
+		return v, most, nil
+	}
+	rows, err := tx.Query(ctx, `INSERT INTO task_push_configs (task_id, config_id, tenant, url, token, auth_schemes, auth_credentials)
+		VALUES ($1, $2, $3, $4, nullif($5, ''), $6, nullif($7, ''))
+		ON CONFLICT (task_id, config_id) DO UPDATE SET url = EXCLUDED.url, token = EXCLUDED.token,
+			auth_schemes = EXCLUDED.auth_schemes, auth_credentials = EXCLUDED.auth_credentials
+		WHERE task_push_configs.tenant = EXCLUDED.tenant
+		RETURNING `+pushConfigColumns, t.TurnID, id, t.Tenant, url, token, schemes, creds)
+	if err == nil {
+		v, err = pgx.CollectExactlyOneRow(rows, scanPushConfig)
+	}
+	if err != nil {
+		return v, 0, err
+	}
+	return v, 0, tx.Commit(ctx)
 }
 
 // listPushConfigs answers GET /v1/turns/{turn_id}/push-configs: the task's configs, oldest first.

@@ -151,7 +151,7 @@ func TestStopBeforeStart(t *testing.T) {
 
 func TestPostgresOutageHoldsTheValue(t *testing.T) {
 	t.Parallel()
-	pool, err := postgres.NewLazyPool(context.Background(), "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1", "")
+	pool, err := postgres.NewLazyPool(context.Background(), "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1", postgres.Options{})
 	require.NoError(t, err)
 	defer pool.Close()
 	reg := prometheus.NewRegistry()

@@ -97,7 +97,7 @@ func TestRecorder(t *testing.T) {
 	})
 
 	t.Run("PostgresDownDropsAndCounts", func(t *testing.T) {
-		dead, err := postgres.NewLazyPool(ctx, "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1", "")
+		dead, err := postgres.NewLazyPool(ctx, "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1", postgres.Options{})
 		require.NoError(t, err)
 		defer dead.Close()
 		r := New(dead, time.Millisecond, env.Log, prometheus.NewRegistry())
