@@ -19,10 +19,15 @@ type CompleteParams struct {
 	Answers pgarray.Texts
 	// States are the outputs' states (wire.Output.State), empty for most.
 	States pgarray.Texts
+	// Usages are the outputs' token usages (wire.Output.Usage) encoded as JSON objects, empty for
+	// an output without one.
+	Usages pgarray.Texts
 }
 
 // args are completeSQL's arguments.
-func (p *CompleteParams) args() []any { return []any{p.TurnIDs, p.Tokens, p.Answers, p.States} }
+func (p *CompleteParams) args() []any {
+	return []any{p.TurnIDs, p.Tokens, p.Answers, p.States, p.Usages}
+}
 
 //go:embed complete.sql
 var completeTemplate string

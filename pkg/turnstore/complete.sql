@@ -1,11 +1,15 @@
 WITH req AS MATERIALIZED (
-    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[]) WITH ORDINALITY
-        AS r(turn_id, token, answer, state, ord)
+    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY
+        AS r(turn_id, token, answer, state, usage, ord)
 ), done AS MATERIALIZED (
 -- include: locked_turns.sql
 ), updated AS (
-    UPDATE turns t SET status = 'succeeded', output = CASE WHEN coalesce(d.state, '') = '' THEN jsonb_build_object('text', d.answer)
-        ELSE jsonb_build_object('text', d.answer, 'state', d.state) END, error = NULL, finished_at = now(),
+    UPDATE turns t SET status = 'succeeded', output = CASE
+            WHEN coalesce(d.state, '') = '' AND coalesce(d.usage, '') = '' THEN jsonb_build_object('text', d.answer)
+            WHEN coalesce(d.usage, '') = '' THEN jsonb_build_object('text', d.answer, 'state', d.state)
+            WHEN coalesce(d.state, '') = '' THEN jsonb_build_object('text', d.answer, 'usage', d.usage::jsonb)
+            ELSE jsonb_build_object('text', d.answer, 'state', d.state, 'usage', d.usage::jsonb) END,
+        error = NULL, finished_at = now(),
         lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
     FROM done d WHERE t.turn_id = d.turn_id
 ), seq AS (

@@ -139,7 +139,7 @@ func TestStatementsProbeByKey(t *testing.T) {
 				renew.Tokens[i] = pgarray.Int(tok)
 			}
 			explain("renew", renewSQL, renew.args()...)
-			complete := CompleteParams{TurnIDs: a.TurnIDs, Tokens: renew.Tokens, Answers: make(pgarray.Texts, n), States: make(pgarray.Texts, n)}
+			complete := CompleteParams{TurnIDs: a.TurnIDs, Tokens: renew.Tokens, Answers: make(pgarray.Texts, n), States: make(pgarray.Texts, n), Usages: make(pgarray.Texts, n)}
 			for i := range complete.Answers {
 				complete.Answers[i] = "ok"
 			}

@@ -21,8 +21,8 @@ type Input struct {
 }
 
 // Output is what the agent answered. The worker's completion statement builds the stored object
-// from Text and State (services/worker/internal/lease, pkg/turnstore's complete.sql): a field
-// added here must be added there, and TestInputAndOutputStoredAsEncoded fails until it is.
+// from Text, State and Usage (services/worker/internal/lease, pkg/turnstore's complete.sql): a
+// field added here must be added there, and TestInputAndOutputStoredAsEncoded fails until it is.
 type Output struct {
 	Text string `json:"text"`
 	// State is empty for an answer that ends the exchange, or OutputInputRequired or
@@ -30,6 +30,17 @@ type Output struct {
 	// and a protocol front door keeps its task open (A2A's input-required and auth-required)
 	// until the next turn of the session answers it.
 	State string `json:"state,omitempty"`
+	// Usage is the tokens the agent's model spent on the attempt that answered, absent when the
+	// agent did not report them.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage counts the tokens a model spent on a turn (Output.Usage).
+type Usage struct {
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	TotalTokens  int64  `json:"total_tokens"`
+	Model        string `json:"model,omitempty"`
 }
 
 // Output states (Output.State).

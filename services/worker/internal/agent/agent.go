@@ -125,10 +125,16 @@ type Result struct {
 	Usage *Usage
 }
 
-// Usage counts the tokens an upstream model spent on a turn.
+// Usage counts the tokens an upstream model spent on a turn; the worker records it with the
+// turn's output (wire.Output.Usage).
 type Usage struct {
-	PromptTokens     int
-	CompletionTokens int
+	PromptTokens     int64
+	CompletionTokens int64
+	// TotalTokens is what the upstream counted in all, PromptTokens + CompletionTokens when it
+	// does not say.
+	TotalTokens int64
+	// Model names the model that spent them, when the upstream says.
+	Model string
 }
 
 // Tool runs one tool an agent's model asks for. key is the call's idempotency key (turn ID and step,

@@ -162,7 +162,15 @@ func (a *attempt) work(sessionSeq int64) (step, wire.Output, error) {
 		return stepAgent, wire.Output{}, err
 	}
 
-	return a.complete(wire.Output{Text: res.Text, State: res.State})
+	return a.complete(wire.Output{Text: res.Text, State: res.State, Usage: wireUsage(res.Usage)})
+}
+
+// wireUsage is an agent's token usage as the turn's output records it, nil for none.
+func wireUsage(u *agent.Usage) *wire.Usage {
+	if u == nil {
+		return nil
+	}
+	return &wire.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens, Model: u.Model}
 }
 
 // complete commits the agent's output, and tells the history of the messages it appended. It is

@@ -380,17 +380,19 @@ func (s *Store) CompleteMany(ctx context.Context, cs []Completion) []batch.Resul
 }
 
 // completeRound completes the turns at positions pos of cs (distinct turns) and writes their
-// results to out. Only an output's text and state are sent: the statement builds the stored
-// output object from them (see wire.Output).
+// results to out. Only an output's text, state and usage are sent: the statement builds the
+// stored output object from them (see wire.Output).
 func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, out []batch.Result[int64]) {
 	p := turnstore.CompleteParams{
 		TurnIDs: make(pgarray.UUIDs, 0, len(pos)), Tokens: make(pgarray.Ints, 0, len(pos)),
 		Answers: make(pgarray.Texts, 0, len(pos)), States: make(pgarray.Texts, 0, len(pos)),
+		Usages: make(pgarray.Texts, 0, len(pos)),
 	}
 	for _, k := range pos {
 		p.TurnIDs, p.Tokens = append(p.TurnIDs, turnIDArg(cs[k].TurnID)), append(p.Tokens, pgarray.Int(cs[k].Token))
 		p.Answers = append(p.Answers, pgarray.Text(cs[k].Output.Text))
 		p.States = append(p.States, pgarray.Text(cs[k].Output.State))
+		p.Usages = append(p.Usages, usageText(cs[k].Output.Usage))
 	}
 	for try := 0; ; try++ {
 		seqs, err := s.db.CompleteTurns(ctx, &p)
@@ -413,6 +415,18 @@ func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, o
 			return
 		}
 	}
+}
+
+// usageText is a usage encoded for the completion statement, empty for none.
+func usageText(u *wire.Usage) pgarray.Text {
+	if u == nil {
+		return ""
+	}
+	b, err := json.Marshal(u)
+	if err != nil { // a struct of numbers and a string
+		panic("lease: encode usage: " + err.Error())
+	}
+	return pgarray.Text(b)
 }
 
 // Expire records the turn as expired unless someone holds it or it ended, and returns the fresh token

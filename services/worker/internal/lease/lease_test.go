@@ -569,14 +569,14 @@ func TestStorableAsIs(t *testing.T) {
 }
 
 // TestInputAndOutputStoredAsEncoded checks that the input and output objects the claim, expiry and
-// completion statements build from their texts (and the output's state) are what encoding
+// completion statements build from their texts (and the output's state and usage) are what encoding
 // wire.Input and wire.Output stores, for texts JSON escapes, batched and alone. The statements know
 // each struct's fields: a field added to either must be added to them too, and this test fails
 // until it is.
 func TestInputAndOutputStoredAsEncoded(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, 1, reflect.TypeFor[wire.Input]().NumField(), "wire.Input gained a field: claimManySQL builds it from its text alone")
-	require.Equal(t, 2, reflect.TypeFor[wire.Output]().NumField(), "wire.Output gained a field: completeSQL builds it from its text and state alone")
+	require.Equal(t, 3, reflect.TypeFor[wire.Output]().NumField(), "wire.Output gained a field: completeSQL builds it from its text, state and usage alone")
 	ctx := context.Background()
 	env := setup(t)
 	s := NewStore(env.Pool, "a", time.Minute, 3)
@@ -602,6 +602,11 @@ func TestInputAndOutputStoredAsEncoded(t *testing.T) {
 		out := wire.Output{Text: "re: " + texts[i]}
 		if i%2 == 1 {
 			out.State = wire.OutputInputRequired
+		}
+		if i%3 == 1 {
+			out.Usage = &wire.Usage{InputTokens: int64(i), OutputTokens: 2, TotalTokens: int64(i) + 2}
+		} else if i%3 == 2 {
+			out.Usage = &wire.Usage{InputTokens: 1 << 40, OutputTokens: 0, TotalTokens: 1 << 40, Model: texts[i]}
 		}
 		done = append(done, Completion{TurnID: reqs[i].Env.TurnID, Token: c.Token, Output: out})
 	}

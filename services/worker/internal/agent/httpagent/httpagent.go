@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/turnstile-run/turnstile/pkg/sse"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/pool"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
@@ -98,7 +99,7 @@ type PriorEvent struct {
 	Data    json.RawMessage `json:"data"`
 }
 
-// Event is one object of the answer stream.
+// Event is one object of the answer stream, as schema/events.schema.json describes it.
 type Event struct {
 	Type           string          `json:"type"`
 	Text           string          `json:"text,omitempty"`
@@ -116,7 +117,31 @@ type Event struct {
 	Status int `json:"status,omitempty"`
 	// RetryAfter, on an error, is the pause in seconds the service asks for before a retry.
 	RetryAfter float64 `json:"retry_after,omitempty"`
-	Output     *string `json:"output,omitempty"`
+	// Output, on done or input_required, is the final answer; nil means the deltas' texts joined.
+	Output *string `json:"output,omitempty"`
+	// InputTokens, OutputTokens, TotalTokens and Model are a usage event's.
+	InputTokens  int64  `json:"input_tokens,omitempty"`
+	OutputTokens int64  `json:"output_tokens,omitempty"`
+	TotalTokens  int64  `json:"total_tokens,omitempty"`
+	Model        string `json:"model,omitempty"`
+}
+
+// addUsage adds a usage event's counts to the sum so far (nil for none yet).
+func addUsage(sum *agent.Usage, ev Event) *agent.Usage {
+	if sum == nil {
+		sum = &agent.Usage{}
+	}
+	total := ev.TotalTokens
+	if total == 0 {
+		total = ev.InputTokens + ev.OutputTokens
+	}
+	sum.PromptTokens += ev.InputTokens
+	sum.CompletionTokens += ev.OutputTokens
+	sum.TotalTokens += total
+	if ev.Model != "" {
+		sum.Model = ev.Model
+	}
+	return sum
 }
 
 // Run answers the turn.
@@ -191,6 +216,7 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, turn agent.Turn, pay
 	next := a.reader(resp.Header.Get("Content-Type"), body)
 
 	var out strings.Builder
+	var usage *agent.Usage
 	for {
 		ev, err := next()
 		if err != nil {
@@ -227,14 +253,10 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, turn agent.Turn, pay
 			if err := sink.ToolResult(ctx, agent.ToolResult{CallID: ev.CallID, Result: ev.Result, Error: ev.Error}); err != nil {
 				return agent.Result{}, err
 			}
+		case "usage":
+			usage = addUsage(usage, ev)
 		case "error":
 			msg := ev.Message
-			if msg == "" {
-				msg = ev.Error
-			}
-			if ev.Status < 400 || ev.Status > 599 {
-				ev.Status = 0
-			}
 			if ev.Status == 0 && !ev.Retryable && !ev.Overloaded {
 				return agent.Result{}, fmt.Errorf("http agent reported: %s: %w", msg, agent.ErrPermanent)
 			}
@@ -242,17 +264,23 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, turn agent.Turn, pay
 				Upstream: target, Message: msg, Status: ev.Status, Overload: ev.Overloaded,
 				RetryAfter: time.Duration(ev.RetryAfter * float64(time.Second)),
 			}
-		case "done":
+		case "done", "input_required":
+			res := agent.Result{Text: out.String(), Usage: usage}
 			if ev.Output != nil {
-				return agent.Result{Text: *ev.Output}, nil
+				res.Text = *ev.Output
 			}
-			return agent.Result{Text: out.String()}, nil
+			if ev.Type == "input_required" {
+				res.State = wire.OutputInputRequired
+			}
+			return res, nil
 		}
 	}
 }
 
-// reader returns a function yielding the answer's events, NDJSON or SSE by content type.
+// reader returns a function yielding the answer's events, NDJSON or SSE by content type, each
+// checked against the protocol's schema (decodeEvent).
 func (a *Agent) reader(contentType string, body io.Reader) func() (Event, error) {
+	n := 0
 	mt, _, _ := mime.ParseMediaType(contentType)
 	if mt == "text/event-stream" {
 		r := sse.NewReader(body, a.cfg.MaxEventBytes)
@@ -265,14 +293,8 @@ func (a *Agent) reader(contentType string, body io.Reader) func() (Event, error)
 				if strings.TrimSpace(raw.Data) == "" {
 					continue
 				}
-				var ev Event
-				if err := json.Unmarshal([]byte(raw.Data), &ev); err != nil {
-					return Event{}, fmt.Errorf("decode http agent event: %w", errors.Join(err, agent.ErrPermanent))
-				}
-				if raw.Type != "message" {
-					ev.Type = raw.Type
-				}
-				return ev, nil
+				n++
+				return decodeEvent(n, raw.Type, []byte(raw.Data))
 			}
 		}
 	}
@@ -284,11 +306,8 @@ func (a *Agent) reader(contentType string, body io.Reader) func() (Event, error)
 			if len(line) == 0 {
 				continue
 			}
-			var ev Event
-			if err := json.Unmarshal(line, &ev); err != nil {
-				return Event{}, fmt.Errorf("decode http agent event: %w", errors.Join(err, agent.ErrPermanent))
-			}
-			return ev, nil
+			n++
+			return decodeEvent(n, "", line)
 		}
 		if err := sc.Err(); err != nil {
 			return Event{}, err

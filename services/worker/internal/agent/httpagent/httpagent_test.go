@@ -211,3 +211,114 @@ func TestDeadlineHeaders(t *testing.T) {
 	require.Equal(t, strconv.FormatInt(turn.Deadline.UnixMilli(), 10), h.Get("X-Deadline-Epoch-Ms"))
 	require.Equal(t, turn.Deadline.UTC().Format(time.RFC3339Nano), h.Get("X-Turnstile-Deadline"))
 }
+
+// answer is an agent service that answers every request with the given NDJSON lines.
+func answer(t *testing.T, lines ...string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		for _, l := range lines {
+			_, _ = fmt.Fprintln(w, l)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestInvalidEventFailsLegibly: an event that does not match the protocol's schema fails the turn
+// at once (no retry) with an error that names the event and the field, and nothing of it is
+// published.
+func TestInvalidEventFailsLegibly(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		lines []string
+		want  string
+	}{
+		{"ToolCallWithoutCallID", []string{`{"type":"delta","text":"a"}`, `{"type":"delta","text":"b"}`, `{"type":"tool_call","name":"clock","arguments":{}}`, `{"type":"done"}`},
+			`event 3 (tool_call): missing required property "call_id"`},
+		{"ErrorWithTextForMessage", []string{`{"type":"error","text":"model crashed"}`},
+			`event 1 (error): missing required property "message"`},
+		{"UnknownProperty", []string{`{"type":"done","result":"x"}`},
+			`event 1 (done): unknown property "result"`},
+		{"WrongType", []string{`{"type":"delta","text":7}`},
+			`event 1 (delta): property "text": want string, got number`},
+		{"UnknownEventType", []string{`{"type":"finish"}`},
+			`event 1: property "type": "finish" is not one of delta, tool_call, tool_result, usage, error, done, input_required`},
+		{"NoType", []string{`{"text":"a"}`},
+			`event 1: missing required property "type"`},
+		{"NotAnObject", []string{`["delta"]`},
+			`event 1: want an object, got array`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			sink := &agenttest.Sink{}
+			_, err := newAgent(t, httpagent.Config{URL: answer(t, c.lines...).URL}).Run(context.Background(), agenttest.NewTurn("hi", 10*time.Second), nil, sink)
+			require.ErrorIs(t, err, agent.ErrPermanent)
+			require.ErrorContains(t, err, c.want)
+			for _, ev := range sink.Events() {
+				require.Equal(t, "delta", ev.Kind, "an invalid event is not published")
+			}
+		})
+	}
+}
+
+// TestInputRequiredAndUsage: an answer that ends with input_required ends the turn waiting for the
+// user (the output's state is input-required), and its usage events are added up into the result,
+// total_tokens defaulting to the sum of the other two. NDJSON and SSE alike.
+func TestInputRequiredAndUsage(t *testing.T) {
+	t.Parallel()
+	events := []string{
+		`{"type":"usage","input_tokens":10,"output_tokens":4,"model":"small"}`,
+		`{"type":"tool_call","call_id":"c1","name":"lookup","arguments":{"q":"flights"}}`,
+		`{"type":"tool_result","call_id":"c1","result":{"found":0}}`,
+		`{"type":"delta","text":"Which "}`,
+		`{"type":"delta","text":"city?"}`,
+		`{"type":"usage","input_tokens":20,"output_tokens":6,"total_tokens":27,"model":"large"}`,
+		`{"type":"input_required"}`,
+	}
+	for _, useSSE := range []bool{false, true} {
+		t.Run(fmt.Sprintf("SSE=%v", useSSE), func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				if !useSSE {
+					w.Header().Set("Content-Type", "application/x-ndjson")
+					_, _ = fmt.Fprintln(w, strings.Join(events, "\n"))
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				for _, e := range events {
+					var m map[string]any
+					require.NoError(t, json.Unmarshal([]byte(e), &m))
+					typ := m["type"]
+					delete(m, "type")
+					b, _ := json.Marshal(m)
+					_, _ = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, b)
+				}
+			}))
+			defer srv.Close()
+			sink := &agenttest.Sink{}
+			res, err := newAgent(t, httpagent.Config{URL: srv.URL}).Run(context.Background(), agenttest.NewTurn("book a flight", 10*time.Second), nil, sink)
+			require.NoError(t, err)
+			require.Equal(t, "Which city?", res.Text)
+			require.Equal(t, "input-required", res.State)
+			require.Equal(t, &agent.Usage{PromptTokens: 30, CompletionTokens: 10, TotalTokens: 41, Model: "large"}, res.Usage)
+			require.Equal(t, []string{"tool_call", "tool_result", "delta", "delta"}, kinds(sink.Events()))
+		})
+	}
+	t.Run("Output", func(t *testing.T) {
+		t.Parallel()
+		srv := answer(t, `{"type":"delta","text":"thinking"}`, `{"type":"input_required","output":"Which city?"}`)
+		res, err := newAgent(t, httpagent.Config{URL: srv.URL}).Run(context.Background(), agenttest.NewTurn("book", 10*time.Second), nil, &agenttest.Sink{})
+		require.NoError(t, err)
+		require.Equal(t, agent.Result{Text: "Which city?", State: "input-required"}, res, "no usage event, no usage")
+	})
+}
+
+func kinds(evs []agenttest.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Kind)
+	}
+	return out
+}

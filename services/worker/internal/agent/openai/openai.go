@@ -123,8 +123,9 @@ type request struct {
 type chunk struct {
 	Choices []choice `json:"choices"`
 	Usage   *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+		TotalTokens      int64 `json:"total_tokens"`
 	} `json:"usage"`
 	Error *apiError `json:"error"`
 }
@@ -235,10 +236,11 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Messag
 		out.WriteString(st.text)
 		if st.usage != nil {
 			if usage == nil {
-				usage = &agent.Usage{}
+				usage = &agent.Usage{Model: a.cfg.Model}
 			}
 			usage.PromptTokens += st.usage.PromptTokens
 			usage.CompletionTokens += st.usage.CompletionTokens
+			usage.TotalTokens += st.usage.TotalTokens
 		}
 		if err != nil {
 			return agent.Result{}, err
@@ -465,7 +467,10 @@ func (a *Agent) read(ctx context.Context, c *upstream.Call, base string, resp *h
 			return st, a.streamError(base, *ch.Error, resp.Header)
 		}
 		if ch.Usage != nil {
-			st.usage = &agent.Usage{PromptTokens: ch.Usage.PromptTokens, CompletionTokens: ch.Usage.CompletionTokens}
+			st.usage = &agent.Usage{PromptTokens: ch.Usage.PromptTokens, CompletionTokens: ch.Usage.CompletionTokens, TotalTokens: ch.Usage.TotalTokens}
+			if st.usage.TotalTokens == 0 {
+				st.usage.TotalTokens = st.usage.PromptTokens + st.usage.CompletionTokens
+			}
 		}
 		for i := range ch.Choices {
 			choice := &ch.Choices[i]

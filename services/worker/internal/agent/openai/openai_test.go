@@ -142,7 +142,7 @@ func TestUsageAndPermanentErrors(t *testing.T) {
 	srv := server(t, sc, &agenttest.Recorder{})
 	res, err := newAgent(t, srv.URL).Run(context.Background(), agenttest.NewTurn("hi", 10*time.Second), nil, &agenttest.Sink{})
 	require.NoError(t, err)
-	require.Equal(t, &agent.Usage{PromptTokens: 7, CompletionTokens: 3}, res.Usage)
+	require.Equal(t, &agent.Usage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 9, Model: "test-model"}, res.Usage)
 
 	bad, err := openai.New(openai.Config{BaseURL: srv.URL + "/v1", APIKey: "wrong", Model: "test-model"})
 	require.NoError(t, err)
