@@ -65,10 +65,12 @@ func TestWorkerHeadOfLine(t *testing.T) {
 	slices.Sort(lat)
 	p50, p90, worst := lat[len(lat)/2], lat[len(lat)*9/10], lat[len(lat)-1]
 	t.Logf("short turns (100 ms of work) accept-to-finish: p50 %.0f ms, p90 %.0f ms, max %.0f ms", p50, p90, worst)
-	// Generous for a loaded 2-core machine (100 turns streaming at once share it with the whole
-	// stack), yet far below the 10 s a blocked partition would cost.
-	require.Less(t, p50, 1500.0, "median short turn took more than 15x its work")
-	require.Less(t, worst, 4000.0, "a short turn waited for a large part of the long turn")
+	// The long turn still running once every short one ended is what shows no head-of-line
+	// blocking. The bounds below are fractions of the long turn's 10 s, not multiples of the short
+	// turns' 100 ms: CI shares two cores with other jobs, and at a load of 20 the median was 1.6 s,
+	// while a short turn that waited for the long one would take over 10 s.
+	require.Less(t, p50, 2500.0, "the median short turn waited for a quarter of the long turn")
+	require.Less(t, worst, 5000.0, "a short turn waited for half of the long turn")
 
 	require.Zero(t, terminalCount(t, env, behind), "the long session's own turns wait for it")
 	testenv.WaitFor(t, 60*time.Second, "the long turn to finish", func() bool { return readTurn(t, env, long).Status == "succeeded" })
