@@ -31,6 +31,8 @@ type Problem struct {
 	RetryAfter time.Duration
 	// Body is the native problem+json body, relayed as is by Write.
 	Body []byte
+	// Challenge is the native 401's WWW-Authenticate challenge, relayed by Write.
+	Challenge string
 }
 
 func (p *Problem) Error() string {
@@ -44,11 +46,16 @@ func (p *Problem) Error() string {
 // p.Of(httpx.ProblemSessionBusy).
 func (p *Problem) Of(t httpx.ProblemType) bool { return p.Type == t.Name }
 
-// Write relays the native answer to w: status, Retry-After and the problem+json body.
+// Write relays the native answer to w: status, Retry-After, the WWW-Authenticate challenge of a
+// 401 (httpx.BearerChallenge when the native answer had none) and the problem+json body.
 func (p *Problem) Write(w http.ResponseWriter) {
 	if p.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((p.RetryAfter+time.Second-1)/time.Second)))
 	}
+	if p.Challenge != "" && p.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", p.Challenge)
+	}
+	httpx.Challenge(w, p.Status)
 	if len(p.Body) == 0 {
 		httpx.WriteProblem(w, httpx.Problem{Type: p.Type, Title: p.Title, Status: p.Status, Detail: p.Detail})
 		return
@@ -70,7 +77,7 @@ func unavailable(what string, err error) *Problem {
 // problemFrom reads a non-2xx answer. A body that is not a problem document (a proxy's HTML page)
 // still gives a Problem with the status.
 func problemFrom(resp *http.Response, body []byte) *Problem {
-	p := &Problem{Status: resp.StatusCode, Body: body}
+	p := &Problem{Status: resp.StatusCode, Body: body, Challenge: resp.Header.Get("WWW-Authenticate")}
 	if ra := resp.Header.Get("Retry-After"); ra != "" {
 		if secs, err := strconv.Atoi(strings.TrimSpace(ra)); err == nil && secs >= 0 {
 			p.RetryAfter = time.Duration(secs) * time.Second

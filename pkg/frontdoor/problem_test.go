@@ -50,3 +50,16 @@ func TestProblemFromANonProblemBody(t *testing.T) {
 	require.Equal(t, http.StatusBadGateway, relayed.Code)
 	require.Equal(t, "application/problem+json", relayed.Header().Get("Content-Type"))
 }
+
+// TestProblemRelaysChallenge: a native 401 is relayed with its WWW-Authenticate challenge.
+func TestProblemRelaysChallenge(t *testing.T) {
+	t.Parallel()
+	native := httptest.NewRecorder()
+	native.Header().Set("WWW-Authenticate", httpx.InvalidTokenChallenge)
+	httpx.WriteProblem(native, httpx.ProblemUnauthenticated.Problem("the API key is unknown or revoked"))
+	got := problemFrom(native.Result(), native.Body.Bytes())
+	relayed := httptest.NewRecorder()
+	got.Write(relayed)
+	require.Equal(t, http.StatusUnauthorized, relayed.Code)
+	require.Equal(t, httpx.InvalidTokenChallenge, relayed.Header().Get("WWW-Authenticate"))
+}

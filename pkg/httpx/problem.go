@@ -26,7 +26,16 @@ type Problem struct {
 	Extra map[string]any `json:"-"`
 }
 
-// WriteProblem writes p as application/problem+json.
+// The WWW-Authenticate challenges of a 401 (RFC 6750): API keys and stream tokens are presented
+// as "Authorization: Bearer <credential>". BearerChallenge answers a request that presented none,
+// InvalidTokenChallenge one whose credential was refused.
+const (
+	BearerChallenge       = `Bearer realm="turnstile"`
+	InvalidTokenChallenge = `Bearer realm="turnstile", error="invalid_token"`
+)
+
+// WriteProblem writes p as application/problem+json. A 401 carries a WWW-Authenticate challenge:
+// the one the caller set, or BearerChallenge.
 func WriteProblem(w http.ResponseWriter, p Problem) {
 	if p.Type == "" {
 		p.Type = "about:blank"
@@ -50,10 +59,20 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 		secs := int((p.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
+	Challenge(w, p.Status)
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// Challenge adds BearerChallenge to a 401 answer that has no WWW-Authenticate challenge yet. Every
+// 401 of every role is written through it (WriteProblem, and the front doors' own 401s), so none
+// goes out without one.
+func Challenge(w http.ResponseWriter, status int) {
+	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		w.Header().Set("WWW-Authenticate", BearerChallenge)
+	}
 }
 
 // Jitter returns d spread uniformly over [d/2, 3d/2), so clients told to retry do not return in

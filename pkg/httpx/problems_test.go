@@ -180,3 +180,22 @@ func TestFallbacksAreProblems(t *testing.T) {
 		require.Equal(t, http.StatusNoContent, resp.StatusCode)
 	})
 }
+
+// TestWriteProblemChallenges: every 401 goes out with a Bearer challenge, one the caller set is
+// kept, and no other status gets one.
+func TestWriteProblemChallenges(t *testing.T) {
+	t.Parallel()
+	for _, pt := range []httpx.ProblemType{httpx.ProblemUnauthenticated, httpx.ProblemTokenExpired} {
+		rec := httptest.NewRecorder()
+		httpx.WriteProblem(rec, pt.Problem("who"))
+		require.Equal(t, http.StatusUnauthorized, rec.Code)
+		require.Equal(t, httpx.BearerChallenge, rec.Header().Get("WWW-Authenticate"), pt.Name)
+	}
+	rec := httptest.NewRecorder()
+	rec.Header().Set("WWW-Authenticate", httpx.InvalidTokenChallenge)
+	httpx.WriteProblem(rec, httpx.ProblemUnauthenticated.Problem("bad key"))
+	require.Equal(t, []string{httpx.InvalidTokenChallenge}, rec.Header().Values("WWW-Authenticate"))
+	rec = httptest.NewRecorder()
+	httpx.WriteProblem(rec, httpx.ProblemTurnNotFound.Problem("no"))
+	require.Empty(t, rec.Header().Get("WWW-Authenticate"))
+}
