@@ -220,6 +220,16 @@ func (c *Client) StreamToken(ctx context.Context, cred Credential, sessionID str
 	return g, err
 }
 
+// Whoami authenticates the credential: the tenant it names, or the native 401 (or the 429/503 of
+// a key that cannot be checked now) as a *Problem.
+func (c *Client) Whoami(ctx context.Context, cred Credential) (string, error) {
+	var who struct {
+		Tenant string `json:"tenant"`
+	}
+	err := c.call(ctx, cred, http.MethodGet, c.intake+"/v1/whoami", nil, nil, &who)
+	return who.Tenant, err
+}
+
 // pushConfigsURL is the push configs route of the task whose first turn is turnID.
 func (c *Client) pushConfigsURL(turnID string) string {
 	return c.intake + "/v1/turns/" + url.PathEscape(turnID) + "/push-configs"

@@ -299,5 +299,6 @@ func (h *Handler) Routes(r chi.Router) {
 		r.Delete("/v1/turns/{turn_id}/push-configs/{config_id}", h.deletePushConfig)
 		r.Post("/v1/turns/{turn_id}/cancel", h.cancelTurn)
 		r.Post("/v1/sessions/{session_id}/stream-token", h.streamToken)
+		r.Get("/v1/whoami", h.whoami)
 	})
 }
