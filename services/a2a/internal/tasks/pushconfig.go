@@ -56,16 +56,20 @@ func messagePush(m *a2a.Message, c *a2a.PushConfig) []frontdoor.PushConfig {
 	return []frontdoor.PushConfig{pc}
 }
 
-// pushTask checks that id is a task of the caller's tenant and returns it.
+// pushTask checks that id is a task of the caller's tenant and returns its ID as its first turn
+// shows it, whichever form (bare or region-prefixed) the client sent.
 func (h *Handler) pushTask(ctx context.Context, call *Call, id a2a.TaskID) (a2a.TaskID, error) {
-	if _, err := h.taskTurns(ctx, call, string(id)); err != nil {
+	turns, err := h.taskTurns(ctx, call, string(id))
+	if err != nil {
 		return "", err
 	}
-	return id, nil
+	return a2a.TaskID(turns[0].TurnID), nil
 }
 
-// OnSetTaskPushConfig answers tasks/pushNotificationConfig/set: the config (an id is made when it
-// has none) applies to every later status change of every turn of the task.
+// OnSetTaskPushConfig answers tasks/pushNotificationConfig/set: the config applies to every later
+// status change of every turn of the task. A config without an id takes the task's ID, as the
+// Python and Java SDK servers do: setting one again replaces it, and tasks/pushNotificationConfig/get
+// by the task's ID alone (or with that id) finds it.
 func (h *Handler) OnSetTaskPushConfig(ctx context.Context, p *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
 	call := callFrom(ctx)
 	if p.Config.URL == "" {
@@ -77,7 +81,7 @@ func (h *Handler) OnSetTaskPushConfig(ctx context.Context, p *a2a.TaskPushConfig
 	}
 	pc := nativePush(p.Config)
 	if pc.ID == "" {
-		pc.ID = uuid.NewString()
+		pc.ID = string(task)
 	}
 	stored, err := h.fd.PutPushConfig(ctx, call.Credential, string(task), pc)
 	if err != nil {
