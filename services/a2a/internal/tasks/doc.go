@@ -12,7 +12,15 @@
 //     auth-required, wire.Output.State) stays open; a message carrying its taskId runs as the next
 //     turn of the same session, with {"a2a": {"task_id": ...}} in the turn's metadata, and the task's
 //     state is its latest turn's. A message to a task that is still working, or finished, is refused
-//     (unsupported operation); one whose contextId is not the task's session is invalid params.
+//     (unsupported operation), where the Python and Java SDK servers hand it to the agent: a turn's
+//     end is announced as the task's end when it happens (the stream's final event, push
+//     notifications) and A2A keeps a terminal task terminal, so a message queued behind a working
+//     turn would reopen a task already announced completed, or race its completion. The refusal
+//     names the way that queues without that: the message without taskId in the task's contextId
+//     is the context's next task and runs after this one (per-session order). One whose contextId
+//     is not the task's session is invalid params.
+//   - A push config set without an id takes the task's ID (as the Python and Java SDK servers do):
+//     setting one again replaces it, and a get by the task alone finds it.
 //   - messageId is the turn's Idempotency-Key, which intake scopes by tenant and session: a message
 //     sent again (five times at once, say) is the same turn, run once, answered as the same task.
 //   - The message's metadata is the turn's metadata (the demo agent's knobs travel there); its text

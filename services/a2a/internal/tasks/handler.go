@@ -365,7 +365,12 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 			return sub, nil
 		}
 		if st := a2atask.Status(m.TaskID, last).State; !a2atask.Interrupted(st) {
-			return nil, call.fail(fmt.Errorf("task is %s; only a task waiting for input takes another message: %w", st, a2a.ErrUnsupportedOperation))
+			// A turn's end is announced as the task's end the moment it happens (its stream's final
+			// event, its push notifications), and A2A keeps a terminal task terminal: a message
+			// queued behind a working turn would reopen a task already announced completed, or race
+			// its completion. The context's next task gives the same queueing without that.
+			return nil, call.fail(fmt.Errorf("task is %s: only a task waiting for input (input-required, auth-required) takes another message; "+
+				"send it without taskId in contextId %q to run it as the context's next task, after this one: %w", st, turns[0].SessionID, a2a.ErrUnsupportedOperation))
 		}
 		sub.prior = turns
 		// The task's ID as its first turn shows it, whichever form (bare or prefixed) the client sent.
