@@ -32,10 +32,17 @@ type A2ASettings struct {
 	// JSON-RPC endpoint. Defaults to none: the base URL each card request came to (its Host, or
 	// X-Forwarded-Host and X-Forwarded-Proto when a trusted proxy sent it).
 	URL string `env:"TURNSTILE_A2A_PUBLIC_URL"`
+	// CORSOrigins is a comma list of origins whose pages may call the JSON-RPC endpoint from a
+	// browser ("*" allows any); the preflight and every answer name the origin, never
+	// credentials (keys travel as Authorization: Bearer). Defaults to none: same origin only.
+	CORSOrigins string `env:"TURNSTILE_A2A_CORS_ORIGINS"`
 	// MaxBlock bounds how long a blocking message/send waits for its task to end or wait for the
 	// user; after it the task is answered as it stands. Defaults to 60s.
 	MaxBlock time.Duration `env:"TURNSTILE_A2A_MAX_BLOCK"`
 }
+
+// CORSOriginList splits CORSOrigins.
+func (s A2ASettings) CORSOriginList() []string { return splitList(s.CORSOrigins) }
 
 // A2ASkill is one skill of A2ASettings.Skills.
 type A2ASkill struct{ ID, Name, Description string }

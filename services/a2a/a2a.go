@@ -46,8 +46,11 @@ func New(d *app.Deps) (*Server, error) {
 			Close: func(context.Context) error { fd.CloseIdleConnections(); return nil },
 		}),
 		handler: h,
-		rpc:     rpc.New(rpc.Config{MaxBody: cfg.MaxBody, KeepAlive: cfg.KeepAlive, WriteTimeout: cfg.Gateway.WriteTimeout, Region: place}, h, d.Registry),
-		card:    rpc.NewCardHandler(card.New(cfg.A2A, cfg.Auth.Enabled(), rpc.Path), rpc.Path, proxies),
+		rpc: rpc.New(rpc.Config{
+			MaxBody: cfg.MaxBody, KeepAlive: cfg.KeepAlive, WriteTimeout: cfg.Gateway.WriteTimeout, Region: place,
+			Auth: cfg.Auth.Enabled(), CORSOrigins: cfg.A2A.CORSOriginList(),
+		}, h, fd, d.Registry),
+		card: rpc.NewCardHandler(card.New(cfg.A2A, cfg.Auth.Enabled(), rpc.Path), rpc.Path, proxies),
 	}, nil
 }
 

@@ -551,6 +551,7 @@ func TestA2A(t *testing.T) {
 		versionReq, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/a2a",
 			bytes.NewBufferString(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`))
 		versionReq.Header.Set("A2A-Version", "1.0")
+		versionReq.Header.Set("Authorization", "Bearer "+s.keyA)
 		resp, err := http.DefaultClient.Do(versionReq)
 		require.NoError(t, err)
 		var out struct {

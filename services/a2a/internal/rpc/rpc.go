@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/services/a2a/internal/tasks"
 )
@@ -58,17 +60,26 @@ type Config struct {
 	// region's task or context is answered 421 with JSON-RPC error region.RPCMisdirected. The
 	// zero value is single-region mode.
 	Region region.Local
+	// Auth says whether API keys are required (TURNSTILE_AUTH=on): a request without a key intake
+	// accepts is answered 401 before anything of it is read. Defaults to off.
+	Auth bool
+	// CORSOrigins may call the endpoint from a browser page (TURNSTILE_A2A_CORS_ORIGINS); "*"
+	// allows any. Defaults to none: same origin only.
+	CORSOrigins []string
 }
 
 // Server is the JSON-RPC endpoint.
 type Server struct {
 	cfg      Config
 	sdk      http.Handler
+	keys     *keyCheck
+	cors     *httpx.CORS
 	requests *prometheus.CounterVec
 }
 
-// New returns the endpoint over h, registering its metrics with reg.
-func New(cfg Config, h *tasks.Handler, reg prometheus.Registerer) *Server {
+// New returns the endpoint over h, authenticating requests with who when cfg.Auth is set and
+// registering its metrics with reg.
+func New(cfg Config, h *tasks.Handler, who Authenticator, reg prometheus.Registerer) *Server {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = MaxBodyDefault
 	}
@@ -80,10 +91,16 @@ func New(cfg Config, h *tasks.Handler, reg prometheus.Registerer) *Server {
 	}
 	s := &Server{
 		cfg: cfg, sdk: a2asrv.NewJSONRPCHandler(h),
+		cors: httpx.NewCORS(cfg.CORSOrigins, "POST, OPTIONS",
+			"Authorization, Content-Type, A2A-Version, A2A-Extensions, X-A2A-Extensions, Last-Event-ID, X-Deadline-Epoch-Ms",
+			"WWW-Authenticate, Retry-After"),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_a2a_requests_total",
 			Help: "A2A JSON-RPC requests by method (the protocol 0.3 name, or unknown) and outcome (ok or the JSON-RPC error's name).",
 		}, []string{"method", "outcome"}),
+	}
+	if cfg.Auth {
+		s.keys = newKeyCheck(who)
 	}
 	reg.MustRegister(s.requests, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "turnstile_a2a_streams",
@@ -92,22 +109,28 @@ func New(cfg Config, h *tasks.Handler, reg prometheus.Registerer) *Server {
 	return s
 }
 
-// request is a JSON-RPC request as it arrives.
-type request struct {
-	JSONRPC string          `json:"jsonrpc"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params,omitempty"`
-	ID      json.RawMessage `json:"id,omitempty"`
-}
-
-// ServeHTTP checks the request, then lets the SDK dispatch it to the handler.
+// ServeHTTP answers a CORS preflight, authenticates the request before reading it, checks its
+// JSON-RPC envelope and params, then lets the SDK dispatch it to the handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	method := "unknown"
 	call := tasks.NewCall(frontdoor.Credential(r.Header.Get("Authorization")), r.Header.Get("Last-Event-ID"))
 	call.Deadline = r.Header.Get(frontdoor.DeadlineHeader)
 	defer func() { s.requests.WithLabelValues(method, call.Outcome()).Inc() }()
+	s.cors.Allow(w, r)
+	if r.Method == http.MethodOptions {
+		call.SetOutcome("preflight")
+		s.cors.Preflight(w, r)
+		return
+	}
+	if s.keys != nil {
+		if no := s.keys.check(r); no != nil {
+			call.SetOutcome(no.outcome)
+			writeRefusal(w, no)
+			return
+		}
+	}
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
+		w.Header().Set("Allow", "POST, OPTIONS")
 		writeError(w, http.StatusMethodNotAllowed, nil, call, fmt.Errorf("use POST: %w", a2a.ErrInvalidRequest))
 		return
 	}
@@ -121,32 +144,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, nil, call, fmt.Errorf("read body: %w", a2a.ErrParseError))
 		return
 	}
-	var req request
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusOK, nil, call, fmt.Errorf("%w: %w", a2a.ErrParseError, err))
+	body = bytes.TrimSpace(body)
+	if !json.Valid(body) {
+		writeError(w, http.StatusOK, nil, call, fmt.Errorf("the body is not JSON: %w", a2a.ErrParseError))
 		return
 	}
-	if !validID(req.ID) {
-		writeError(w, http.StatusOK, nil, call, fmt.Errorf("id must be a string, a number or null: %w", a2a.ErrInvalidRequest))
+	if body[0] == '[' {
+		s.batch(w, body, call)
 		return
 	}
-	if req.JSONRPC != "2.0" || req.Method == "" {
-		writeError(w, http.StatusOK, req.ID, call, fmt.Errorf(`jsonrpc must be "2.0" and method set: %w`, a2a.ErrInvalidRequest))
+	req, err := parseEnvelope(body)
+	if err != nil {
+		writeError(w, http.StatusOK, req.ID, call, err)
 		return
 	}
 	if m, ok := aliases[req.Method]; ok {
 		req.Method = m
 	}
-	if !methods[req.Method] {
-		writeError(w, http.StatusOK, req.ID, call, fmt.Errorf("%q: %w", req.Method, a2a.ErrMethodNotFound))
-		return
+	if methods[req.Method] {
+		method = req.Method
 	}
-	method = req.Method
-	if v := strings.TrimSpace(r.Header.Get("A2A-Version")); v != "" && !speaks(v) {
-		writeError(w, http.StatusOK, req.ID, call, fmt.Errorf("A2A-Version %q: this agent speaks %s: %w", v, strings.Join(Versions, ", "), tasks.ErrVersionNotSupported))
-		return
-	}
-	if err := checkParams(req.Method, req.Params); err != nil {
+	if err := s.check(r, req); err != nil {
+		if req.notification() {
+			// JSON-RPC 2.0 answers no notification, not even its errors.
+			call.SetOutcome(tasks.Outcome(err))
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		writeError(w, http.StatusOK, req.ID, call, err)
 		return
 	}
@@ -154,7 +178,37 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeMisdirected(w, req.ID, call, owner)
 		return
 	}
-	out, err := json.Marshal(req)
+	if req.notification() {
+		s.notify(w, r, req, call)
+		return
+	}
+	streaming := req.Method == "message/stream" || req.Method == "tasks/resubscribe"
+	rw := newWriter(w, call, streaming, s.cfg.KeepAlive, s.cfg.WriteTimeout)
+	s.dispatch(rw, r, req, call)
+	rw.finish(nullResult(req.ID))
+}
+
+// check refuses a request this layer can tell is wrong without the SDK: an unknown method
+// (-32601), an A2A-Version this endpoint does not speak (-32009), params that are not the
+// method's (-32602).
+func (s *Server) check(r *http.Request, req envelope) error {
+	if !methods[req.Method] {
+		return fmt.Errorf("%q: %w", req.Method, a2a.ErrMethodNotFound)
+	}
+	if v := strings.TrimSpace(r.Header.Get("A2A-Version")); v != "" && !speaks(v) {
+		return fmt.Errorf("A2A-Version %q: this agent speaks %s: %w", v, strings.Join(Versions, ", "), tasks.ErrVersionNotSupported)
+	}
+	if len(req.Params) > 0 {
+		if name := duplicateMember(req.Params); name != "" {
+			return fmt.Errorf("params have the member %q twice: %w", name, a2a.ErrInvalidParams)
+		}
+	}
+	return checkParams(req.Method, req.Params)
+}
+
+// dispatch hands a checked request to the SDK, which answers it through w.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, req envelope, call *tasks.Call) {
+	out, err := json.Marshal(request{JSONRPC: "2.0", Method: req.Method, Params: req.Params, ID: req.ID})
 	if err != nil {
 		writeError(w, http.StatusOK, req.ID, call, fmt.Errorf("%w: %w", a2a.ErrInternalError, err))
 		return
@@ -162,10 +216,108 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r2 := r.Clone(tasks.WithCall(r.Context(), call))
 	r2.Body = io.NopCloser(bytes.NewReader(out))
 	r2.ContentLength = int64(len(out))
-	streaming := req.Method == "message/stream" || req.Method == "tasks/resubscribe"
-	rw := newWriter(w, call, streaming, s.cfg.KeepAlive, s.cfg.WriteTimeout)
-	s.sdk.ServeHTTP(rw, r2)
-	rw.finish(nullResult(req.ID))
+	s.sdk.ServeHTTP(w, r2)
+}
+
+// notify runs a notification (a request without an id member) and answers 204 with no body, as
+// JSON-RPC 2.0 has the server process a notification and never answer it. Only what changes
+// something runs: a message is accepted as its turn without waiting for it (message/stream
+// too: nobody reads the stream), a cancel or a push config change is made; a read
+// (tasks/get, tasks/resubscribe, the push config reads, the extended card) has nothing to do
+// and is not made. A refusal of the native API keeps its HTTP status (429/503 with
+// Retry-After), still without a body, so a client may send the notification again.
+func (s *Server) notify(w http.ResponseWriter, r *http.Request, req envelope, call *tasks.Call) {
+	switch req.Method {
+	case "message/send", "message/stream":
+		req.Method, req.Params = "message/send", nonBlocking(req.Params)
+	case "tasks/cancel", "tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/delete":
+	default:
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	s.dispatch(discard{h: http.Header{}}, r, req, call)
+	status, retry := call.Refusal()
+	if status == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if retry > 0 || status != http.StatusUnauthorized {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((retry+time.Second-1)/time.Second))))
+	}
+	httpx.Challenge(w, status)
+	w.WriteHeader(status)
+}
+
+// nonBlocking is message/send params with configuration.blocking false.
+func nonBlocking(params json.RawMessage) json.RawMessage {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil {
+		return params
+	}
+	var c map[string]json.RawMessage
+	_ = json.Unmarshal(p["configuration"], &c)
+	if c == nil {
+		c = map[string]json.RawMessage{}
+	}
+	c["blocking"] = json.RawMessage("false")
+	p["configuration"], _ = json.Marshal(c)
+	out, err := json.Marshal(p)
+	if err != nil {
+		return params
+	}
+	return out
+}
+
+// discard is the response writer of a notification's run: nothing of the SDK's answer is sent.
+type discard struct{ h http.Header }
+
+func (d discard) Header() http.Header         { return d.h }
+func (d discard) Write(p []byte) (int, error) { return len(p), nil }
+func (d discard) WriteHeader(int)             {}
+
+// batch answers a JSON-RPC batch (a JSON array). A2A's JSON-RPC binding takes one request object
+// per HTTP request (A2A 0.3, section 7), and the SDK servers refuse batches; JSON-RPC 2.0 has a
+// server answer a batch with an array of responses, none for notifications. So every element is
+// answered Invalid Request (-32600) with its own id (null when it has none that can be read) and
+// none is run; notifications are left out, and a batch of notifications only is answered 204. An
+// empty array is a single Invalid Request, as JSON-RPC 2.0 prescribes.
+func (s *Server) batch(w http.ResponseWriter, body []byte, call *tasks.Call) {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(body, &elems); err != nil {
+		writeError(w, http.StatusOK, nil, call, fmt.Errorf("%w: %w", a2a.ErrParseError, err))
+		return
+	}
+	if len(elems) == 0 {
+		writeError(w, http.StatusOK, nil, call, fmt.Errorf("an empty batch: %w", a2a.ErrInvalidRequest))
+		return
+	}
+	call.SetOutcome(tasks.Outcome(a2a.ErrInvalidRequest))
+	var answers []rpcResponse
+	for _, el := range elems {
+		req, err := parseEnvelope(el)
+		if err == nil && req.notification() {
+			continue
+		}
+		if err == nil {
+			err = fmt.Errorf("batch requests are not supported: send one JSON-RPC request per HTTP request: %w", a2a.ErrInvalidRequest)
+		}
+		answers = append(answers, errorResponse(req.ID, errorObject(err)))
+	}
+	if len(answers) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_ = json.NewEncoder(w).Encode(answers)
+}
+
+// request is a checked JSON-RPC request as the SDK reads it.
+type request struct {
+	JSONRPC string          `json:"jsonrpc"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	ID      json.RawMessage `json:"id,omitempty"`
 }
 
 // nullResult is the JSON-RPC success response whose result is null, for the request id.
@@ -319,27 +471,56 @@ var errorCodes = []struct {
 // writeError answers a JSON-RPC error for a request the SDK never saw.
 func writeError(w http.ResponseWriter, status int, id json.RawMessage, call *tasks.Call, err error) {
 	call.SetOutcome(tasks.Outcome(err))
-	e := rpcError{Code: -32603, Message: a2a.ErrInternalError.Error()}
+	writeRPCError(w, status, id, errorObject(err))
+}
+
+// errorObject is the JSON-RPC error of err: the code of the A2A error it wraps, its message, and
+// err's own words as data.
+func errorObject(err error) rpcError {
 	for _, c := range errorCodes {
 		if errors.Is(err, c.err) {
-			e = rpcError{Code: c.code, Message: c.err.Error(), Data: map[string]any{"error": err.Error()}}
-			break
+			return rpcError{Code: c.code, Message: c.err.Error(), Data: map[string]any{"error": err.Error()}}
 		}
 	}
-	writeRPCError(w, status, id, e)
+	return rpcError{Code: -32603, Message: a2a.ErrInternalError.Error()}
+}
+
+// rpcResponse is a JSON-RPC error response.
+type rpcResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   rpcError        `json:"error"`
+}
+
+// errorResponse is the error response of request id (null when absent).
+func errorResponse(id json.RawMessage, e rpcError) rpcResponse {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	return rpcResponse{JSONRPC: "2.0", ID: id, Error: e}
 }
 
 // writeRPCError writes a JSON-RPC error response of request id (null when absent) with status.
 func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e rpcError) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	resp := struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   rpcError        `json:"error"`
-	}{"2.0", id, e}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(resp)
+	_ = json.NewEncoder(w).Encode(errorResponse(id, e))
+}
+
+// writeRefusal answers a request the key check turned away: its status with the challenge of a
+// 401 or the Retry-After of a 429/503, and a JSON-RPC server error (-32000) with id null, as
+// nothing of the request was read.
+func writeRefusal(w http.ResponseWriter, no *refusal) {
+	if no.challenge != "" {
+		w.Header().Set("WWW-Authenticate", no.challenge)
+	}
+	if no.retry > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((no.retry+time.Second-1)/time.Second))))
+	}
+	msg := "unauthenticated"
+	if no.status != http.StatusUnauthorized {
+		msg = "unavailable, retry later"
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeRPCError(w, no.status, nil, rpcError{Code: -32000, Message: msg, Data: map[string]any{"error": no.detail}})
 }

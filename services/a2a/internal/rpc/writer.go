@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/services/a2a/internal/tasks"
 )
 
@@ -149,6 +150,7 @@ func (wr *writer) refuse(status int, retry time.Duration, sse bool, p []byte) {
 		h.Del("X-Accel-Buffering")
 	}
 	h.Set("Content-Type", "application/json")
+	httpx.Challenge(wr.w, status)
 	if retry > 0 || status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		h.Set("Retry-After", strconv.Itoa(max(1, int((retry+time.Second-1)/time.Second))))
 	}
