@@ -45,3 +45,22 @@ func (s *Store) DeleteIdleSessions(ctx context.Context, retention time.Duration,
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// deleteIdleThreadsSQL removes one batch of LangGraph threads idle past their TTL, least recently
+// used first, skipping a thread with a run queued or running.
+//
+//go:embed delete_idle_threads.sql
+var deleteIdleThreadsSQL string
+
+// DeleteIdleThreads deletes at most limit LangGraph threads (services/langgraph) whose last run was
+// created, or which were created, more than ttl ago and which have no run queued or running, and
+// returns how many it deleted. A thread's runs are its session's turns: they stay until
+// DeleteFinished, as every turn. The statement takes rows with FOR UPDATE SKIP LOCKED, so
+// several workers share them.
+func (s *Store) DeleteIdleThreads(ctx context.Context, ttl time.Duration, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, deleteIdleThreadsSQL, ttl.Milliseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete idle threads: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

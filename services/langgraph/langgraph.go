@@ -40,7 +40,7 @@ func New(ctx context.Context, d *app.Deps) (*LangGraph, error) {
 	h := api.New(api.Config{
 		Assistants: cfg.LangGraph.AssistantList(), Auth: cfg.Auth.Enabled(),
 		KeepAlive: cfg.KeepAlive, MaxBody: cfg.MaxBody, RetryAfter: cfg.Intake.RetryAfter,
-		Region: place,
+		Region: place, ThreadsMax: cfg.LangGraph.ThreadsMax, MetadataMax: cfg.LangGraph.MetadataMax,
 	}, fd, pool, log, d.Registry)
 	return &LangGraph{handler: h, StreamShell: app.NewStreamShell(app.ShellConfig{
 		Name: "langgraph",

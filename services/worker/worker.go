@@ -93,6 +93,8 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		Interval:  cfg.Worker.RetentionInterval,
 		Batch:     cfg.Worker.RetentionBatch,
 		OnBatch:   func(n int, _ error) { m.retentionDeleted.Add(float64(n)) },
+		ThreadTTL: cfg.LangGraph.ThreadTTL,
+		OnThreads: func(n int, _ error) { m.retentionThreads.Add(float64(n)) },
 	}, log)
 	housekeeping := []lifecycle.Component{cleaner}
 	if cfg.Worker.Vacuum == "auto" {
@@ -415,6 +417,8 @@ type metrics struct {
 	publishRetries *prometheus.CounterVec
 	// retentionDeleted counts finished turn rows deleted by retention.
 	retentionDeleted prometheus.Counter
+	// retentionThreads counts LangGraph threads deleted by retention for being idle.
+	retentionThreads prometheus.Counter
 	// vacuums times the worker's own VACUUMs (autovacuum off) by table and result.
 	vacuums *prometheus.HistogramVec
 	// batchSize and batchDuration describe the group-commit batches by kind (claim, complete,
@@ -491,6 +495,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "turnstile_worker_retention_deleted_rows_total",
 			Help: "Finished turn rows deleted because they were older than TURNSTILE_RETENTION.",
 		}),
+		retentionThreads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnstile_worker_retention_deleted_threads_total",
+			Help: "LangGraph threads deleted because they were idle longer than TURNSTILE_LANGGRAPH_THREAD_TTL.",
+		}),
 		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "turnstile_worker_batch_size",
 			Help:    "Requests per group-commit batch, by kind (claim, complete, publish; a publish request is one turn's group of events).",
@@ -502,6 +510,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.vacuums, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.blocked, m.deadLettered, m.publishRetries)
+	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.retentionThreads, m.vacuums, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.blocked, m.deadLettered, m.publishRetries)
 	return m
 }

@@ -59,6 +59,22 @@ test("a thread exists before any run, with its metadata", async () => {
   await assert.rejects(client.threads.get(crypto.randomUUID()), (e) => e.status === 404);
 });
 
+test("threads.delete: gone for good, refused while a run is in flight", async () => {
+  const { thread_id } = await client.threads.create({ metadata: { owner: "del" } });
+  await client.threads.delete(thread_id);
+  await assert.rejects(client.threads.get(thread_id), (e) => e.status === 404);
+  await assert.rejects(client.threads.delete(thread_id), (e) => e.status === 404);
+  // A thread with a running run is not deleted (409) until the run ends.
+  const busy = await client.threads.create();
+  const run = await client.runs.create(busy.thread_id, "agent", { input: human("d"), metadata: demo({ tokens: 50, duration_ms: 20000 }) });
+  await waitStatus(busy.thread_id, run.run_id, ["running"]);
+  await assert.rejects(client.threads.delete(busy.thread_id), (e) => e.status === 409);
+  assert.equal((await client.threads.get(busy.thread_id)).status, "busy");
+  await client.runs.cancel(busy.thread_id, run.run_id, true);
+  await client.threads.delete(busy.thread_id);
+  await assert.rejects(client.threads.get(busy.thread_id), (e) => e.status === 404);
+});
+
 test("a streamed run: metadata first, message chunks in order, values and updates", async () => {
   const { thread_id } = await client.threads.create();
   let created;

@@ -14,7 +14,10 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/config"
+	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 )
 
 // TestA2APushConfigsBounded reproduces the run where one task accepted 150 push configs: with the
@@ -136,5 +139,164 @@ func TestA2APushConfigsBounded(t *testing.T) {
 			require.Contains(t, string(b), `"input-required"`, "follow-up %d ran", i)
 		}
 		require.Equal(t, most, count(task.ID), "the configs of follow-ups past the limit are not stored")
+	})
+}
+
+// TestLangGraphThreadsBounded reproduces the run where one tenant created 3,000 threads of 3 KB
+// metadata with no quota, no delete route and no retention: a tenant's threads stop at
+// TURNSTILE_LANGGRAPH_THREADS_MAX (409 threads-limit, concurrent creations included, other
+// tenants unaffected), metadata past TURNSTILE_LANGGRAPH_METADATA_MAX is a 422 that stores
+// nothing, DELETE /threads/{thread_id} frees a place (404 for another tenant's thread, 409 while
+// a run is in flight), and retention removes threads idle past TURNSTILE_LANGGRAPH_THREAD_TTL
+// but keeps a busy one.
+func TestLangGraphThreadsBounded(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Partitions: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	keys := map[string]string{}
+	for _, tenant := range []string{"acme", "globex", "initech"} {
+		_, key, err := apikey.Create(ctx, env.Pool, tenant)
+		require.NoError(t, err)
+		keys[tenant] = key
+	}
+	const most = 5
+	cfg := authConfig(env, "intake,worker,gateway,langgraph")
+	cfg.HTTPAddr = testenv.FreeAddr(t)
+	cfg.LangGraph.ThreadsMax = most
+	cfg.LangGraph.MetadataMax = 1024
+	startStackCfg(t, env, cfg)
+	base := "http://" + cfg.HTTPAddr
+	do := func(method, path, key, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("X-Api-Key", key)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	threadsOf := func(tenant string) int {
+		var n int
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM langgraph_threads WHERE tenant = $1`, tenant).Scan(&n))
+		return n
+	}
+	create := func(key, body string) (int, string) { return do(http.MethodPost, "/threads", key, body) }
+	threadID := func(body string) string {
+		var th struct {
+			ThreadID string `json:"thread_id"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &th))
+		return th.ThreadID
+	}
+
+	t.Run("Quota", func(t *testing.T) {
+		var ids []string
+		for i := range most {
+			status, body := create(keys["acme"], `{"metadata":{"n":`+fmt.Sprint(i)+`}}`)
+			require.Equal(t, http.StatusOK, status, body)
+			ids = append(ids, threadID(body))
+		}
+		status, body := create(keys["acme"], `{}`)
+		require.Equal(t, http.StatusConflict, status, body)
+		require.Contains(t, body, `/threads-limit"`)
+		require.Equal(t, most, threadsOf("acme"))
+		// An existing thread with if_exists=do_nothing is answered at the quota.
+		status, body = create(keys["acme"], `{"thread_id":"`+ids[0]+`","if_exists":"do_nothing"}`)
+		require.Equal(t, http.StatusOK, status, body)
+		// Another tenant is not affected.
+		status, body = create(keys["globex"], `{}`)
+		require.Equal(t, http.StatusOK, status, body)
+
+		// Delete frees a place; another tenant's delete is not found and deletes nothing.
+		status, body = do(http.MethodDelete, "/threads/"+ids[0], keys["globex"], "")
+		require.Equal(t, http.StatusNotFound, status, body)
+		require.Equal(t, most, threadsOf("acme"))
+		status, body = do(http.MethodDelete, "/threads/"+ids[0], keys["acme"], "")
+		require.Equal(t, http.StatusNoContent, status, body)
+		status, _ = do(http.MethodGet, "/threads/"+ids[0], keys["acme"], "")
+		require.Equal(t, http.StatusNotFound, status)
+		status, body = do(http.MethodDelete, "/threads/"+ids[0], keys["acme"], "")
+		require.Equal(t, http.StatusNotFound, status, body)
+		status, body = create(keys["acme"], `{}`)
+		require.Equal(t, http.StatusOK, status, body)
+	})
+
+	t.Run("ConcurrentCreations", func(t *testing.T) {
+		const tries = 30
+		var wg sync.WaitGroup
+		statuses := make([]int, tries)
+		for i := range tries {
+			wg.Go(func() { statuses[i], _ = create(keys["initech"], `{}`) })
+		}
+		wg.Wait()
+		created := 0
+		for _, s := range statuses {
+			if s == http.StatusOK {
+				created++
+				continue
+			}
+			require.Equal(t, http.StatusConflict, s)
+		}
+		require.Equal(t, most, created)
+		require.Equal(t, most, threadsOf("initech"))
+	})
+
+	t.Run("Metadata", func(t *testing.T) {
+		before := threadsOf("globex")
+		big := `{"metadata":{"blob":"` + strings.Repeat("x", 3000) + `"}}`
+		status, body := create(keys["globex"], big)
+		require.Equal(t, http.StatusUnprocessableEntity, status, body)
+		require.Contains(t, body, `/validation-failed"`)
+		require.Contains(t, body, "1024 bytes")
+		require.Equal(t, before, threadsOf("globex"), "nothing stored")
+	})
+
+	t.Run("DeleteBusyAndRetention", func(t *testing.T) {
+		status, body := create(keys["globex"], `{}`)
+		require.Equal(t, http.StatusOK, status, body)
+		busy := threadID(body)
+		status, body = do(http.MethodPost, "/threads/"+busy+"/runs", keys["globex"],
+			`{"assistant_id":"agent","input":{"messages":[{"type":"human","content":"hi"}]},"metadata":{"demo":{"tokens":50,"duration_ms":20000}}}`)
+		require.Equal(t, http.StatusOK, status, body)
+		var run struct {
+			RunID string `json:"run_id"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &run))
+		testenv.WaitFor(t, 30*time.Second, "the run to start", func() bool {
+			_, body := do(http.MethodGet, "/threads/"+busy+"/runs/"+run.RunID, keys["globex"], "")
+			return strings.Contains(body, `"status":"running"`)
+		})
+		status, body = do(http.MethodDelete, "/threads/"+busy, keys["globex"], "")
+		require.Equal(t, http.StatusConflict, status, body)
+		require.Contains(t, body, `/thread-busy"`)
+
+		// Retention with a TTL of zero: every idle thread goes, the busy one stays.
+		n, err := turnstore.New(env.Pool).DeleteIdleThreads(ctx, 0, 1000)
+		require.NoError(t, err)
+		require.Positive(t, n)
+		var left []string
+		rows, err := env.Pool.Query(ctx, `SELECT thread_id FROM langgraph_threads`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var id string
+			require.NoError(t, rows.Scan(&id))
+			left = append(left, id)
+		}
+		require.NoError(t, rows.Err())
+		require.Equal(t, []string{busy}, left, "only the thread with a run in flight is kept")
+
+		status, body = do(http.MethodPost, "/threads/"+busy+"/runs/"+run.RunID+"/cancel?wait=true", keys["globex"], "")
+		require.Contains(t, []int{http.StatusOK, http.StatusAccepted, http.StatusNoContent}, status, body)
+		testenv.WaitFor(t, 30*time.Second, "the run to end", func() bool {
+			status, _ := do(http.MethodDelete, "/threads/"+busy, keys["globex"], "")
+			return status == http.StatusNoContent
+		})
+		require.Zero(t, threadsOf("globex"))
 	})
 }

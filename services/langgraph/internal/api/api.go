@@ -36,6 +36,11 @@ const (
 	// RetryAfterDefault is the base of the jittered Retry-After of a 503 this handler answers
 	// itself (the thread table unreachable).
 	RetryAfterDefault = 2 * time.Second
+	// ThreadsMaxDefault is config.LangGraphThreadsMaxDefault: a tenant's most threads.
+	ThreadsMaxDefault = 10000
+	// MetadataMaxDefault is config.LangGraphMetadataMaxDefault: the largest thread metadata, in
+	// bytes of its JSON.
+	MetadataMaxDefault = 16 << 10
 	// historyTurns is the most turns of a thread that state and history read.
 	historyTurns = 1000
 	// turnPage is the page size of those reads (intake's maximum).
@@ -55,6 +60,10 @@ type Config struct {
 	MaxBody      int64
 	StoreTimeout time.Duration
 	RetryAfter   time.Duration
+	// ThreadsMax is the most threads a tenant may have (TURNSTILE_LANGGRAPH_THREADS_MAX).
+	ThreadsMax int
+	// MetadataMax bounds a thread's metadata in bytes (TURNSTILE_LANGGRAPH_METADATA_MAX).
+	MetadataMax int
 	// Region is this region (TURNSTILE_REGION and the region map): minted thread IDs carry its
 	// code (run IDs are turn IDs and carry it already), and another region's thread or run is
 	// answered 421. The zero value is single-region mode.
@@ -73,6 +82,12 @@ func (c *Config) applyDefaults() {
 	}
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = RetryAfterDefault
+	}
+	if c.ThreadsMax <= 0 {
+		c.ThreadsMax = ThreadsMaxDefault
+	}
+	if c.MetadataMax <= 0 {
+		c.MetadataMax = MetadataMaxDefault
 	}
 }
 
@@ -120,6 +135,7 @@ func (h *Handler) Routes(r chi.Router) {
 		r.Use(h.placed)
 		const thread = "/threads/{thread_id}"
 		r.Get(thread, h.getThread)
+		r.Delete(thread, h.deleteThread)
 		r.Get(thread+"/state", h.getState)
 		r.Post(thread+"/history", h.getHistory)
 		r.Get(thread+"/runs", h.listRuns)

@@ -6,6 +6,12 @@
 //   - A thread is the session of the same ID in the caller's tenant; POST /threads stores the thread
 //     (internal/threads) so it exists, with its metadata, before any run. Thread IDs are minted as
 //     UUIDv7 unless the client names one (a valid session ID).
+//   - Threads are bounded: a tenant's count (Config.ThreadsMax, 409 threads-limit, counted under a
+//     per-tenant lock in the creating transaction), a thread's metadata (Config.MetadataMax, 422),
+//     and an idle thread's life (TURNSTILE_LANGGRAPH_THREAD_TTL, deleted by the workers' retention
+//     cleaner). DELETE /threads/{id} deletes the thread row only, and only while no run of it is
+//     queued or running (409 thread-busy otherwise): its runs are turns, which keep their rows
+//     until retention so a redelivered record still finds its turn done and never runs again.
 //   - A run is a turn: run_id is the turn ID, the run's input messages (their human text, joined by
 //     blank lines) are the turn's input, its metadata the turn's metadata (so the demo agent's knobs
 //     pass through), plus a "langgraph" member recording the assistant and the stream modes, which

@@ -172,9 +172,12 @@ func (h *Handler) parseRun(w http.ResponseWriter, r *http.Request, route string)
 	if p != nil && p.Type == httpx.ProblemThreadNotFound.Name && body.IfNotExists == "create" && wire.SessionIDValid(threadID) {
 		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StoreTimeout)
 		var err error
-		th, _, err = h.threads.Create(ctx, c.tenant, threadID, nil)
+		th, _, err = h.threads.Create(ctx, c.tenant, threadID, nil, h.cfg.ThreadsMax)
 		cancel()
-		if err != nil {
+		if errors.Is(err, threads.ErrLimit) {
+			pp := h.threadsLimit()
+			p = &pp
+		} else if err != nil {
 			pp := h.storeDown("the thread cannot be stored now")
 			p = &pp
 		} else {

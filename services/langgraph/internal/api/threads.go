@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -60,10 +61,14 @@ func (h *Handler) createThread(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, httpx.ProblemValidation.Problem("supersteps are not supported: a thread's state is the messages of its runs"))
 		return
 	case isSet(body.TTL):
-		h.refuse(w, route, httpx.ProblemValidation.Problem("ttl is not supported: threads are kept until deleted with their tenant"))
+		h.refuse(w, route, httpx.ProblemValidation.Problem("ttl is not supported: a thread idle for TURNSTILE_LANGGRAPH_THREAD_TTL is deleted"))
 		return
 	case isSet(body.Metadata) && !isObject(body.Metadata):
 		h.refuse(w, route, httpx.ProblemValidation.Problem("metadata must be an object"))
+		return
+	case len(body.Metadata) > h.cfg.MetadataMax:
+		h.refuse(w, route, httpx.ProblemValidation.Problem(fmt.Sprintf(
+			"metadata is %d bytes, over the %d bytes a thread's metadata may have (TURNSTILE_LANGGRAPH_METADATA_MAX)", len(body.Metadata), h.cfg.MetadataMax)))
 		return
 	}
 	if owner, ok := h.cfg.Region.Chosen(body.ThreadID); ok {
@@ -76,7 +81,11 @@ func (h *Handler) createThread(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StoreTimeout)
 	defer cancel()
-	th, created, err := h.threads.Create(ctx, c.tenant, id, body.Metadata)
+	th, created, err := h.threads.Create(ctx, c.tenant, id, body.Metadata, h.cfg.ThreadsMax)
+	if errors.Is(err, threads.ErrLimit) {
+		h.refuse(w, route, h.threadsLimit())
+		return
+	}
 	if err != nil {
 		h.log.WarnContext(r.Context(), "create thread failed", "session_id", id, "err", err)
 		h.refuse(w, route, h.storeDown("the thread cannot be stored now"))
@@ -91,6 +100,46 @@ func (h *Handler) createThread(w http.ResponseWriter, r *http.Request) {
 		ThreadID: th.ID, CreatedAt: th.CreatedAt, UpdatedAt: th.UpdatedAt, Metadata: th.Metadata,
 		Status: "idle", Values: map[string]any{}, Interrupts: map[string]any{},
 	})
+}
+
+// threadsLimit is the refusal of a new thread for a tenant that has its most.
+func (h *Handler) threadsLimit() httpx.Problem {
+	return httpx.ProblemThreadsLimit.Problem(fmt.Sprintf(
+		"the tenant has %d threads, the most it may have (TURNSTILE_LANGGRAPH_THREADS_MAX): delete one first", h.cfg.ThreadsMax))
+}
+
+// deleteThread answers DELETE /threads/{thread_id} (the SDK's threads.delete): 204 once the thread
+// is gone, 404 when the tenant has none of that ID, 409 thread-busy while a run of it is queued
+// or running. Its runs (the session's turns) stay until retention; see threads.Store.Delete.
+func (h *Handler) deleteThread(w http.ResponseWriter, r *http.Request) {
+	const route = "delete_thread"
+	c, p := h.authenticate(r)
+	if p != nil {
+		h.refuse(w, route, *p)
+		return
+	}
+	id := chi.URLParam(r, "thread_id")
+	if !wire.SessionIDValid(id) {
+		h.refuse(w, route, httpx.ProblemThreadNotFound.Problem("no thread "+id))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StoreTimeout)
+	defer cancel()
+	switch err := h.threads.Delete(ctx, c.tenant, id, wire.SessionKey(c.tenant, id)); {
+	case errors.Is(err, threads.ErrNotFound):
+		h.refuse(w, route, httpx.ProblemThreadNotFound.Problem("no thread "+id))
+		return
+	case errors.Is(err, threads.ErrBusy):
+		h.refuse(w, route, httpx.ProblemThreadBusy.Problem("thread "+id+" has a run queued or running: cancel it (or wait for it) first"))
+		return
+	case err != nil:
+		h.log.WarnContext(r.Context(), "delete thread failed", "session_id", id, "err", err)
+		h.refuse(w, route, h.storeDown("the thread cannot be deleted now"))
+		return
+	}
+	h.log.InfoContext(r.Context(), "thread deleted", "session_id", id, "tenant", c.tenant)
+	h.ok(route)
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (h *Handler) getThread(w http.ResponseWriter, r *http.Request) {

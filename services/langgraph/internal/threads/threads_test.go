@@ -21,7 +21,7 @@ func TestStore(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("CreateThenGet", func(t *testing.T) {
-		th, created, err := s.Create(ctx, "acme", "th-1", json.RawMessage(`{"user":"ann"}`))
+		th, created, err := s.Create(ctx, "acme", "th-1", json.RawMessage(`{"user":"ann"}`), 100)
 		require.NoError(t, err)
 		require.True(t, created)
 		require.JSONEq(t, `{"user":"ann"}`, string(th.Metadata))
@@ -30,13 +30,13 @@ func TestStore(t *testing.T) {
 		require.Equal(t, th.CreatedAt, got.CreatedAt)
 	})
 	t.Run("CreateExistingKeepsIt", func(t *testing.T) {
-		th, created, err := s.Create(ctx, "acme", "th-1", json.RawMessage(`{"user":"bob"}`))
+		th, created, err := s.Create(ctx, "acme", "th-1", json.RawMessage(`{"user":"bob"}`), 100)
 		require.NoError(t, err)
 		require.False(t, created)
 		require.JSONEq(t, `{"user":"ann"}`, string(th.Metadata))
 	})
 	t.Run("NullMetadataIsEmptyObject", func(t *testing.T) {
-		th, _, err := s.Create(ctx, "acme", "th-2", nil)
+		th, _, err := s.Create(ctx, "acme", "th-2", nil, 100)
 		require.NoError(t, err)
 		require.JSONEq(t, `{}`, string(th.Metadata))
 	})
@@ -44,7 +44,7 @@ func TestStore(t *testing.T) {
 		_, err := s.Get(ctx, "evil", "th-1")
 		require.ErrorIs(t, err, threads.ErrNotFound)
 		// The same ID is the other tenant's own thread.
-		_, created, err := s.Create(ctx, "evil", "th-1", nil)
+		_, created, err := s.Create(ctx, "evil", "th-1", nil, 100)
 		require.NoError(t, err)
 		require.True(t, created)
 	})

@@ -33,10 +33,16 @@ type Config struct {
 	// OnSessions, if set, is called after every round with the session rows it removed (metrics,
 	// tests). It must be fast.
 	OnSessions func(deleted int, err error)
+	// ThreadTTL is how long a LangGraph thread may stay idle before it is deleted
+	// (TURNSTILE_LANGGRAPH_THREAD_TTL). Defaults to config.LangGraphThreadTTLDefault (7 days).
+	ThreadTTL time.Duration
+	// OnThreads, if set, is called after every round with the LangGraph threads it removed
+	// (metrics, tests). It must be fast.
+	OnThreads func(deleted int, err error)
 }
 
 // Cleaner deletes old finished turn rows in the background, then the session rows left without
-// turns.
+// turns, then the LangGraph threads idle past their TTL.
 type Cleaner struct {
 	cfg Config
 	db  *turnstore.Store
@@ -52,6 +58,9 @@ func New(pool *pgxpool.Pool, cfg Config, log *slog.Logger) *Cleaner {
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = config.RetentionBatchDefault
+	}
+	if cfg.ThreadTTL <= 0 {
+		cfg.ThreadTTL = config.LangGraphThreadTTLDefault
 	}
 	return &Cleaner{cfg: cfg, db: turnstore.New(pool), log: log}
 }
@@ -79,9 +88,10 @@ func (c *Cleaner) run(ctx context.Context) {
 	}
 }
 
-// RunOnce deletes batches until one comes back short, then the sessions left without turns, and
-// returns the turn rows deleted.
+// RunOnce deletes batches until one comes back short, then the sessions left without turns and
+// the idle threads, and returns the turn rows deleted.
 func (c *Cleaner) RunOnce(ctx context.Context) int {
+	defer c.deleteThreads(ctx)
 	defer c.deleteSessions(ctx)
 	total := 0
 	for ctx.Err() == nil {
@@ -134,5 +144,34 @@ func (c *Cleaner) deleteSessions(ctx context.Context) {
 	}
 	if total > 0 {
 		c.log.Info("deleted idle session rows", "rows", total, "retention", c.cfg.Retention)
+	}
+}
+
+// deleteThreads deletes, in batches, the LangGraph threads idle longer than ThreadTTL that have no
+// run queued or running: without it every thread ever created kept its row.
+func (c *Cleaner) deleteThreads(ctx context.Context) {
+	total := 0
+	var err error
+	for ctx.Err() == nil {
+		sctx, cancel := context.WithTimeout(ctx, StatementTimeout)
+		var n int
+		n, err = c.db.DeleteIdleThreads(sctx, c.cfg.ThreadTTL, c.cfg.Batch)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("deleting idle threads failed; retrying next round", "err", err)
+			}
+			break
+		}
+		total += n
+		if n < c.cfg.Batch {
+			break
+		}
+	}
+	if c.cfg.OnThreads != nil {
+		c.cfg.OnThreads(total, err)
+	}
+	if total > 0 {
+		c.log.Info("deleted idle threads", "threads", total, "ttl", c.cfg.ThreadTTL)
 	}
 }

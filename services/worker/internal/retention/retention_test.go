@@ -78,6 +78,8 @@ func TestCleaner(t *testing.T) {
 		require.Equal(t, config.RetentionBatchDefault, c.cfg.Batch)
 		require.Equal(t, time.Minute, c.cfg.Interval)
 		require.Equal(t, 1000, c.cfg.Batch)
+		require.Equal(t, config.LangGraphThreadTTLDefault, c.cfg.ThreadTTL)
+		require.Equal(t, 7*24*time.Hour, c.cfg.ThreadTTL)
 	})
 
 	t.Run("DeletesExpiredFinishedRowsInBatches", func(t *testing.T) {
@@ -136,6 +138,46 @@ func TestCleaner(t *testing.T) {
 		left, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
 		require.Equal(t, []string{"recent", "s"}, left, "a session with a live turn and a recent one stay")
+	})
+
+	t.Run("DeletesIdleThreads", func(t *testing.T) {
+		t.Parallel()
+		threads := make(chan int, 10)
+		c, b := setup(t, Config{
+			Retention: time.Hour, Interval: time.Hour, Batch: 2, ThreadTTL: time.Hour,
+			OnThreads: func(n int, err error) {
+				if err != nil {
+					t.Errorf("retention threads: %v", err)
+				}
+				threads <- n
+			},
+		})
+		ctx := context.Background()
+		// Five idle threads (more than a batch), one idle but busy (a queued run of its session
+		// "default/busy"), one recently used.
+		_, err := b.env.Pool.Exec(ctx, `INSERT INTO langgraph_threads (tenant, thread_id, updated_at)
+			SELECT 'default', 'idle-' || i, now() - interval '2 hours' FROM generate_series(1, 5) i`)
+		require.NoError(t, err)
+		_, err = b.env.Pool.Exec(ctx, `INSERT INTO langgraph_threads (tenant, thread_id, updated_at) VALUES
+			('default', 'busy', now() - interval '2 hours'), ('default', 'recent', now())`)
+		require.NoError(t, err)
+		_, err = b.env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at)
+			VALUES (gen_random_uuid(), 'default/busy', 'default', 'queued', now())`)
+		require.NoError(t, err)
+
+		require.NoError(t, c.Start(ctx))
+		select {
+		case n := <-threads:
+			require.Equal(t, 5, n, "the idle threads, in batches")
+		case <-time.After(30 * time.Second):
+			t.Fatal("no round of thread deletes")
+		}
+		require.NoError(t, c.Stop(ctx))
+		rows, err := b.env.Pool.Query(ctx, `SELECT thread_id FROM langgraph_threads ORDER BY thread_id`)
+		require.NoError(t, err)
+		left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.Equal(t, []string{"busy", "recent"}, left, "a thread with a run in flight and a recent one stay")
 	})
 
 	t.Run("StartStopStress", func(t *testing.T) {
