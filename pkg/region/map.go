@@ -24,10 +24,6 @@ const (
 	PolicyFailover Policy = "failover"
 )
 
-// DefaultTenant is the tenant a request without a key belongs to (authentication off); a map may
-// list it to give it a home and a policy.
-const DefaultTenant = "default"
-
 // Region is one region of the map: its code and the base URL of its public endpoint.
 type Region struct {
 	Code string `json:"code"`

@@ -1,6 +1,10 @@
 package region
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/turnstile-run/turnstile/pkg/wire"
+)
 
 // apiKeyPrefix starts every turnstile API key: "ts_<key id>_<secret>".
 const apiKeyPrefix = "ts_"
@@ -41,8 +45,8 @@ func (m *Map) TenantOfKeyID(id string) Tenant {
 			return Tenant{Home: code, Policy: PolicyWait}
 		}
 	}
-	if t, ok := m.byName[DefaultTenant]; ok {
+	if t, ok := m.byName[wire.DefaultTenant]; ok {
 		return t
 	}
-	return Tenant{Name: DefaultTenant, Home: m.DefaultHome, Policy: PolicyWait}
+	return Tenant{Name: wire.DefaultTenant, Home: m.DefaultHome, Policy: PolicyWait}
 }

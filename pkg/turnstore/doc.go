@@ -3,8 +3,8 @@
 // (the tables themselves are package migrations'). No other package of a service writes SQL over
 // them; each calls a method of Store.
 //
-// Every session_id a statement takes or stores is the session's key (wire.SessionKey: tenant and
-// session ID together), and a turn whose ID the client minted is stored under
+// Every session_id a statement takes or stores is the session's key, a wire.SessionKey (tenant and
+// session ID together; its String form is the column's value), and a turn whose ID the client minted is stored under
 // wire.ClientTurnKey, with the client's ID in turns.client_turn_id for the API to show.
 //
 // Its users:

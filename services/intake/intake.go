@@ -16,6 +16,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/intake/internal/api"
 	"github.com/turnstile-run/turnstile/services/intake/internal/backlog"
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
@@ -92,7 +93,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	}
 	if !cfg.Auth.Enabled() {
 		log.Warn("TURNSTILE_AUTH=off: API keys are NOT checked and every request acts as tenant \"" +
-			api.DefaultTenant + "\"; set TURNSTILE_AUTH=on outside development")
+			wire.DefaultTenant + "\"; set TURNSTILE_AUTH=on outside development")
 	}
 	rec := record.New(pool, cfg.Intake.QueueFlushInterval, log, d.Registry)
 	var events *streams.Publisher

@@ -461,7 +461,7 @@ func TestA2A(t *testing.T) {
 		require.Len(t, page.Turns, 1, "one turn")
 		require.Equal(t, 1, page.Turns[0].Attempts, "the agent ran once")
 		require.Equal(t, "succeeded", page.Turns[0].Status)
-		h := history(t, s.env, wire.SessionKey("acme", m.ContextID))
+		h := history(t, s.env, wire.NewSessionKey("acme", m.ContextID).String())
 		require.Len(t, h, 2, "one question and one answer in the session history")
 	})
 

@@ -133,9 +133,9 @@ func TestTenantSessionDuringPostgresOutage(t *testing.T) {
 	require.Equal(t, session, got.SessionID)
 
 	require.Equal(t, []historyMsg{{1, a.TurnID, "user"}, {2, a.TurnID, "assistant"}},
-		history(t, s.env, wire.SessionKey("acme", session)), "A's history is A's turn alone")
+		history(t, s.env, wire.NewSessionKey("acme", session).String()), "A's history is A's turn alone")
 	require.Equal(t, []historyMsg{{1, b.TurnID, "user"}, {2, b.TurnID, "assistant"}},
-		history(t, s.env, wire.SessionKey("globex", session)), "B's turn ran in B's own session, from an empty history")
+		history(t, s.env, wire.NewSessionKey("globex", session).String()), "B's turn ran in B's own session, from an empty history")
 	_, seen := s.turn(t, s.keyB, a.TurnID)
 	require.False(t, seen, "A's turn is not B's to read")
 }
@@ -163,8 +163,8 @@ func TestTenantClientMintedTurnID(t *testing.T) {
 	require.Equal(t, "acme-s", ta.SessionID)
 	require.Equal(t, "globex input", tb.Input.Text)
 	require.Equal(t, "globex-s", tb.SessionID)
-	require.Len(t, history(t, s.env, wire.SessionKey("acme", "acme-s")), 4, "A's session holds both of A's turns")
-	require.Len(t, history(t, s.env, wire.SessionKey("globex", "globex-s")), 2, "B's session holds B's turn")
+	require.Len(t, history(t, s.env, wire.NewSessionKey("acme", "acme-s").String()), 4, "A's session holds both of A's turns")
+	require.Len(t, history(t, s.env, wire.NewSessionKey("globex", "globex-s").String()), 2, "B's session holds B's turn")
 
 	// The session's list shows the turn under the ID A minted.
 	req, err := http.NewRequest(http.MethodGet, s.base+"/v1/sessions/acme-s/turns", nil)

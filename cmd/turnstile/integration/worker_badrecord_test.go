@@ -52,11 +52,11 @@ func TestBadRecordNeverStalls(t *testing.T) {
 			Input: wire.Input{Text: text}, Metadata: md, Deadline: now.Add(time.Hour), AcceptedAt: now,
 		}
 		_, err := env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, deadline)
-			VALUES ($1, $2, $3, 'queued', $4, $5)`, e.TurnID, wire.SessionKey(tenant, session), tenant, e.AcceptedAt, e.Deadline)
+			VALUES ($1, $2, $3, 'queued', $4, $5)`, e.TurnID, wire.NewSessionKey(tenant, session).String(), tenant, e.AcceptedAt, e.Deadline)
 		require.NoError(t, err)
 		b, err := e.Encode()
 		require.NoError(t, err)
-		produceRaw(t, env, wire.SessionKey(tenant, session), b)
+		produceRaw(t, env, wire.NewSessionKey(tenant, session).String(), b)
 		return e.TurnID.String()
 	}
 	badText := produce("bad-text", "tenant-a", "a\x00b", nil)
@@ -68,7 +68,7 @@ func TestBadRecordNeverStalls(t *testing.T) {
 	testenv.WaitFor(t, 20*time.Second, "every turn to end", func() bool { return terminalCount(t, env, ids) == len(ids) })
 	require.Equal(t, "succeeded", readTurn(t, env, good).Status)
 	require.Equal(t, "succeeded", readTurn(t, env, after).Status)
-	for _, c := range []struct{ id, session string }{{badText, wire.SessionKey("tenant-a", "bad-text")}, {badMetadata, wire.SessionKey("tenant-a", "bad-metadata")}} {
+	for _, c := range []struct{ id, session string }{{badText, wire.NewSessionKey("tenant-a", "bad-text").String()}, {badMetadata, wire.NewSessionKey("tenant-a", "bad-metadata").String()}} {
 		r := readTurn(t, env, c.id)
 		require.Equal(t, "failed", r.Status)
 		require.Equal(t, 3, r.Attempt, "every refused claim is an attempt, up to TURNSTILE_MAX_ATTEMPTS")

@@ -227,7 +227,7 @@ func storeKey(session string) string {
 	if strings.Contains(session, wire.SessionKeySeparator) {
 		return session
 	}
-	return wire.SessionKey(wire.DefaultTenant, session)
+	return wire.NewSessionKey(wire.DefaultTenant, session).String()
 }
 
 func history(t *testing.T, env *testenv.Env, session string) []historyMsg {

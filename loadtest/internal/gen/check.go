@@ -117,7 +117,7 @@ type pgTurn struct {
 func (g *Generator) checkPostgres(ctx context.Context, pool *pgxpool.Pool, c *Correctness) error {
 	// The generator posts without an API key, so its sessions are the default tenant's, stored
 	// under their keys (wire.SessionKey).
-	prefix := wire.SessionKey(wire.DefaultTenant, g.SessionPrefix())
+	prefix := wire.NewSessionKey(wire.DefaultTenant, g.SessionPrefix()).String()
 	// The generator mints its turn IDs, which the stores hold under a key of the tenant's
 	// (wire.ClientTurnKey) with the minted ID beside it: shown maps the stored ID to the minted one.
 	rows, err := pool.Query(ctx, `SELECT turn_id::text, coalesce(client_turn_id, turn_id)::text, status,

@@ -93,7 +93,7 @@ func Steady(ctx context.Context, o Options, fraction, rate float64, d time.Durat
 			if err != nil {
 				return p, err
 			}
-			recs[i] = &kgo.Record{Topic: st.Config.Topic, Key: []byte(env.SessionKey()), Value: v}
+			recs[i] = &kgo.Record{Topic: st.Config.Topic, Key: []byte(env.SessionKey().String()), Value: v}
 		}
 		// Produced without waiting, so a slow acknowledgement never delays the next tick.
 		for _, r := range recs {

@@ -318,7 +318,7 @@ func queueTurns(ctx context.Context, brokers []string, topic string, jobs, sessi
 			if err != nil {
 				return err
 			}
-			recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(env.SessionKey()), Value: v})
+			recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(env.SessionKey().String()), Value: v})
 		}
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			return fmt.Errorf("queue turns: %w", err)
@@ -355,7 +355,7 @@ func recordQueued(ctx context.Context, pool *pgxpool.Pool, envs []wire.Envelope)
 	sessions, tenants := make([]string, n), make([]string, n)
 	accepted, deadlines := make([]time.Time, n), make([]time.Time, n)
 	for i, e := range envs {
-		ids[i], sessions[i], tenants[i], accepted[i], deadlines[i] = e.TurnID, e.SessionKey(), e.Tenant, e.AcceptedAt, e.Deadline
+		ids[i], sessions[i], tenants[i], accepted[i], deadlines[i] = e.TurnID, e.SessionKey().String(), e.Tenant, e.AcceptedAt, e.Deadline
 	}
 	tag, err := pool.Exec(ctx, recordQueuedSQL, ids, sessions, tenants, accepted, deadlines)
 	if err != nil {

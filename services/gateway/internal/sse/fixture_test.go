@@ -158,7 +158,7 @@ func newSession() string { return "s-" + testenv.RandomHex(6) }
 
 // key is a session's key in the stores as a gateway without stream tokens reads it: the default
 // tenant's session.
-func key(session string) string { return wire.SessionKey(wire.DefaultTenant, session) }
+func key(session string) string { return wire.NewSessionKey(wire.DefaultTenant, session).String() }
 func newTurn() string           { return uuid.NewString() }
 
 // indexes returns the index of every turn event (stream.reset is skipped).

@@ -238,7 +238,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	info := OpenInfo{SessionID: o.SessionID, CursorSource: o.CursorSource, Cursor: o.Cursor}
 	// The stream read is the tenant's session: its key (wire.SessionKey, the default tenant's
 	// without tokens), which only the tenant's token opens.
-	o.SessionID = wire.SessionKey(claims.Tenant, o.SessionID)
+	o.SessionID = wire.NewSessionKey(claims.Tenant, o.SessionID).String()
 	sessionID, turnFilter, cursor := o.SessionID, o.TurnID, o.After
 	ctx := r.Context()
 	// A follower of one turn that reconnects after the turn's terminal event has everything: 204

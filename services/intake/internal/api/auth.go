@@ -14,10 +14,8 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
-
-// DefaultTenant is the tenant of every request when TURNSTILE_AUTH=off.
-const DefaultTenant = "default"
 
 type (
 	tenantKey   struct{}
@@ -41,7 +39,7 @@ var errStore = errors.New("store unavailable")
 func (h *Handler) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		const route = "auth"
-		tenant, keyID := DefaultTenant, ""
+		tenant, keyID := wire.DefaultTenant, ""
 		if h.cfg.AuthEnabled {
 			key := httpx.BearerToken(r)
 			if key == "" {

@@ -25,9 +25,9 @@
 //     or when the deadline is nearer than backlog age + TURNSTILE_MIN_USEFUL_TIME (the turn would
 //     expire before it starts). The age comes from Config.BacklogAge; nil means unknown: admit.
 //  4. Tenancy, by construction: the session is stored and routed under its key,
-//     wire.SessionKey(tenant, session ID) — the Kafka record key, the Redis keys and the Postgres
-//     rows — so a session ID another tenant uses names that tenant's own session, and nothing
-//     is looked up to keep tenants apart (Postgres being down cannot weaken it). Listing a
+//     a wire.SessionKey (wire.NewSessionKey(tenant, session ID)) — the Kafka record key, the Redis
+//     keys and the Postgres rows — so a session ID another tenant uses names that tenant's own
+//     session, and nothing is looked up to keep tenants apart (Postgres being down cannot weaken it). Listing a
 //     session lists the asking tenant's own session of that ID; another tenant's turn is
 //     answered 404, as an unknown one is.
 //  5. Quotas: 429 + Retry-After when the tenant is over its rate (GCRA via go-redis/redis_rate, so

@@ -110,7 +110,7 @@ type Config struct {
 	// RetryAfter is the base of a 503's jittered Retry-After and the Retry-After of the
 	// queued-turn quota's 429. Defaults to config.RetryAfterDefault.
 	RetryAfter time.Duration
-	// AuthEnabled requires an API key on every request; off, every request is DefaultTenant's.
+	// AuthEnabled requires an API key on every request; off, every request is wire.DefaultTenant's.
 	AuthEnabled bool
 	// KeyPrefix starts intake's Redis keys. Defaults to config.KeyPrefixDefault.
 	KeyPrefix string

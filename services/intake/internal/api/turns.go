@@ -79,7 +79,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	// The session is the tenant's by its key (wire.SessionKey): a session ID another tenant uses
 	// names that tenant's own session, so no lookup stands between a turn and its acceptance.
-	key := wire.SessionKey(tenant, sessionID)
+	key := wire.NewSessionKey(tenant, sessionID).String()
 	if retry, ok := h.allowRate(ctx, tenant); !ok {
 		p := httpx.ProblemRateLimited.Problem(fmt.Sprintf("tenant %s is over its rate of %d turns per second", tenant, h.cfg.TenantRate))
 		p.RetryAfter = retry
@@ -202,7 +202,7 @@ func (h *Handler) recordQueued(env wire.Envelope, rec *kgo.Record, topicID uuid.
 		return
 	}
 	row := record.Row{
-		TurnID: env.TurnID, ClientTurnID: env.ClientTurnID, SessionID: env.SessionKey(), Tenant: env.Tenant,
+		TurnID: env.TurnID, ClientTurnID: env.ClientTurnID, SessionID: env.SessionKey().String(), Tenant: env.Tenant,
 		AcceptedAt: env.AcceptedAt, Deadline: env.Deadline,
 		Input: env.Input.Text, Metadata: env.Metadata, Multitask: env.Multitask,
 		Webhook: env.Webhook, PushConfigs: env.PushConfigs,
@@ -390,7 +390,7 @@ func (h *Handler) listTurns(w http.ResponseWriter, r *http.Request) {
 	if h.d.Recorder != nil {
 		h.d.Recorder.Flush(ctx)
 	}
-	turns, err := h.store.ListSession(ctx, wire.SessionKey(tenantOf(r), sessionID), before, limit)
+	turns, err := h.store.ListSession(ctx, wire.NewSessionKey(tenantOf(r), sessionID).String(), before, limit)
 	if err != nil {
 		h.d.Log.WarnContext(r.Context(), "list turns failed", "session_id", sessionID, "err", err)
 		h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("turn status is temporarily unavailable"))

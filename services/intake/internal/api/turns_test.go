@@ -57,8 +57,8 @@ func TestQueuedRowAndStatus(t *testing.T) {
 	require.Zero(t, tv.Attempt)
 	var key, tenant string
 	require.NoError(t, b.env.Pool.QueryRow(context.Background(), `SELECT session_id, tenant FROM turns WHERE turn_id = $1`, a.TurnID).Scan(&key, &tenant))
-	require.Equal(t, wire.SessionKey(DefaultTenant, "st"), key, "stored under the session's key")
-	require.Equal(t, DefaultTenant, tenant)
+	require.Equal(t, wire.NewSessionKey(wire.DefaultTenant, "st").String(), key, "stored under the session's key")
+	require.Equal(t, wire.DefaultTenant, tenant)
 
 	_, resp = getTurn(t, b.srv.URL, uuid.NewString(), nil)
 	require.Equal(t, http.StatusNotFound, resp.Status)
@@ -214,7 +214,7 @@ func TestTenants(t *testing.T) {
 	for _, rec := range b.turnRecords(t, 2) {
 		keys = append(keys, string(rec.Key))
 	}
-	require.ElementsMatch(t, []string{wire.SessionKey("acme", "shared"), wire.SessionKey("globex", "shared")}, keys)
+	require.ElementsMatch(t, []string{wire.NewSessionKey("acme", "shared").String(), wire.NewSessionKey("globex", "shared").String()}, keys)
 	_, resp = getTurn(t, b.srv.URL, a.TurnID, globex)
 	require.Equal(t, http.StatusNotFound, resp.Status, "another tenant's turn")
 	resp = do(t, b.srv.URL, request{Method: http.MethodPost, Path: "/v1/turns/" + a.TurnID + "/cancel", Header: globex})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // TestCheckWebhook: the webhook's shape is checked before anything is produced, and the reserved
@@ -100,7 +101,7 @@ func TestNotificationsAreEnvelopeFields(t *testing.T) {
 	var header string
 	var schemes []string
 	require.NoError(t, b.env.Pool.QueryRow(ctx, `SELECT url, auth_schemes, auth_credentials FROM task_push_configs
-		WHERE task_id = $1 AND config_id = 'a' AND tenant = $2`, a.TurnID, DefaultTenant).Scan(&url, &schemes, &header))
+		WHERE task_id = $1 AND config_id = 'a' AND tenant = $2`, a.TurnID, wire.DefaultTenant).Scan(&url, &schemes, &header))
 	require.Equal(t, "https://a.example/h", url)
 	require.Equal(t, []string{"Bearer"}, schemes)
 	require.Equal(t, "c", header)

@@ -251,7 +251,7 @@ func (t *turn) open() bool {
 	// From here on the session is its key (wire.SessionKey) in every store; the agent and the
 	// events see the client's session ID. The key comes from the envelope, never the record's key,
 	// so records written before sessions were keyed by tenant land in the same session.
-	env.SessionID = env.SessionKey()
+	env.SessionID = env.SessionKey().String()
 	// The turn ID's text as the client knows it (wire.Envelope.ShownTurnID), made once for the
 	// turn: the log context, the span and every attempt's events share it. The stores and the
 	// agent get env.TurnID, which is unique across tenants.

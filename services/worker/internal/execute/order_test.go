@@ -36,7 +36,7 @@ func TestHandleDefersBehindEarlierTurn(t *testing.T) {
 	laterRec.Key, laterRec.Value = []byte(earlier.SessionID), b
 	_, err = env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, deadline, input)
 		VALUES ($1, $2, 'default', 'queued', $3, $4, '{"text": "hi"}')`,
-		earlier.TurnID, earlier.SessionKey(), earlier.AcceptedAt, earlier.Deadline)
+		earlier.TurnID, earlier.SessionKey().String(), earlier.AcceptedAt, earlier.Deadline)
 	require.NoError(t, err)
 
 	require.Equal(t, consume.Defer, f.x.Handle(ctx, laterRec))

@@ -68,7 +68,7 @@ func TestClaimStoresNotifications(t *testing.T) {
 	queued := request("notify-queued")
 	queued.Env.Webhook = &wire.Webhook{URL: "https://q.example/w"}
 	_, err = env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at, webhook_url)
-		VALUES ($1, $2, 'default', 'queued', $3, $4)`, queued.Env.TurnID, queued.Env.SessionKey(), queued.Env.AcceptedAt, queued.Env.Webhook.URL)
+		VALUES ($1, $2, 'default', 'queued', $3, $4)`, queued.Env.TurnID, queued.Env.SessionKey().String(), queued.Env.AcceptedAt, queued.Env.Webhook.URL)
 	require.NoError(t, err)
 	queued.Env.Webhook = nil
 	c, err = s.Claim(ctx, queued)

@@ -100,7 +100,7 @@ func RouteKey(turn agent.Turn) string {
 	if turn.Tenant == "" {
 		return turn.SessionID
 	}
-	return wire.SessionKey(turn.Tenant, turn.SessionID)
+	return wire.NewSessionKey(turn.Tenant, turn.SessionID).String()
 }
 
 // Set makes addrs the pool's endpoints: new ones join healthy, missing ones leave (their
