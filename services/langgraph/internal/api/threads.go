@@ -125,7 +125,7 @@ func (h *Handler) deleteThread(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StoreTimeout)
 	defer cancel()
-	switch err := h.threads.Delete(ctx, c.tenant, id, wire.SessionKey(c.tenant, id)); {
+	switch err := h.threads.Delete(ctx, c.tenant, id, wire.NewSessionKey(c.tenant, id)); {
 	case errors.Is(err, threads.ErrNotFound):
 		h.refuse(w, route, httpx.ProblemThreadNotFound.Problem("no thread "+id))
 		return

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // ErrNotFound is a thread that does not exist in the tenant's namespace (or belongs to another
@@ -116,9 +117,9 @@ SELECT EXISTS (SELECT 1 FROM langgraph_threads WHERE tenant = $1 AND thread_id =
 // (wire.SessionKey), whose turns are its runs. The runs are left to retention: deleting a
 // finished turn's row before its Kafka record can no longer be redelivered would let the record
 // run again.
-func (s *Store) Delete(ctx context.Context, tenant, id, sessionKey string) error {
+func (s *Store) Delete(ctx context.Context, tenant, id string, session wire.SessionKey) error {
 	var exists, busy, deleted bool
-	if err := s.pool.QueryRow(ctx, deleteSQL, tenant, id, sessionKey).Scan(&exists, &busy, &deleted); err != nil {
+	if err := s.pool.QueryRow(ctx, deleteSQL, tenant, id, session).Scan(&exists, &busy, &deleted); err != nil {
 		return fmt.Errorf("delete thread: %w", err)
 	}
 	switch {
