@@ -4,14 +4,23 @@ WITH req AS (
         AS r(turn_id, session_id, tenant, input_text, metadata, accepted_at, deadline, kpart, koff, client_turn_id,
             webhook_url, webhook_token, push_configs, task_id)
 ), blocked AS (
-    -- Requests whose session has an earlier accepted turn that is not terminal: they must not
-    -- start yet (per-session order), whatever the consumer holds in memory. One probe of the
-    -- partial index of live turns per request; a turn's own row is not its blocker.
+    -- Requests that must not start yet, whatever the consumer holds in memory (per-session order).
+    -- A turn that has started holds its session until it is terminal: two posts of a session in
+    -- flight at once have no order of their own, and an earlier accepted turn whose queued row
+    -- appeared only after a later one started waits behind it. Among turns that have not started,
+    -- or (left from before) that both have, the earlier accepted goes first. So a request is blocked
+    -- by a live turn of its session that has started while the request has not, or that is as
+    -- started as the request and was accepted earlier. One probe of the partial index of live turns,
+    -- and one of the request's own row, per request; a turn's own row is not its blocker.
     SELECT r.turn_id FROM req r
+    CROSS JOIN LATERAL (
+        SELECT coalesce((SELECT o.started_at IS NOT NULL FROM turns o WHERE o.turn_id = r.turn_id), false) AS started
+    ) own
     WHERE EXISTS (
         SELECT 1 FROM turns e
-        WHERE e.session_id = r.session_id AND e.status IN ('queued', 'running')
-          AND e.accepted_at < r.accepted_at AND e.turn_id <> r.turn_id
+        WHERE e.session_id = r.session_id AND e.status IN ('queued', 'running') AND e.turn_id <> r.turn_id
+          AND ((e.started_at IS NOT NULL AND NOT own.started)
+            OR ((e.started_at IS NOT NULL) = own.started AND e.accepted_at < r.accepted_at))
     )
 ), notify AS (
     -- The push configs of the requests the claim may insert (not those blocked), stored before

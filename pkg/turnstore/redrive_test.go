@@ -85,6 +85,38 @@ func TestClaimKeepsSessionOrder(t *testing.T) {
 	require.Equal(t, ClaimAcquired, claimOne(t, s, fourth, "acme/order", t0.Add(3*time.Second)))
 }
 
+// TestClaimStartedTurnHoldsItsSession checks the order once a turn has started: two posts of a
+// session in flight at once have no order of their own, and the one that started first holds the
+// session until it is terminal. An earlier accepted turn whose queued row appeared only after the
+// later one started (its produce was slow) is BLOCKED behind it, and the started turn is taken again
+// after a lost lease or a hand-off instead of being blocked by the one it started ahead of: else
+// the two would run at once.
+func TestClaimStartedTurnHoldsItsSession(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Partitions: 1})
+	s := New(env.Pool)
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Minute)
+	later := uuid.Must(uuid.NewV7())
+	require.Equal(t, ClaimAcquired, claimOne(t, s, later, "acme/race", t0.Add(time.Second)))
+	earlier := queuedTurn(t, s, "acme/race", t0, t0.Add(time.Hour), 0, nil)
+
+	require.Equal(t, ClaimBlocked, claimOne(t, s, earlier, "acme/race", t0), "blocked while the started turn runs")
+	_, err := env.Pool.Exec(ctx, `UPDATE turns SET lease_expires_at = now() - interval '1 second' WHERE turn_id = $1`, later)
+	require.NoError(t, err)
+	require.Equal(t, ClaimBlocked, claimOne(t, s, earlier, "acme/race", t0), "blocked while the started turn's lease is lost")
+	require.Equal(t, ClaimAcquired, claimOne(t, s, later, "acme/race", t0.Add(time.Second)),
+		"the started turn is taken over, not blocked by the turn it started ahead of")
+	_, err = env.Pool.Exec(ctx, `UPDATE turns SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL,
+		handoffs = handoffs + 1 WHERE turn_id = $1`, later)
+	require.NoError(t, err)
+	require.Equal(t, ClaimBlocked, claimOne(t, s, earlier, "acme/race", t0), "blocked while the started turn is handed off")
+	require.Equal(t, ClaimAcquired, claimOne(t, s, later, "acme/race", t0.Add(time.Second)))
+	_, err = env.Pool.Exec(ctx, `UPDATE turns SET status = 'succeeded', finished_at = now() WHERE turn_id = $1`, later)
+	require.NoError(t, err)
+	require.Equal(t, ClaimAcquired, claimOne(t, s, earlier, "acme/race", t0), "taken once the started turn is terminal")
+}
+
 // TestBacklogAgeSkipsUnstartable checks that a queued turn past its deadline and one whose cancel
 // was requested are not backlog, and that EndUnstartable ends both (expired, cancelled) with a
 // fresh token, leaving a startable turn alone.

@@ -135,7 +135,12 @@ type Result struct {
 	Completed int           `json:"completed"`
 	// Retried counts attempts that started a turn over after a takeover (a lease that expired
 	// unrenewed): each streams the answer again from its first token.
-	Retried           int           `json:"retried_attempts"`
+	Retried int `json:"retried_attempts"`
+	// PostRetries counts posts sent again after intake's 503 or 429 (backpressure).
+	PostRetries int `json:"post_retries"`
+	// MissedSamples counts metric scrapes that failed or timed out: a sample fewer on the
+	// timeline, not a fault of the run.
+	MissedSamples     int           `json:"missed_samples"`
 	Delivered         int           `json:"tokens_delivered"`
 	PeakHeld          float64       `json:"peak_inflight"`
 	Idle              Sample        `json:"idle"`
@@ -361,7 +366,7 @@ func (r *runner) sampleLoop(ctx context.Context) {
 			s.Streaming = r.streaming
 			r.res.Timeline = append(r.res.Timeline, s)
 		} else if ctx.Err() == nil {
-			r.res.problem("scrape worker metrics: %v", err)
+			r.res.MissedSamples++
 		}
 		done := r.done
 		r.mu.Unlock()
@@ -518,21 +523,50 @@ func (r *runner) post(ctx context.Context, sid, tid string) error {
 	body, _ := json.Marshal(map[string]any{"input": map[string]string{"text": "hold"}, "turn_id": tid})
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(pctx, http.MethodPost, r.cfg.IntakeURL+"/v1/sessions/"+url.PathEscape(sid)+"/turns", bytes.NewReader(body))
+	// A 503 or 429 is intake's backpressure: the turn may or may not be queued, and the turn ID the
+	// generator minted makes sending it again safe. It waits what Retry-After says, as a client
+	// should, until the post's own deadline.
+	for {
+		status, retryAfter, b, err := r.postOnce(pctx, sid, body)
+		if err != nil {
+			return err
+		}
+		switch {
+		case status == http.StatusAccepted:
+			return nil
+		case status != http.StatusServiceUnavailable && status != http.StatusTooManyRequests:
+			return fmt.Errorf("status %d: %s", status, b)
+		}
+		r.mu.Lock()
+		r.res.PostRetries++
+		r.mu.Unlock()
+		select {
+		case <-pctx.Done():
+			return fmt.Errorf("status %d until the post's deadline: %s", status, b)
+		case <-time.After(retryAfter):
+		}
+	}
+}
+
+// postOnce sends the turn once and returns the answer's status, how long its Retry-After asks to
+// wait (at least 100 ms, at most 5 s) and the start of its body.
+func (r *runner) postOnce(ctx context.Context, sid string, body []byte) (int, time.Duration, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.cfg.IntakeURL+"/v1/sessions/"+url.PathEscape(sid)+"/turns", bytes.NewReader(body))
 	if err != nil {
-		return err
+		return 0, 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := r.pc.Do(req)
 	if err != nil {
-		return err
+		return 0, 0, nil, err
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	wait := 100 * time.Millisecond
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+		wait = min(max(time.Duration(s)*time.Second, wait), 5*time.Second)
 	}
-	return nil
+	return resp.StatusCode, wait, b, nil
 }
 
 // follow reads one connection of the turn's stream, resuming after *lastID, until on returns false

@@ -49,6 +49,8 @@ func TestSmoke(t *testing.T) {
 	perTurn := res.HeapPerTurn + res.StackPerTurn
 	t.Logf("%d turns, peak held %.0f; per held turn %.1f KiB (heap %.1f + stacks %.1f, %.2f goroutines) for the whole process",
 		turns, res.PeakHeld, perTurn/1024, res.HeapPerTurn/1024, res.StackPerTurn/1024, res.GoroutinesPerTurn)
+	t.Logf("posts sent again after backpressure: %d; metric scrapes missed: %d of %d", res.PostRetries, res.MissedSamples,
+		res.MissedSamples+len(res.Timeline))
 	require.True(t, res.OK(), "problems: %v", res.Problems)
 	require.Zero(t, res.Retried, "no attempt was taken over")
 	require.Equal(t, turns*tokens, res.Delivered)
