@@ -175,6 +175,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if owner, ok := misdirected(s.cfg.Region, req.Method, req.Params); ok {
+		if req.notification() {
+			// The status still tells a router where to go; the body would be an answer.
+			call.SetOutcome("misdirected")
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			return
+		}
 		writeMisdirected(w, req.ID, call, owner)
 		return
 	}

@@ -2,14 +2,18 @@ package rpc
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/turnstile-run/turnstile/pkg/frontdoor"
 	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/services/a2a/internal/tasks"
 )
@@ -137,4 +141,28 @@ func TestMisdirected(t *testing.T) {
 	require.Equal(t, 7, resp.ID)
 	require.Equal(t, region.RPCMisdirected, resp.Error.Code)
 	require.Equal(t, "use1", resp.Error.Data["region"])
+}
+
+// TestMisdirectedNotification: a notification naming another region's task gets the 421 a
+// router goes by, but no body: JSON-RPC 2.0 answers no notification.
+func TestMisdirectedNotification(t *testing.T) {
+	t.Parallel()
+	m, err := region.Parse([]byte(`{"regions":[{"code":"euw1","url":"http://a"},{"code":"use1","url":"http://b"}]}`))
+	require.NoError(t, err)
+	h := tasks.New(frontdoor.New(frontdoor.Config{IntakeURL: "http://127.0.0.1:1", GatewayURL: "http://127.0.0.1:1"}), tasks.Config{}, slog.New(slog.DiscardHandler))
+	s := New(Config{Region: region.Local{Code: "euw1", Map: m}}, h, nil, prometheus.NewRegistry())
+	const u = "0192f0c4-5d3c-7b7e-8a6f-1c2d3e4f5a6b"
+	for body, want := range map[string]string{
+		`{"jsonrpc":"2.0","method":"tasks/cancel","params":{"id":"use1-` + u + `"}}`:        "",
+		`{"jsonrpc":"2.0","id":3,"method":"tasks/cancel","params":{"id":"use1-` + u + `"}}`: `"id":3`,
+	} {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, strings.NewReader(body)))
+		require.Equal(t, http.StatusMisdirectedRequest, rec.Code, body)
+		if want == "" {
+			require.Empty(t, rec.Body.String())
+		} else {
+			require.Contains(t, rec.Body.String(), want)
+		}
+	}
 }
