@@ -30,8 +30,8 @@ type Problem struct {
 // as "Authorization: Bearer <credential>". BearerChallenge answers a request that presented none,
 // InvalidTokenChallenge one whose credential was refused.
 const (
-	BearerChallenge       = `Bearer realm="turnstile"`
-	InvalidTokenChallenge = `Bearer realm="turnstile", error="invalid_token"`
+	BearerChallenge       = `Bearer realm="turnstile"`                        //nolint:gosec // G101: a challenge naming a scheme, no credential
+	InvalidTokenChallenge = `Bearer realm="turnstile", error="invalid_token"` //nolint:gosec // G101: a challenge naming a scheme, no credential
 )
 
 // WriteProblem writes p as application/problem+json. A 401 carries a WWW-Authenticate challenge:

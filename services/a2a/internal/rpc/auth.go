@@ -58,11 +58,15 @@ type refusal struct {
 func (k *keyCheck) check(r *http.Request) *refusal {
 	key := httpx.BearerToken(r)
 	if key == "" {
-		return &refusal{status: http.StatusUnauthorized, challenge: httpx.BearerChallenge, outcome: "unauthenticated",
-			detail: "an API key is required: Authorization: Bearer <key>"}
+		return &refusal{
+			status: http.StatusUnauthorized, challenge: httpx.BearerChallenge, outcome: "unauthenticated",
+			detail: "an API key is required: Authorization: Bearer <key>",
+		}
 	}
-	bad := &refusal{status: http.StatusUnauthorized, challenge: httpx.InvalidTokenChallenge, outcome: "unauthenticated",
-		detail: "the API key is unknown or revoked"}
+	bad := &refusal{
+		status: http.StatusUnauthorized, challenge: httpx.InvalidTokenChallenge, outcome: "unauthenticated",
+		detail: "the API key is unknown or revoked",
+	}
 	if !apikey.WellFormed(key) {
 		return bad
 	}
@@ -92,13 +96,17 @@ func (k *keyCheck) check(r *http.Request) *refusal {
 		}
 		return bad
 	case errors.As(err, &p) && (p.Status == http.StatusTooManyRequests || p.Status >= 500):
-		return &refusal{status: refusalStatus(p.Status), retry: max(p.RetryAfter, time.Second), outcome: "unavailable",
-			detail: "the API key cannot be checked right now: " + detail(p)}
+		return &refusal{
+			status: refusalStatus(p.Status), retry: max(p.RetryAfter, time.Second), outcome: "unavailable",
+			detail: "the API key cannot be checked right now: " + detail(p),
+		}
 	case errors.Is(err, context.Canceled):
 		return &refusal{status: http.StatusServiceUnavailable, retry: time.Second, outcome: "unavailable", detail: "the request ended"}
 	}
-	return &refusal{status: http.StatusServiceUnavailable, retry: time.Second, outcome: "unavailable",
-		detail: "the API key cannot be checked right now"}
+	return &refusal{
+		status: http.StatusServiceUnavailable, retry: time.Second, outcome: "unavailable",
+		detail: "the API key cannot be checked right now",
+	}
 }
 
 // refusalStatus keeps a 429 and makes any other failure a 503: the front door is fine, what it
