@@ -26,9 +26,15 @@ type rpcAnswer struct {
 	} `json:"error"`
 }
 
+// httpAnswer is an HTTP answer as read: its status, its header and its body.
+type httpAnswer struct {
+	StatusCode int
+	Header     http.Header
+}
+
 // do sends an HTTP request to the stack with the given headers and returns the answer and its
 // body.
-func (s *a2aStack) do(t *testing.T, method, path, body string, hdr map[string]string) (*http.Response, []byte) {
+func (s *a2aStack) do(t *testing.T, method, path, body string, hdr map[string]string) (httpAnswer, []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -46,11 +52,11 @@ func (s *a2aStack) do(t *testing.T, method, path, body string, hdr map[string]st
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp, b
+	return httpAnswer{StatusCode: resp.StatusCode, Header: resp.Header}, b
 }
 
 // rpc posts a JSON-RPC body to /a2a as tenant A.
-func (s *a2aStack) rpc(t *testing.T, body string) (*http.Response, []byte) {
+func (s *a2aStack) rpc(t *testing.T, body string) (httpAnswer, []byte) {
 	t.Helper()
 	return s.do(t, http.MethodPost, "/a2a", body, map[string]string{
 		"Authorization": "Bearer " + s.keyA, "Content-Type": "application/json",
@@ -90,10 +96,10 @@ func (s *a2aStack) sendTask(t *testing.T, text string, md string) string {
 func TestA2AAuthFirst(t *testing.T) {
 	t.Parallel()
 	s := startA2AStack(t)
-	real := s.sendTask(t, "a task of tenant A", "")
+	mine := s.sendTask(t, "a task of tenant A", "")
 	before := topicEnd(t, s.env)
 
-	ids := []string{"x", "not-a-uuid", "0190b7a4-0000-7000-8000-000000000000", "zz-0190b7a4-0000-7000-8000-000000000000", real}
+	ids := []string{"x", "not-a-uuid", "0190b7a4-0000-7000-8000-000000000000", "zz-0190b7a4-0000-7000-8000-000000000000", mine}
 	var bodies []string
 	for _, id := range ids {
 		for _, p := range []struct{ method, params string }{
@@ -133,7 +139,7 @@ func TestA2AAuthFirst(t *testing.T) {
 				resp, b := s.do(t, http.MethodPost, "/a2a", body, hdr)
 				require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s: %s", body, b)
 				require.True(t, strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer "), "%s: challenge %q", body, resp.Header.Get("WWW-Authenticate"))
-				require.NotContains(t, string(b), real, body)
+				require.NotContains(t, string(b), mine, body)
 				require.NotContains(t, string(b), "not found", body)
 				require.NotContains(t, string(b), "text/event-stream", body)
 			}
@@ -236,8 +242,12 @@ func TestA2AEnvelope(t *testing.T) {
 		{"NullIDIsARequest", `{"jsonrpc":"2.0","id":null,` + get + `}`, http.StatusOK, []want{{"null", -32001}}, false},
 		{"EmptyBatch", `[]`, http.StatusOK, []want{{"null", -32600}}, false},
 		{"BatchNotJSON", `[{"jsonrpc":"2.0","id":1,` + get + `},`, http.StatusOK, []want{{"null", -32700}}, false},
-		{"Batch", `[{"jsonrpc":"2.0","id":1,` + get + `},{"jsonrpc":"2.0",` + get + `},1,{"jsonrpc":"2.0","id":"b","method":"tasks/explode"}]`,
-			http.StatusOK, []want{{"1", -32600}, {"null", -32600}, {`"b"`, -32600}}, true},
+		{
+			"Batch", `[{"jsonrpc":"2.0","id":1,` + get + `},{"jsonrpc":"2.0",` + get + `},1,{"jsonrpc":"2.0","id":"b","method":"tasks/explode"}]`,
+			http.StatusOK,
+			[]want{{"1", -32600}, {"null", -32600}, {`"b"`, -32600}},
+			true,
+		},
 		{"BatchOfNotifications", `[{"jsonrpc":"2.0",` + get + `},{"jsonrpc":"2.0","method":"tasks/explode"}]`, http.StatusNoContent, nil, false},
 		{"Notification", `{"jsonrpc":"2.0",` + get + `}`, http.StatusNoContent, nil, false},
 		{"NotificationUnknownMethod", `{"jsonrpc":"2.0","method":"tasks/explode"}`, http.StatusNoContent, nil, false},
@@ -345,7 +355,7 @@ func TestA2APreflight(t *testing.T) {
 	t.Parallel()
 	const allowed = "http://page.example:8000"
 	s := startA2AStackWith(t, "intake,worker,gateway,a2a", func(c *config.Config) { c.A2A.CORSOrigins = allowed })
-	preflight := func(origin string) *http.Response {
+	preflight := func(origin string) httpAnswer {
 		resp, _ := s.do(t, http.MethodOptions, "/a2a", "", map[string]string{
 			"Origin": origin, "Access-Control-Request-Method": "POST",
 			"Access-Control-Request-Headers": "authorization,content-type,a2a-version",
