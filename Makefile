@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MODULES := pkg migrations services/intake services/worker services/gateway services/a2a services/aisdk services/langgraph services/notifier services/router cmd/turnstile loadtest deploy
+MODULES := pkg migrations services/intake services/worker services/gateway services/a2a services/aisdk services/langgraph services/notifier services/router cmd/turnstile loadtest deploy examples/agents/go
 SERVICES := intake worker gateway a2a aisdk langgraph notifier router
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 15m

@@ -603,9 +603,10 @@ func TestInputAndOutputStoredAsEncoded(t *testing.T) {
 		if i%2 == 1 {
 			out.State = wire.OutputInputRequired
 		}
-		if i%3 == 1 {
+		switch i % 3 {
+		case 1:
 			out.Usage = &wire.Usage{InputTokens: int64(i), OutputTokens: 2, TotalTokens: int64(i) + 2}
-		} else if i%3 == 2 {
+		case 2:
 			out.Usage = &wire.Usage{InputTokens: 1 << 40, OutputTokens: 0, TotalTokens: 1 << 40, Model: texts[i]}
 		}
 		done = append(done, Completion{TurnID: reqs[i].Env.TurnID, Token: c.Token, Output: out})

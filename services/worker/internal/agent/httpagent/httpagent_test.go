@@ -215,7 +215,7 @@ func TestDeadlineHeaders(t *testing.T) {
 // answer is an agent service that answers every request with the given NDJSON lines.
 func answer(t *testing.T, lines ...string) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		for _, l := range lines {
 			_, _ = fmt.Fprintln(w, l)
@@ -235,20 +235,13 @@ func TestInvalidEventFailsLegibly(t *testing.T) {
 		lines []string
 		want  string
 	}{
-		{"ToolCallWithoutCallID", []string{`{"type":"delta","text":"a"}`, `{"type":"delta","text":"b"}`, `{"type":"tool_call","name":"clock","arguments":{}}`, `{"type":"done"}`},
-			`event 3 (tool_call): missing required property "call_id"`},
-		{"ErrorWithTextForMessage", []string{`{"type":"error","text":"model crashed"}`},
-			`event 1 (error): missing required property "message"`},
-		{"UnknownProperty", []string{`{"type":"done","result":"x"}`},
-			`event 1 (done): unknown property "result"`},
-		{"WrongType", []string{`{"type":"delta","text":7}`},
-			`event 1 (delta): property "text": want string, got number`},
-		{"UnknownEventType", []string{`{"type":"finish"}`},
-			`event 1: property "type": "finish" is not one of delta, tool_call, tool_result, usage, error, done, input_required`},
-		{"NoType", []string{`{"text":"a"}`},
-			`event 1: missing required property "type"`},
-		{"NotAnObject", []string{`["delta"]`},
-			`event 1: want an object, got array`},
+		{"ToolCallWithoutCallID", []string{`{"type":"delta","text":"a"}`, `{"type":"delta","text":"b"}`, `{"type":"tool_call","name":"clock","arguments":{}}`, `{"type":"done"}`}, `event 3 (tool_call): missing required property "call_id"`},
+		{"ErrorWithTextForMessage", []string{`{"type":"error","text":"model crashed"}`}, `event 1 (error): missing required property "message"`},
+		{"UnknownProperty", []string{`{"type":"done","result":"x"}`}, `event 1 (done): unknown property "result"`},
+		{"WrongType", []string{`{"type":"delta","text":7}`}, `event 1 (delta): property "text": want string, got number`},
+		{"UnknownEventType", []string{`{"type":"finish"}`}, `event 1: property "type": "finish" is not one of delta, tool_call, tool_result, usage, error, done, input_required`},
+		{"NoType", []string{`{"text":"a"}`}, `event 1: missing required property "type"`},
+		{"NotAnObject", []string{`["delta"]`}, `event 1: want an object, got array`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

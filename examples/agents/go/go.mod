@@ -1,0 +1,3 @@
+module github.com/turnstile-run/turnstile/examples/agents/go
+
+go 1.26.0
