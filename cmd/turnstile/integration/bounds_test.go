@@ -1,11 +1,15 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -299,4 +303,71 @@ func TestLangGraphThreadsBounded(t *testing.T) {
 		})
 		require.Zero(t, threadsOf("globex"))
 	})
+}
+
+// TestFrontDoorsRefuseLargeBodyWithContinue reproduces "a 20 MB body to /v1/chat with Expect:
+// 100-continue got no final status": every front door of the combined server (one port, auth on)
+// is sent 20 MB announced with Expect: 100-continue, by curl (which waits a second for the 100,
+// then sends) and by Go's http.Client with ExpectContinueTimeout, and must answer a final 413
+// within a bound in place of the 100, so that no body is sent into a connection the server closes.
+func TestFrontDoorsRefuseLargeBodyWithContinue(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	require.NoError(t, err, "curl is needed: it is the client the run used")
+	env := testenv.New(t, testenv.Options{Partitions: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, key, err := apikey.Create(ctx, env.Pool, "acme")
+	require.NoError(t, err)
+	cfg := authConfig(env, "intake,worker,gateway,a2a,aisdk,langgraph")
+	cfg.HTTPAddr = testenv.FreeAddr(t)
+	startStackCfg(t, env, cfg)
+	base := "http://" + cfg.HTTPAddr
+
+	const size = 20 << 20
+	big := filepath.Join(t.TempDir(), "20MB.json")
+	body := append([]byte(`{"x":"`), bytes.Repeat([]byte("a"), size-8)...)
+	body = append(body, '"', '}')
+	require.NoError(t, os.WriteFile(big, body, 0o600))
+	const bound = 20 * time.Second
+
+	// Each door's refusal: a problem document, or on the JSON-RPC route a JSON-RPC error.
+	for _, door := range []struct{ name, method, path, says string }{
+		{"Intake", http.MethodPost, "/v1/sessions/big-1/turns", "body-too-large"},
+		{"IntakePushConfig", http.MethodPut, "/v1/turns/01a2b3c4-0000-7000-8000-000000000000/push-configs/c1", "body-too-large"},
+		{"A2A", http.MethodPost, "/a2a", `"code":-32600`},
+		{"AISDK", http.MethodPost, "/v1/chat", "body-too-large"},
+		{"AISDKChatID", http.MethodPost, "/v1/chat/big-2", "body-too-large"},
+		{"LangGraphThreads", http.MethodPost, "/threads", "body-too-large"},
+		{"LangGraphRuns", http.MethodPost, "/threads/big-3/runs/stream", "body-too-large"},
+	} {
+		t.Run(door.name+"/Curl", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, bound)
+			defer cancel()
+			start := time.Now()
+			out, err := exec.CommandContext(ctx, curl, "-sS", "-X", door.method, "-o", "/dev/null", "-w", "%{http_code} %{size_upload}",
+				"-H", "Expect: 100-continue", "-H", "Authorization: Bearer "+key, "-H", "Content-Type: application/json",
+				"--data-binary", "@"+big, base+door.path).CombinedOutput()
+			require.NoError(t, err, "curl: %s", out)
+			// A final 413 in place of the 100: curl sent none of the body (a 413 after reading part of it
+			// races the connection's reset against curl's read of the answer).
+			require.Equal(t, "413 0", string(out), "a final 413 and no body sent (after %v)", time.Since(start))
+		})
+		t.Run(door.name+"/GoClient", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, bound)
+			defer cancel()
+			client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Second}}
+			defer client.CloseIdleConnections()
+			req, err := http.NewRequestWithContext(ctx, door.method, base+door.path, bytes.NewReader(body))
+			require.NoError(t, err)
+			req.Header.Set("Expect", "100-continue")
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			require.NoError(t, err, "a final status must arrive")
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", b)
+			require.Contains(t, string(b), door.says)
+		})
+	}
 }

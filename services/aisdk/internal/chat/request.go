@@ -56,7 +56,7 @@ func readRequest(w http.ResponseWriter, r *http.Request, pathID string, maxBody 
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
 		return fail(httpx.ProblemUnsupportedType, "the body must be application/json")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := io.ReadAll(httpx.LimitBody(w, r, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

@@ -176,9 +176,14 @@ func (h *Handler) putPushConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var c pushConfigRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	dec := json.NewDecoder(httpx.LimitBody(w, r, h.cfg.MaxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			h.refuse(w, route, httpx.ProblemBodyTooLarge.Problem(fmt.Sprintf("the body exceeds %d bytes", tooBig.Limit)))
+			return
+		}
 		h.refuse(w, route, httpx.ProblemInvalidBody.Problem("malformed JSON: "+err.Error()))
 		return
 	}

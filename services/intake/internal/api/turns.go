@@ -44,7 +44,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, httpx.ProblemUnsupportedType.Problem("the body must be application/json"))
 		return
 	}
-	raw, req, bad := readTurn(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	raw, req, bad := readTurn(httpx.LimitBody(w, r, h.cfg.MaxBody))
 	if bad == nil {
 		bad = checkWebhook(req, h.cfg.WebhookAllowHTTP)
 	}

@@ -239,7 +239,7 @@ func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) *htt
 			return &p
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	body, err := io.ReadAll(httpx.LimitBody(w, r, h.cfg.MaxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
