@@ -91,16 +91,25 @@ const (
 	// WaitConcurrencyLimit: the worker's adaptive limit for the upstream is full; the call starts
 	// when a slot frees.
 	WaitConcurrencyLimit = "concurrency_limit"
+	// WaitUpstreamUnavailable: the upstream could not be reached (a refused or failed connection,
+	// a name that did not resolve, a 502 or 504 from a proxy in front of it) before it streamed
+	// anything; the call is tried again with a growing pause until the turn's deadline leaves
+	// only the minimum useful time. Announced as the wait begins and again at the 2nd, 4th,
+	// 8th … failed try (WaitingData.Tries), not at every try.
+	WaitUpstreamUnavailable = "upstream_unavailable"
 )
 
 // WaitingData is the payload of turn.waiting: the turn waits on its upstream for Reason (one of the
 // Wait* constants) and tries again at RetryAt, absent when the wait has no known end (a full
 // concurrency limit). Error is the upstream's last answer, absent when the wait follows none.
+// Tries, for WaitUpstreamUnavailable, counts the requests that found the upstream unavailable so
+// far.
 type WaitingData struct {
 	EventBase
 	Reason  string    `json:"reason"`
 	RetryAt time.Time `json:"retry_at,omitzero"`
 	Error   string    `json:"error,omitempty"`
+	Tries   int       `json:"tries,omitempty"`
 }
 
 // ToolCallData is the payload of turn.tool_call.

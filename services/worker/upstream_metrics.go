@@ -17,6 +17,7 @@ type upstreamCollector struct {
 	names  []string
 
 	limit, inflight, waiting, calls, failures, retries, denied *prometheus.Desc
+	waits, waitingNow                                          *prometheus.Desc
 
 	endpoints, panic, panics, suspended, moved                         *prometheus.Desc
 	epInflight, epLimit, epRequests, epEjected, epProbeOK, epEjections *prometheus.Desc
@@ -33,7 +34,11 @@ func newUpstreamCollector() *upstreamCollector {
 		waiting:  d("turnstile_worker_upstream_waiting", "Turns waiting for a slot under an upstream's total limit.", l, nil),
 		calls:    d("turnstile_worker_upstream_calls_total", "Calls made to an upstream.", l, nil),
 		failures: d("turnstile_worker_upstream_failures_total",
-			"Failed upstream calls by class: overload, retryable, terminal.", []string{"upstream", "class"}, nil),
+			"Failed upstream calls by class: overload, retryable, unavailable, terminal.", []string{"upstream", "class"}, nil),
+		waits: d("turnstile_worker_upstream_waits_total",
+			"Waits of turns on an upstream begun, by reason: each wait for a slot, each pause before a retry.", []string{"upstream", "reason"}, nil),
+		waitingNow: d("turnstile_worker_upstream_turns_waiting",
+			"Turns waiting on an upstream now, by reason (for upstream_unavailable: between tries).", []string{"upstream", "reason"}, nil),
 		retries: d("turnstile_worker_upstream_retries_total", "Retries the upstream's total retry budget granted.", l, nil),
 		denied:  d("turnstile_worker_upstream_retries_denied_total", "Retries the upstream's total retry budget refused.", l, nil),
 
@@ -70,7 +75,7 @@ func (c *upstreamCollector) add(name string, g *upstream.Guard, p *pool.Pool) {
 
 func (c *upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.limit, c.inflight, c.waiting, c.calls, c.failures, c.retries, c.denied,
+		c.limit, c.inflight, c.waiting, c.calls, c.failures, c.retries, c.denied, c.waits, c.waitingNow,
 		c.endpoints, c.panic, c.panics, c.suspended, c.moved, c.epInflight, c.epLimit, c.epRequests,
 		c.epEjected, c.epProbeOK, c.epEjections, c.epTaskNotFound, c.epSessions, c.epRetries, c.epDenied,
 	} {
@@ -93,8 +98,13 @@ func (c *upstreamCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(lim.Inflight()), name)
 		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(lim.Waiting()), name)
 		ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(g.Calls()), name)
-		for _, cl := range []upstream.Class{upstream.Overload, upstream.Retryable, upstream.Terminal} {
+		for _, cl := range []upstream.Class{upstream.Overload, upstream.Retryable, upstream.Unavailable, upstream.Terminal} {
 			ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(g.Failures(cl)), name, cl.String())
+		}
+		begun, now := g.Waits()
+		for i, reason := range upstream.WaitReasons {
+			ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(begun[i]), name, reason)
+			ch <- prometheus.MustNewConstMetric(c.waitingNow, prometheus.GaugeValue, float64(now[i]), name, reason)
 		}
 		st := g.Budget().Stats()
 		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(st.Retries), name)

@@ -32,6 +32,6 @@ turnstile_worker_upstream_endpoint_limit{endpoint="http://127.0.0.1:1/agent",ups
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "turnstile_worker_upstream_limit", "turnstile_worker_upstream_endpoint_limit"))
 	n, err := testutil.GatherAndCount(reg)
 	require.NoError(t, err)
-	require.Equal(t, 9+5+13, n, "the guard's 9 (limit, in-flight, waiting, calls, three failure classes, retries, denied), "+
-		"the pool's 5 and the endpoint's 13 (4 request outcomes)")
+	require.Equal(t, 10+10+5+14, n, "the guard's 10 (limit, in-flight, waiting, calls, four failure classes, retries, denied), "+
+		"its waits begun and under way by five reasons, the pool's 5 and the endpoint's 14 (5 request outcomes)")
 }

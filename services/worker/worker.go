@@ -218,7 +218,8 @@ func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registere
 		total := float64(a.UpstreamTotalLimit)
 		g := upstream.New(upstream.Config{
 			Name: name, RetryRatio: a.UpstreamRetryRatio, RetryReserve: a.UpstreamRetryReserve, Picker: p,
-			Limiter: upstream.LimiterConfig{Initial: total, Min: total, Max: total},
+			MinUseful: cfg.MinUsefulTime,
+			Limiter:   upstream.LimiterConfig{Initial: total, Min: total, Max: total},
 		})
 		c := newUpstreamCollector()
 		c.add(name, g, p)

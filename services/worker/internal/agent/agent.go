@@ -91,13 +91,20 @@ type Flusher interface {
 // Wait is a wait of a turn on its upstream, as a Waiter learns of it.
 type Wait struct {
 	// Reason is one of wire's Wait* reasons (rate_limited, overloaded, retry_pause,
-	// concurrency_limit).
+	// concurrency_limit, upstream_unavailable).
 	Reason string
 	// RetryAt is when the call is tried again; zero when the wait has no known end (a full
 	// concurrency limit waits for a slot).
 	RetryAt time.Time
 	// Err is the upstream's last answer, nil when the wait follows none.
 	Err error
+	// Tries counts the requests that found the upstream unavailable so far (upstream_unavailable
+	// only).
+	Tries int
+	// Repeat says the wait goes on from one announced before with the same reason (an unreachable
+	// upstream tried again): the worker marks the turn as waiting and logs it at debug level, but
+	// publishes no turn.waiting for it.
+	Repeat bool
 }
 
 // Waiter is an optional interface of a Sink, found by type assertion: an agent (its upstream guard)
@@ -155,6 +162,12 @@ type Func func(ctx context.Context, turn Turn, history []Message, sink Sink) (Re
 func (f Func) Run(ctx context.Context, turn Turn, history []Message, sink Sink) (Result, error) {
 	return f(ctx, turn, history, sink)
 }
+
+// ErrUnavailable marks an upstream that could not be reached for as long as the turn's deadline
+// let the agent wait for it: the worker fails the turn with the error, which names the wait, without
+// another attempt or a dead letter (the record is not poison, and a replay after its deadline could
+// not help). An error that matches it matches ErrPermanent too.
+var ErrUnavailable = errors.New("upstream unavailable")
 
 // ErrPermanent marks an error no retry can fix (a malformed request, a refused input): the worker
 // fails the turn at once instead of spending more attempts.

@@ -24,7 +24,7 @@ import (
 //
 // run reads straight down: work runs the steps and stops at the first that fails, verdict names
 // the outcome from where and why they stopped, and run calls that outcome's method. Outcomes
-// (succeeded, expired, cancelled, overran, failed, lost, handOff, retry, stalled, and unstorable
+// (succeeded, expired, cancelled, overran, unavailable, failed, lost, handOff, retry, stalled, and unstorable
 // for a record only its storable form could claim, chosen by refused) return the
 // attempt's result and never call one another; what they share (finish, announce, deadLetter,
 // ended) are actions that return no result.
@@ -68,15 +68,16 @@ const (
 type verdict int
 
 const (
-	verdictSucceeded verdict = iota // the completion committed
-	verdictFenced                   // the completion was fenced: another attempt holds the turn
-	verdictLeaseLost                // a publish was fenced, or the renewer found the lease gone
-	verdictCancelled                // the turn's cancel was requested while it ran
-	verdictDrained                  // the worker's drain grace period is over
-	verdictStalled                  // Redis did not take the attempt's turn.started
-	verdictOverran                  // the agent ran past the turn's deadline
-	verdictFailed                   // the last attempt failed, or the error is permanent
-	verdictRetry                    // the attempt failed and another may do better
+	verdictSucceeded   verdict = iota // the completion committed
+	verdictFenced                     // the completion was fenced: another attempt holds the turn
+	verdictLeaseLost                  // a publish was fenced, or the renewer found the lease gone
+	verdictCancelled                  // the turn's cancel was requested while it ran
+	verdictDrained                    // the worker's drain grace period is over
+	verdictStalled                    // Redis did not take the attempt's turn.started
+	verdictOverran                    // the agent ran past the turn's deadline
+	verdictUnavailable                // the agent's upstream stayed unavailable as long as the deadline allowed
+	verdictFailed                     // the last attempt failed, or the error is permanent
+	verdictRetry                      // the attempt failed and another may do better
 )
 
 // run runs the attempt, whose claim was sent at acquiredAt and read the session history's sequence
@@ -113,6 +114,8 @@ func (a *attempt) run(sessionSeq int64, acquiredAt time.Time) attemptResult {
 		return a.stalled()
 	case verdictOverran:
 		return a.overran()
+	case verdictUnavailable:
+		return a.unavailable(err)
 	case verdictFailed:
 		return a.failed(err)
 	default:
@@ -234,6 +237,8 @@ func (a *attempt) verdict(st step, err error) verdict {
 		}
 	}
 	switch {
+	case errors.Is(err, agent.ErrUnavailable):
+		return verdictUnavailable
 	case errors.Is(err, context.DeadlineExceeded) && time.Now().After(a.env.Deadline):
 		return verdictOverran
 	case a.number >= a.x.cfg.MaxAttempts || errors.Is(err, agent.ErrPermanent):
@@ -297,6 +302,18 @@ func (a *attempt) cancelled() attemptResult {
 // overran fails a turn whose agent ran past its deadline, without a retry or a dead letter.
 func (a *attempt) overran() attemptResult {
 	if !a.finish(wire.StatusFailed, "deadline exceeded", "") {
+		return attemptLost
+	}
+	a.ended("failed")
+	return attemptFinished
+}
+
+// unavailable fails a turn whose agent's upstream could not be reached for as long as its deadline
+// let the agent wait (err names the wait: its tries and how long it lasted), without a retry or a
+// dead letter: the record is not poison, and a replay after the deadline could not help.
+func (a *attempt) unavailable(err error) attemptResult {
+	a.log.WarnContext(a.ctx, "turn failed: its upstream stayed unavailable", "attempt", a.number, "err", err)
+	if !a.finish(wire.StatusFailed, err.Error(), "") {
 		return attemptLost
 	}
 	a.ended("failed")

@@ -28,7 +28,7 @@
 // fencing token, the sink that publishes under that token, the attempt's context and its start.
 // Its steps (history, earlier attempts' events, the agent, the completion) stop at the first that
 // fails; one function (verdict) names the outcome from where and why they stopped, and the
-// attempt's method for that outcome — succeeded, expired, cancelled, overran, failed, lost,
+// attempt's method for that outcome — succeeded, expired, cancelled, overran, unavailable, failed, lost,
 // handOff, retry, stalled — does what the outcome needs and nothing else. A turn that ends without
 // running (expired before its claim, cancelled or out of attempts, or found finished) publishes
 // its end through an attempt made the same way, under the token of the statement that ended it.
@@ -62,7 +62,10 @@
 // other events try five times.
 //
 // An attempt's sink is an agent.Waiter: a wait of the agent on its upstream is published as
-// turn.waiting and logged at info level. Drain, called as the worker's drain begins, hands off at
+// turn.waiting and logged at info level (a wait that repeats one announced, an unavailable upstream
+// tried again, only at debug level). An agent whose upstream stayed unavailable until the deadline
+// left only the minimum useful time returns agent.ErrUnavailable: the turn fails naming the wait,
+// without another attempt or a dead letter. Drain, called as the worker's drain begins, hands off at
 // once the turns that only wait (on their upstream, before their next attempt, or on a turn another
 // worker holds); running turns keep the drain's grace period.
 //

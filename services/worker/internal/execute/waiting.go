@@ -16,31 +16,45 @@ var _ agent.Waiter = (*attemptSink)(nil)
 // Waiting publishes turn.waiting (behind whatever is held, so turn.started comes first), logs the
 // wait at info level, and marks the attempt as only waiting until resume is called: a drain that
 // begins meanwhile ends the attempt's context with consume.ErrDraining, and the turn is handed off at once.
+// A wait that repeats one announced before (agent.Wait.Repeat) is only logged, at debug level.
 func (s *attemptSink) Waiting(ctx context.Context, w agent.Wait) (func(), error) {
-	data := wire.WaitingData{EventBase: s.base(), Reason: w.Reason}
+	data := wire.WaitingData{EventBase: s.base(), Reason: w.Reason, Tries: w.Tries}
 	if !w.RetryAt.IsZero() {
 		data.RetryAt = w.RetryAt.UTC().Round(time.Millisecond)
 	}
 	if w.Err != nil {
 		data.Error = w.Err.Error()
 	}
-	if err := s.agentPublish(ctx, wire.NewEvent(wire.EventWaiting, data)); err != nil {
-		return nil, err
+	if !w.Repeat {
+		if err := s.agentPublish(ctx, wire.NewEvent(wire.EventWaiting, data)); err != nil {
+			return nil, err
+		}
 	}
-	if s.log != nil {
+	if level := waitLevel(w); s.log != nil && s.log.Enabled(ctx, level) {
 		attrs := []slog.Attr{slog.Int("attempt", s.attempt), slog.String("reason", w.Reason)}
 		if !w.RetryAt.IsZero() {
 			attrs = append(attrs, slog.Time("retry_at", data.RetryAt), slog.Duration("in", time.Until(w.RetryAt).Round(time.Millisecond)))
 		}
+		if w.Tries > 0 {
+			attrs = append(attrs, slog.Int("tries", w.Tries))
+		}
 		if w.Err != nil {
 			attrs = append(attrs, slog.String("upstream_error", data.Error))
 		}
-		s.log.LogAttrs(ctx, slog.LevelInfo, "turn waiting on its upstream", attrs...)
+		s.log.LogAttrs(ctx, level, "turn waiting on its upstream", attrs...)
 	}
 	if s.waits == nil {
 		return func() {}, nil
 	}
 	return s.waits.begin(s.cancel), nil
+}
+
+// waitLevel is the level a wait is logged at: info, debug for a wait that repeats one announced.
+func waitLevel(w agent.Wait) slog.Level {
+	if w.Repeat {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }
 
 // waitSet knows the attempts that only wait on their upstream, so a drain hands them off at once:

@@ -164,6 +164,16 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	agenttest.RunUnreachable(t, func(t *testing.T, url string) agent.Agent {
+		ag, err := a2a.New(t.Context(), a2a.Config{URL: url, Guard: upstream.New(upstream.Config{Name: "test", Backoff: 10 * time.Millisecond})})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ag.Close() })
+		return ag
+	})
+}
+
 func TestCancelIsForwarded(t *testing.T) {
 	t.Parallel()
 	ag, _, x := setup(t, agenttest.Scenario{Tokens: 100, TokenDelay: 50 * time.Millisecond})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -331,4 +332,31 @@ func Run(t *testing.T, caps Capabilities, h Harness) {
 		require.Error(t, err)
 		require.Less(t, time.Since(start), 4*time.Second, "did not wait for a pause past the deadline")
 	})
+}
+
+// RunUnreachable checks an agent whose upstream refuses connections: it waits for the upstream,
+// announcing the wait with reason upstream_unavailable, and fails only when the turn's deadline
+// leaves it no useful time, with an error that matches agent.ErrUnavailable and names the refusal.
+// build returns the agent for an upstream at url (http://host:port, where nothing listens).
+func RunUnreachable(t *testing.T, build func(t *testing.T, url string) agent.Agent) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	ag := build(t, url)
+	sink := &Sink{}
+	start := time.Now()
+	_, err = run(t, ag, NewTurn("anyone there?", 2*time.Second), sink)
+	took := time.Since(start)
+	t.Logf("gave up after %v: %v", took.Round(time.Millisecond), err)
+	require.ErrorIs(t, err, agent.ErrUnavailable)
+	require.ErrorContains(t, err, "upstream_unavailable after ")
+	require.ErrorContains(t, err, "connection refused")
+	require.GreaterOrEqual(t, took, time.Second, "waited for the upstream rather than failing at once")
+	waits := sink.Waits()
+	require.NotEmpty(t, waits)
+	for _, w := range waits {
+		require.Equal(t, wire.WaitUpstreamUnavailable, w.Reason)
+	}
 }

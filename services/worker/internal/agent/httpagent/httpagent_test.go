@@ -111,6 +111,13 @@ func TestConformanceSSE(t *testing.T) {
 	})
 }
 
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	agenttest.RunUnreachable(t, func(t *testing.T, url string) agent.Agent {
+		return newAgent(t, httpagent.Config{URL: url})
+	})
+}
+
 func TestLimits(t *testing.T) {
 	t.Parallel()
 	t.Run("AnswerSize", func(t *testing.T) {

@@ -136,6 +136,11 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	agenttest.RunUnreachable(t, func(t *testing.T, url string) agent.Agent { return newAgent(t, url) })
+}
+
 func TestUsageAndPermanentErrors(t *testing.T) {
 	t.Parallel()
 	sc := agenttest.Scenario{Tokens: 3}

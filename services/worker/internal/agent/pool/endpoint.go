@@ -18,7 +18,7 @@ type Endpoint struct {
 
 	inflight     atomic.Int64
 	consecutive  atomic.Int64
-	requests     [4]atomic.Int64 // by outcome: ok, then upstream.Class of the failure
+	requests     [5]atomic.Int64 // by outcome: ok, then upstream.Class of the failure
 	ejections    atomic.Int64
 	taskNotFound atomic.Int64
 
@@ -75,7 +75,7 @@ func (e *Endpoint) Finished(class upstream.Class, err error, latency time.Durati
 // a timeout, a reset or cut stream, a 5xx other than 503. Overload refusals (429, 503) shrink the
 // endpoint's limit instead, and client errors and the turn's own end say nothing of its health.
 func failure(class upstream.Class, err error) bool {
-	if class != upstream.Retryable {
+	if class != upstream.Retryable && class != upstream.Unavailable {
 		return false
 	}
 	var se *upstream.StatusError
@@ -90,7 +90,8 @@ type EndpointStats struct {
 	Address  string
 	Inflight int64
 	Limit    float64
-	// Requests counts finished requests by outcome: "ok", "overload", "retryable", "terminal".
+	// Requests counts finished requests by outcome: "ok", "overload", "retryable", "unavailable",
+	// "terminal".
 	Requests     map[string]int64
 	Ejected      bool
 	ProbeOK      bool
@@ -107,8 +108,9 @@ func (e *Endpoint) stats() EndpointStats {
 		Address: e.addr, Inflight: e.inflight.Load(), Limit: e.limiter.Limit(),
 		Requests: map[string]int64{
 			"ok": e.requests[0].Load(), upstream.Terminal.String(): e.requests[1+int(upstream.Terminal)].Load(),
-			upstream.Retryable.String(): e.requests[1+int(upstream.Retryable)].Load(),
-			upstream.Overload.String():  e.requests[1+int(upstream.Overload)].Load(),
+			upstream.Retryable.String():   e.requests[1+int(upstream.Retryable)].Load(),
+			upstream.Overload.String():    e.requests[1+int(upstream.Overload)].Load(),
+			upstream.Unavailable.String(): e.requests[1+int(upstream.Unavailable)].Load(),
 		},
 		Ejected: !e.ejectedTill.IsZero(), ProbeOK: e.probeOK, Ejections: e.ejections.Load(),
 		TaskNotFound: e.taskNotFound.Load(), Sessions: e.sessions, Retries: b.Retries, RetryDenied: b.Denied,

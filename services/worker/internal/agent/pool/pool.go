@@ -5,11 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -189,7 +187,7 @@ func (p *Pool) Pick(ctx context.Context, turn agent.Turn, previous upstream.Targ
 		}
 	}
 	var avoid *Endpoint
-	if prev, ok := previous.(*Endpoint); ok && (p.cfg.Policy == LeastRequest || unreachable(prevErr)) {
+	if prev, ok := previous.(*Endpoint); ok && (p.cfg.Policy == LeastRequest || upstream.Unreachable(prevErr)) {
 		avoid = prev
 	}
 	var ep *Endpoint
@@ -232,19 +230,6 @@ func address(t upstream.Target) string {
 		return ""
 	}
 	return t.Address()
-}
-
-// unreachable says whether err means the request never reached the endpoint (refused, no route,
-// a failed dial): a retry elsewhere loses no state that endpoint held.
-func unreachable(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
-		return true
-	}
-	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
 // current returns the state, recomputed first when an ejection has ended since it was made.

@@ -27,6 +27,10 @@ const (
 	Retryable
 	// Overload: the upstream refuses because it is saturated (429, 503); the limit must shrink.
 	Overload
+	// Unavailable: the upstream could not be reached (see Unreachable), or a proxy in front of it
+	// says it is down or did not answer (502, 504). Nothing reached the agent, or nothing came
+	// back: the call waits for it within the turn's deadline, like an overload, but the limit stays.
+	Unavailable
 )
 
 func (c Class) String() string {
@@ -35,6 +39,8 @@ func (c Class) String() string {
 		return "retryable"
 	case Overload:
 		return "overload"
+	case Unavailable:
+		return "unavailable"
 	default:
 		return "terminal"
 	}
@@ -151,6 +157,8 @@ func classifyStatus(status int) Class {
 	switch {
 	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
 		return Overload
+	case status == http.StatusBadGateway || status == http.StatusGatewayTimeout:
+		return Unavailable
 	case status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
 		return Retryable
 	default:
@@ -186,8 +194,9 @@ func Classify(err error) Class {
 	case errors.Is(err, agent.ErrPermanent), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The turn's own end (cancelled, drained, out of time) is not the upstream's fault.
 		return Terminal
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
+	case Unreachable(err):
+		return Unavailable
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return Retryable
 	}
 	var ne net.Error
@@ -201,9 +210,31 @@ func Classify(err error) Class {
 	return Retryable
 }
 
+// Unreachable says whether err means a request never reached the upstream: the connection was
+// refused, had no route, or its dial failed otherwise (a name that did not resolve, a connect
+// timeout). A retry, there or elsewhere, repeats nothing the upstream saw.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
+		return true
+	}
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		return true
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
 // waitReason names what a retry of err waits for (wire's Wait* reasons).
 func waitReason(err error, class Class) string {
-	if class != Overload {
+	switch class {
+	case Unavailable:
+		return wire.WaitUpstreamUnavailable
+	case Overload:
+	default:
 		return wire.WaitRetryPause
 	}
 	var se *StatusError

@@ -15,8 +15,8 @@
 //     an upstream that is failing. A transient failure with the budget spent fails the turn; an
 //     overload refusal instead waits for the budget (until the deadline), so overload delays turns
 //     but does not fail them;
-//   - one error classifier (Classify) that says of every error whether it is an overload signal, worth a
-//     retry, or terminal. Terminal client errors (400, 401, 403, 404, 422) are agent.ErrPermanent so the
+//   - one error classifier (Classify) that says of every error whether it is an overload signal, a sign
+//     that the upstream is unavailable, worth a retry, or terminal. Terminal client errors (400, 401, 403, 404, 422) are agent.ErrPermanent so the
 //     worker fails the turn at once instead of spending attempts. An error the upstream reports inside
 //     a stream it had begun with 200 (StreamError) is classified like the HTTP status it stands for
 //     when the upstream names one: an in-stream 401 or 403 is permanent, an in-stream 429 an overload
@@ -45,6 +45,27 @@
 // "try again in …" hint, or the backoff), the budget and a slot of the shrunken limit, and end at the
 // deadline with an error naming the refusal, not the deadline.
 //
+// # An unavailable upstream is a wait
+//
+// Nor is an upstream that cannot be reached a failure of the turn: a refused or failed connection,
+// a name that does not resolve, a connect timeout (Unreachable), or a 502 or 504 from a proxy in front
+// of it, before the call passed any output on. The guard tries the call again, on any attempt, after
+// a pause that doubles from Backoff up to 64 times it (with jitter), and honours a Retry-After. The
+// retry budget paces these tries rather than ending them: each spends a retry while the budget holds
+// one, and while it is spent a try waits the longest pause, so a long outage of many turns costs the
+// upstream about one connection per turn every few seconds and each turn gets through within a pause
+// of the upstream's return. The last try is made when the deadline leaves Config.MinUseful (the
+// worker's minimum useful time), and when it fails too the call ends with a GaveUpError that names the
+// wait ("upstream_unavailable after 7 requests over 3.9s: … connection refused (no retry: …)") and
+// matches agent.ErrUnavailable: the worker fails the turn with it, without another attempt or a dead
+// letter. The limit does not shrink (an unreachable upstream says nothing of its capacity); a pool
+// counts the failures towards the endpoint's ejection, and sends the try after a refused connection
+// to another endpoint when it has one.
+//
+// The wait is announced (reason upstream_unavailable, with the tries so far) as it begins and again
+// at the 2nd, 4th, 8th … try, not at every try: the others reach the sink as a Repeat, which the
+// worker logs at debug level without publishing anything.
+//
 // # Waits are visible
 //
 // A turn that waits on its upstream — the limit is full, it was refused, it pauses before a retry —
@@ -60,7 +81,8 @@
 // capacity left and stops fetching, and the backlog stays in Kafka where the scale signal sees it.
 //
 // A Retry-After the upstream sends is honoured only when the pause ends before the turn's deadline;
-// otherwise the call fails now, since a retry could not finish in time. A call that already emitted
+// otherwise the call fails now, since a retry could not finish in time (an unavailable upstream is
+// tried once more when the deadline leaves the minimum useful time). A call that already emitted
 // output to the sink is never retried here (its events are published); the worker's next attempt
 // sees them as agent.Turn.Prior instead.
 package upstream

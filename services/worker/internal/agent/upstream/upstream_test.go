@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,8 +37,14 @@ func TestClassify(t *testing.T) {
 	}{
 		{&upstream.StatusError{Status: 429}, upstream.Overload},
 		{&upstream.StatusError{Status: 503}, upstream.Overload},
-		{&upstream.StatusError{Status: 502}, upstream.Retryable},
+		{&upstream.StatusError{Status: 502}, upstream.Unavailable},
+		{&upstream.StatusError{Status: 504}, upstream.Unavailable},
 		{&upstream.StatusError{Status: 500}, upstream.Retryable},
+		// A request that never reached the upstream: refused, unresolved, a failed dial.
+		{refused, upstream.Unavailable},
+		{&url.Error{Op: "Post", URL: "http://agent/", Err: &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "agent", IsNotFound: true}}}, upstream.Unavailable},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}, upstream.Unavailable},
+		{&net.OpError{Op: "read", Net: "tcp", Err: &os.SyscallError{Syscall: "read", Err: syscall.ECONNRESET}}, upstream.Retryable},
 		{&upstream.StatusError{Status: 400}, upstream.Terminal},
 		{&upstream.StatusError{Status: 401}, upstream.Terminal},
 		{fmt.Errorf("wrapped: %w", &upstream.StatusError{Status: 429}), upstream.Overload},
@@ -60,6 +70,11 @@ func TestClassify(t *testing.T) {
 	require.NotErrorIs(t, &upstream.StreamError{Status: 429}, agent.ErrPermanent)
 	require.NotErrorIs(t, &upstream.StreamError{}, agent.ErrPermanent)
 	require.ErrorIs(t, &upstream.GaveUpError{Last: &upstream.StatusError{Status: 500}}, agent.ErrPermanent)
+	require.NotErrorIs(t, &upstream.GaveUpError{Last: &upstream.StatusError{Status: 500}}, agent.ErrUnavailable)
+	gaveUp := &upstream.GaveUpError{Last: refused, Requests: 7, Reason: "r", Wait: wire.WaitUpstreamUnavailable, Took: 3 * time.Second}
+	require.ErrorIs(t, gaveUp, agent.ErrUnavailable)
+	require.ErrorIs(t, gaveUp, agent.ErrPermanent)
+	require.Equal(t, "upstream_unavailable after 7 requests over 3s: "+refused.Error()+" (no retry: r)", gaveUp.Error())
 	require.Equal(t, 2*time.Second, upstream.RetryAfter(&upstream.StreamError{RetryAfter: 2 * time.Second}))
 }
 
@@ -77,6 +92,11 @@ func TestRetryHint(t *testing.T) {
 		require.Equal(t, want, upstream.RetryHint(msg), msg)
 	}
 }
+
+// refused is the error of a request whose connection was refused, as net/http returns it.
+var refused error = &url.Error{Op: "Post", URL: "http://127.0.0.1:1/", Err: &net.OpError{
+	Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED},
+}}
 
 // waitSink is an agenttest.Sink that hands each wait to a channel.
 func waitSink() (*agenttest.Sink, chan agent.Wait) {
@@ -118,7 +138,7 @@ func TestGuardRetries(t *testing.T) {
 		turn := agenttest.NewTurn("t", time.Minute)
 		turn.Attempt = 2
 		sink, waits := waitSink()
-		err := g.Do(context.Background(), turn, sink, failing(&calls, &upstream.StatusError{Status: 502}))
+		err := g.Do(context.Background(), turn, sink, failing(&calls, &upstream.StatusError{Status: 500}))
 		require.EqualValues(t, 1, calls.Load())
 		require.NotErrorIs(t, err, agent.ErrPermanent, "the worker's next attempt is the retry")
 		require.Empty(t, waits)
@@ -182,6 +202,109 @@ func TestGuardRetries(t *testing.T) {
 		close(release)
 		require.NoError(t, <-done)
 		require.NoError(t, <-second)
+	})
+}
+
+// TestGuardWaitsForAnUnavailableUpstream: an upstream that cannot be reached is waited for, on any
+// attempt, until the deadline leaves the minimum useful time; the wait is announced as it begins
+// and at every doubling of its tries, and the retry budget paces the tries without ending them.
+func TestGuardWaitsForAnUnavailableUpstream(t *testing.T) {
+	t.Parallel()
+	refusedFor := func(n int64, calls *atomic.Int64) func(context.Context, *upstream.Call) error {
+		return func(context.Context, *upstream.Call) error {
+			if calls.Add(1) <= n {
+				return refused
+			}
+			return nil
+		}
+	}
+	t.Run("ALaterAttemptWaitsAndIsAnnouncedAtEachDoubling", func(t *testing.T) {
+		t.Parallel()
+		g := upstream.New(upstream.Config{Name: "t", Backoff: time.Millisecond})
+		turn := agenttest.NewTurn("t", time.Minute)
+		turn.Attempt = 2 // a later attempt's failures are the worker's to retry, not an unavailable upstream's
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		sink := &agenttest.Sink{}
+		var calls atomic.Int64
+		require.NoError(t, g.Do(ctx, turn, sink, refusedFor(9, &calls)))
+		require.EqualValues(t, 10, calls.Load(), "nine refused tries (more than MaxRetries), then through")
+		var announced []int
+		for i, w := range sink.Waits() {
+			require.Equal(t, wire.WaitUpstreamUnavailable, w.Reason)
+			require.Equal(t, i+1, w.Tries)
+			require.ErrorIs(t, w.Err, syscall.ECONNREFUSED)
+			require.False(t, w.RetryAt.IsZero())
+			if !w.Repeat {
+				announced = append(announced, w.Tries)
+			}
+		}
+		require.Len(t, sink.Waits(), 9)
+		require.Equal(t, []int{1, 2, 4, 8}, announced, "announced as it began and at each doubling of the tries")
+		begun, now := g.Waits()
+		require.EqualValues(t, 9, begun[4], "waits_total{reason=upstream_unavailable}")
+		require.Equal(t, wire.WaitUpstreamUnavailable, upstream.WaitReasons[4])
+		require.Zero(t, now[4])
+		require.EqualValues(t, 9, g.Failures(upstream.Unavailable))
+	})
+	t.Run("TheLastTryIsMadeWhenTheDeadlineLeavesTheMinimumUsefulTime", func(t *testing.T) {
+		t.Parallel()
+		const minUseful, deadline = 300 * time.Millisecond, 900 * time.Millisecond
+		g := upstream.New(upstream.Config{Name: "t", Backoff: 20 * time.Millisecond, MinUseful: minUseful})
+		start := time.Now()
+		ctx, cancel := context.WithDeadline(context.Background(), start.Add(deadline))
+		defer cancel()
+		var calls atomic.Int64
+		var lastTry atomic.Int64
+		err := g.Do(ctx, agenttest.NewTurn("t", time.Minute), &agenttest.Sink{}, func(context.Context, *upstream.Call) error {
+			calls.Add(1)
+			lastTry.Store(int64(time.Since(start)))
+			return refused
+		})
+		took := time.Since(start)
+		t.Logf("gave up after %v, last try at %v: %v", took.Round(time.Millisecond), time.Duration(lastTry.Load()).Round(time.Millisecond), err)
+		require.ErrorIs(t, err, agent.ErrUnavailable)
+		require.ErrorIs(t, err, agent.ErrPermanent)
+		require.ErrorIs(t, err, syscall.ECONNREFUSED, "the error carries the upstream's last answer")
+		require.Contains(t, err.Error(), "upstream_unavailable after ")
+		require.GreaterOrEqual(t, time.Duration(lastTry.Load()), deadline-minUseful, "the last try waited for the latest useful moment")
+		require.Less(t, took, deadline+10*time.Second, "and the call ended with it")
+		require.Greater(t, calls.Load(), int64(2))
+	})
+	t.Run("ASpentBudgetSlowsTheTriesWithoutEndingThem", func(t *testing.T) {
+		t.Parallel()
+		g := upstream.New(upstream.Config{Name: "t", Backoff: time.Millisecond})
+		for g.Budget().TryRetry() {
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var calls atomic.Int64
+		var at []time.Time
+		err := g.Do(ctx, agenttest.NewTurn("t", time.Minute), &agenttest.Sink{}, func(c context.Context, call *upstream.Call) error {
+			at = append(at, time.Now())
+			return refusedFor(3, &calls)(c, call)
+		})
+		require.NoError(t, err)
+		require.Len(t, at, 4)
+		for i := 1; i < len(at); i++ {
+			// The longest pause: Backoff doubled six times (64 ms), times at least 0.5.
+			require.GreaterOrEqual(t, at[i].Sub(at[i-1]), 32*time.Millisecond, "try %d came after the longest pause", i+1)
+		}
+	})
+	t.Run("ACallThatStreamedIsNotRetried", func(t *testing.T) {
+		t.Parallel()
+		g := upstream.New(upstream.Config{Name: "t", Backoff: time.Millisecond})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var calls atomic.Int64
+		err := g.Do(ctx, agenttest.NewTurn("t", time.Minute), &agenttest.Sink{}, func(_ context.Context, c *upstream.Call) error {
+			calls.Add(1)
+			c.Emitted()
+			return &upstream.StatusError{Status: 502}
+		})
+		require.EqualValues(t, 1, calls.Load(), "its output is published: the worker's next attempt retries it")
+		require.NotErrorIs(t, err, agent.ErrUnavailable)
+		require.NotErrorIs(t, err, agent.ErrPermanent)
 	})
 }
 
