@@ -417,7 +417,6 @@ func splitList(s string) []string {
 	return out
 }
 
-// Validate checks every bound and returns all violations joined.
 // TrustedProxyList parses TrustedProxies; "none" is the empty list.
 func (c Config) TrustedProxyList() ([]netip.Prefix, error) {
 	if strings.TrimSpace(c.TrustedProxies) == "none" {
@@ -434,6 +433,7 @@ func (c Config) TrustedProxyList() ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// Validate checks every bound and returns all violations joined.
 func (c Config) Validate() error {
 	known := map[string]bool{}
 	for _, r := range KnownRoles {

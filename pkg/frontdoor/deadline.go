@@ -23,8 +23,10 @@ func ParseDeadline(v string) (time.Time, error) {
 	ms, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || ms <= 0 {
 		t := httpx.ProblemInvalidDeadline
-		return time.Time{}, &Problem{Status: t.Status, Type: t.Name, Title: "invalid deadline",
-			Detail: DeadlineHeader + " must be a positive integer of milliseconds since the epoch"}
+		return time.Time{}, &Problem{
+			Status: t.Status, Type: t.Name, Title: "invalid deadline",
+			Detail: DeadlineHeader + " must be a positive integer of milliseconds since the epoch",
+		}
 	}
 	return time.UnixMilli(ms), nil
 }

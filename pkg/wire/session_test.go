@@ -55,7 +55,9 @@ func TestParseSessionKey(t *testing.T) {
 	t.Run("RoundTrip", func(t *testing.T) {
 		t.Parallel()
 		for _, c := range []struct{ tenant, id string }{
-			{"acme", "s1"}, {DefaultTenant, "a:b.c-d_e"}, {"t.x-y_z", "x"},
+			{"acme", "s1"},
+			{DefaultTenant, "a:b.c-d_e"},
+			{"t.x-y_z", "x"},
 			{strings.Repeat("t", TenantMaxLen), strings.Repeat("s", SessionIDMaxLen)},
 		} {
 			k := NewSessionKey(c.tenant, c.id)
