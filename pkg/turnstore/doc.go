@@ -59,7 +59,11 @@
 // turn's first row (Notifications), from the envelope's fields. Retention (DeleteFinished)
 // deletes a turn's notifications and its task's configs in its own statement. The other trigger
 // on turns, turns_cancel_requested (migration 00010), writes nothing: it sends the NOTIFY
-// ListenCancels hears.
+// ListenCancels hears. One trigger on task_push_configs, task_push_configs_bound (migration
+// 00180), holds a task's configs to TURNSTILE_PUSH_CONFIGS_MAX for every statement that stores
+// them: it locks the task, counts, and skips a new config past the bound, so a claim never fails
+// for a follow-up's configs (push_configs.sql). DeleteIdleThreads deletes the LangGraph threads
+// idle past their TTL, for the workers' retention cleaner.
 //
 // Errors are wrapped with a short phrase of what was being done; ErrFenced (the fencing token a
 // statement names is no longer the turn's) and ErrNotFound are the conditions callers branch on.
