@@ -174,13 +174,14 @@ func (h *Handler) parseRun(w http.ResponseWriter, r *http.Request, route string)
 		var err error
 		th, _, err = h.threads.Create(ctx, c.tenant, threadID, nil, h.cfg.ThreadsMax)
 		cancel()
-		if errors.Is(err, threads.ErrLimit) {
+		switch {
+		case errors.Is(err, threads.ErrLimit):
 			pp := h.threadsLimit()
 			p = &pp
-		} else if err != nil {
+		case err != nil:
 			pp := h.storeDown("the thread cannot be stored now")
 			p = &pp
-		} else {
+		default:
 			p = nil
 		}
 	}
