@@ -130,6 +130,8 @@ func New(cfg Config, fd *frontdoor.Client, pool *pgxpool.Pool, log *slog.Logger,
 
 // Routes mounts LangGraph's paths. They do not overlap the native /v1 paths.
 func (h *Handler) Routes(r chi.Router) {
+	r.Get("/ok", h.getOK)
+	r.Get("/info", h.getInfo)
 	r.Post("/threads", h.createThread)
 	r.Group(func(r chi.Router) {
 		r.Use(h.placed)

@@ -1,0 +1,40 @@
+package api
+
+import (
+	"net/http"
+	"runtime/debug"
+
+	"github.com/turnstile-run/turnstile/pkg/httpx"
+)
+
+// info is GET /info as the LangGraph Platform answers it: the server's version, the flags that
+// tell a client which optional APIs it may call, and the host's kind. agent-chat-ui calls it at
+// load and refuses to start unless it answers 200; the flags are false for what this front door
+// does not serve (the assistants API, crons, LangSmith tracing).
+type info struct {
+	Version string          `json:"version"`
+	Flags   map[string]bool `json:"flags"`
+	Host    map[string]any  `json:"host"`
+}
+
+// version is the module version of this binary ("(devel)" in a build from a work tree).
+var version = func() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}()
+
+func (h *Handler) getOK(w http.ResponseWriter, _ *http.Request) {
+	h.ok("ok")
+	httpx.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+func (h *Handler) getInfo(w http.ResponseWriter, _ *http.Request) {
+	h.ok("info")
+	httpx.WriteJSON(w, http.StatusOK, info{
+		Version: version,
+		Flags:   map[string]bool{"assistants": false, "crons": false, "langsmith": false, "langsmith_tracing_replicas": false},
+		Host:    map[string]any{"kind": "self-hosted", "project_id": nil, "revision_id": nil, "tenant_id": nil},
+	})
+}
