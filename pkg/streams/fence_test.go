@@ -85,13 +85,13 @@ func (a fenced) event(t wire.EventType) wire.Event {
 }
 
 func (a fenced) publish(ctx context.Context, t wire.EventType) PublishResult {
-	return a.p.PublishMany(ctx, []Message{{SessionID: a.session, TurnID: a.row.String(), TurnRow: a.row, Token: a.token, Event: a.event(t)}})[0]
+	return a.p.PublishMany(ctx, []Message{{Session: sk(a.session), TurnID: a.row.String(), TurnRow: a.row, Token: a.token, Event: a.event(t)}})[0]
 }
 
 // lose deletes a session's keys, as a Redis that lost its data (or evicted them) would have.
 func lose(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix, session string) {
 	t.Helper()
-	k := KeysFor(prefix, session)
+	k := KeysFor(prefix, sk(session))
 	require.NoError(t, rdb.Del(ctx, k.Events, k.Meta).Err())
 }
 
@@ -107,7 +107,7 @@ func fencedGroupings(t *testing.T, f func(t *testing.T, rdb redis.UniversalClien
 func streamTypes(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix, session string) []string {
 	t.Helper()
 	var out []string
-	for _, e := range entriesOf(ctx, t, rdb, KeysFor(prefix, session).Events) {
+	for _, e := range entriesOf(ctx, t, rdb, KeysFor(prefix, sk(session)).Events) {
 		out = append(out, e.Values["type"].(string))
 	}
 	return out

@@ -95,14 +95,15 @@ type Published struct {
 
 // Publish appends ev for turnID with its attempt's fencing token. It returns ErrStaleToken if a
 // newer attempt of the turn has already published. It is PublishMany of one message.
-func (p *Publisher) Publish(ctx context.Context, sessionID, turnID string, token int64, ev wire.Event, traceparent string) (Published, error) {
-	r := p.PublishMany(ctx, []Message{{SessionID: sessionID, TurnID: turnID, Token: token, Event: ev, Traceparent: traceparent}})[0]
+func (p *Publisher) Publish(ctx context.Context, session wire.SessionKey, turnID string, token int64, ev wire.Event, traceparent string) (Published, error) {
+	r := p.PublishMany(ctx, []Message{{Session: session, TurnID: turnID, Token: token, Event: ev, Traceparent: traceparent}})[0]
 	return r.Published, r.Err
 }
 
 // Message is one event to publish with its turn's fencing token.
 type Message struct {
-	SessionID, TurnID string
+	Session wire.SessionKey
+	TurnID  string
 	// TurnRow is the turn's ID in Postgres (turns.turn_id), which TurnID may not be (a client's
 	// own ID, a region's prefix): a publisher with a Fencer reads the turn's token by it.
 	TurnRow     uuid.UUID
@@ -148,7 +149,7 @@ func (p *Publisher) PublishMany(ctx context.Context, ms []Message) []PublishResu
 // generation to open and its floor ("<fid>:<floor>"), per message the generation its turn's
 // token was checked in.
 type fenceArgs struct {
-	open     map[string]string
+	open     map[wire.SessionKey]string
 	verified []string
 }
 
@@ -188,7 +189,7 @@ func (p *Publisher) establish(ctx context.Context, ms []Message, out []PublishRe
 	}
 	sub := make([]Message, 0, len(idx))
 	back := make([]int, 0, len(idx))
-	f := &fenceArgs{open: map[string]string{}}
+	f := &fenceArgs{open: map[wire.SessionKey]string{}}
 	for j, i := range idx {
 		u, _ := errors.AsType[*unfenced](out[i].Err)
 		switch {
@@ -200,7 +201,7 @@ func (p *Publisher) establish(ctx context.Context, ms []Message, out []PublishRe
 			continue
 		}
 		if u.open {
-			f.open[ms[i].SessionID] = u.fid + ":" + strconv.FormatInt(floor, 10)
+			f.open[ms[i].Session] = u.fid + ":" + strconv.FormatInt(floor, 10)
 		}
 		sub = append(sub, ms[i])
 		back = append(back, i)
@@ -277,14 +278,14 @@ type scriptCall struct {
 // The groups are laid out in one slice, each session's messages a run of it (a counting sort by
 // the session's ordinal), so grouping costs a fixed number of allocations whatever the sessions.
 func (p *Publisher) calls(ms []Message) []scriptCall {
-	ordinal := make(map[string]int, len(ms)) // session -> its place in order of first message
-	of := make([]int, len(ms))               // message -> its session's ordinal
-	var size []int                           // ordinal -> the session's messages
+	ordinal := make(map[wire.SessionKey]int, len(ms)) // session -> its place in order of first message
+	of := make([]int, len(ms))                        // message -> its session's ordinal
+	var size []int                                    // ordinal -> the session's messages
 	for i, m := range ms {
-		o, ok := ordinal[m.SessionID]
+		o, ok := ordinal[m.Session]
 		if !ok {
 			o = len(size)
-			ordinal[m.SessionID] = o
+			ordinal[m.Session] = o
 			size = append(size, 0)
 		}
 		of[i] = o
@@ -356,10 +357,10 @@ func (p *Publisher) script(ms []Message, blocks [][]int, minID string, f *fenceA
 	args := make([]any, 0, 4+3*len(blocks)+7*n)
 	args = append(args, v.int(p.maxLen), v.str(minID), v.int(p.retention.Milliseconds()), v.str(NewEpoch()))
 	for _, blk := range blocks {
-		k := KeysFor(p.prefix, ms[blk[0]].SessionID)
+		k := KeysFor(p.prefix, ms[blk[0]].Session)
 		keys = append(keys, k.Events, k.Meta)
 		blockOpen := open
-		if o, ok := f.opens(ms[blk[0]].SessionID); ok {
+		if o, ok := f.opens(ms[blk[0]].Session); ok {
 			blockOpen = v.str(o)
 		}
 		args = append(args, v.str(k.Notify), len(blk), blockOpen)
@@ -382,7 +383,7 @@ func (p *Publisher) script(ms []Message, blocks [][]int, minID string, f *fenceA
 }
 
 // opens returns the opening of session's fence generation, if f has one.
-func (f *fenceArgs) opens(session string) (string, bool) {
+func (f *fenceArgs) opens(session wire.SessionKey) (string, bool) {
 	if f == nil {
 		return "", false
 	}

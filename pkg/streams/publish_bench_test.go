@@ -47,7 +47,7 @@ func BenchmarkPublish(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		if _, err := p.Publish(ctx, "s"+strconv.Itoa(i%64), "t", 1, ev, ""); err != nil {
+		if _, err := p.Publish(ctx, sk("s"+strconv.Itoa(i%64)), "t", 1, ev, ""); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -62,7 +62,7 @@ func BenchmarkPublishBaselineXADD(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		k := KeysFor(prefix, "s"+strconv.Itoa(i%64))
+		k := KeysFor(prefix, sk("s"+strconv.Itoa(i%64)))
 		if err := rdb.XAdd(ctx, &redis.XAddArgs{
 			Stream: k.Events, MaxLen: 10000, Approx: true,
 			Values: []any{"type", string(ev.Type), "turn", "t", "data", string(ev.Data), "tp", ""},
@@ -96,7 +96,7 @@ func BenchmarkPublishMany(b *testing.B) {
 		p := NewPublisher(rdb, prefix, 10000, time.Hour)
 		ms := make([]Message, 64)
 		for i := range ms {
-			ms[i] = Message{SessionID: "s" + strconv.Itoa(i), TurnID: "t", Token: 1, Event: ev}
+			ms[i] = Message{Session: sk("s" + strconv.Itoa(i)), TurnID: "t", Token: 1, Event: ev}
 		}
 		benchPublishMany(ctx, b, rdb, p, func(int) []Message { return ms })
 	})
@@ -143,7 +143,7 @@ func noopTurnEvent(n, kind int) Message {
 	default:
 		e = wire.NewEvent(wire.EventCompleted, wire.CompletedData{EventBase: base})
 	}
-	return Message{SessionID: sid, TurnID: base.TurnID, Token: 1, Event: e}
+	return Message{Session: sk(sid), TurnID: base.TurnID, Token: 1, Event: e}
 }
 
 // benchPublishMany runs PublishMany on next(op) per op and reports events/s and, when Redis is on

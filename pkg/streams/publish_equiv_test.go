@@ -73,7 +73,7 @@ return {1, id, epoch}
 
 // legacyPublish publishes m through legacyScript, as the previous version of Publish did.
 func legacyPublish(ctx context.Context, rdb redis.UniversalClient, prefix string, maxLen int64, retention time.Duration, m Message) (int64, Cursor, error) {
-	k := KeysFor(prefix, m.SessionID)
+	k := KeysFor(prefix, m.Session)
 	terminal := "0"
 	if m.Event.Type.Terminal() {
 		terminal = "1"
@@ -125,16 +125,16 @@ func TestPublishManyMatchesLegacy(t *testing.T) {
 			switch r := rng.IntN(100); {
 			case r < 4:
 				for _, p := range []string{oldPrefix, newPrefix} {
-					require.NoError(t, rdb.Del(ctx, KeysFor(p, s).Events).Err())
+					require.NoError(t, rdb.Del(ctx, KeysFor(p, sk(s)).Events).Err())
 				}
 			case r < 7:
 				for _, p := range []string{oldPrefix, newPrefix} {
-					require.NoError(t, rdb.Del(ctx, KeysFor(p, s).Meta).Err())
+					require.NoError(t, rdb.Del(ctx, KeysFor(p, sk(s)).Meta).Err())
 				}
 			case r < 12:
 				seq++
 				for side, p := range []string{oldPrefix, newPrefix} {
-					id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: KeysFor(p, s).Events, Values: []any{"type", "turn.delta", "turn", "x", "data", "foreign"}}).Result()
+					id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: KeysFor(p, sk(s)).Events, Values: []any{"type", "turn.delta", "turn", "x", "data", "foreign"}}).Result()
 					require.NoError(t, err)
 					w.name(side, s, id, seq)
 				}
@@ -155,7 +155,7 @@ func TestPublishManyMatchesLegacy(t *testing.T) {
 			}
 			typ := []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventDelta, wire.EventDelta, wire.EventCompleted, wire.EventFailed}[rng.IntN(6)]
 			ms[i] = Message{
-				SessionID: s, TurnID: turn, Token: token,
+				Session: sk(s), TurnID: turn, Token: token,
 				Event:       wire.Event{Type: typ, Data: []byte(fmt.Sprintf(`{"round":%d,"i":%d}`, round, i))},
 				Traceparent: []string{"", "00-tp"}[rng.IntN(2)],
 			}
@@ -168,7 +168,7 @@ func TestPublishManyMatchesLegacy(t *testing.T) {
 		for i, m := range ms {
 			status, c, err := legacyPublish(ctx, rdb, oldPrefix, maxLen, time.Hour, m)
 			require.NoError(t, err)
-			where := fmt.Sprintf("round %d message %d (%s/%s token %d %s)", round, i, m.SessionID, m.TurnID, m.Token, m.Event.Type)
+			where := fmt.Sprintf("round %d message %d (%s/%s token %d %s)", round, i, m.Session, m.TurnID, m.Token, m.Event.Type)
 			if status == -1 {
 				require.ErrorIs(t, got[i].Err, ErrStaleToken, where)
 				continue
@@ -177,14 +177,14 @@ func TestPublishManyMatchesLegacy(t *testing.T) {
 			require.Equal(t, status == 1, got[i].Published.Appended, where)
 			if status == 1 {
 				seq++
-				w.name(0, m.SessionID, c.ID.String(), seq)
-				w.name(1, m.SessionID, got[i].Published.Cursor.ID.String(), seq)
+				w.name(0, m.Session.SessionID(), c.ID.String(), seq)
+				w.name(1, m.Session.SessionID(), got[i].Published.Cursor.ID.String(), seq)
 			}
-			require.Equal(t, w.cursor(0, m.SessionID, c), w.cursor(1, m.SessionID, got[i].Published.Cursor), where)
+			require.Equal(t, w.cursor(0, m.Session.SessionID(), c), w.cursor(1, m.Session.SessionID(), got[i].Published.Cursor), where)
 		}
 		for _, s := range sessions {
-			require.Equal(t, w.stream(ctx, t, rdb, 0, KeysFor(oldPrefix, s), s), w.stream(ctx, t, rdb, 1, KeysFor(newPrefix, s), s), "round %d session %s stream", round, s)
-			require.Equal(t, w.meta(ctx, t, rdb, 0, KeysFor(oldPrefix, s), s), w.meta(ctx, t, rdb, 1, KeysFor(newPrefix, s), s), "round %d session %s meta", round, s)
+			require.Equal(t, w.stream(ctx, t, rdb, 0, KeysFor(oldPrefix, sk(s)), s), w.stream(ctx, t, rdb, 1, KeysFor(newPrefix, sk(s)), s), "round %d session %s stream", round, s)
+			require.Equal(t, w.meta(ctx, t, rdb, 0, KeysFor(oldPrefix, sk(s)), s), w.meta(ctx, t, rdb, 1, KeysFor(newPrefix, sk(s)), s), "round %d session %s meta", round, s)
 		}
 	}
 }
@@ -296,7 +296,7 @@ func TestPublishManyBesideLegacy(t *testing.T) {
 	for round := range 6 {
 		var ms []Message
 		for i := range 5 {
-			ms = append(ms, Message{SessionID: "s", TurnID: "t" + strconv.Itoa(round), Token: 1, Event: delta("t", round*10+i)})
+			ms = append(ms, Message{Session: sk("s"), TurnID: "t" + strconv.Itoa(round), Token: 1, Event: delta("t", round*10+i)})
 		}
 		if round%2 == 0 {
 			for _, r := range p.PublishMany(ctx, ms) {
@@ -316,7 +316,7 @@ func TestPublishManyBesideLegacy(t *testing.T) {
 			require.Equal(t, epoch, c.Epoch, "round %d", round)
 		}
 	}
-	entries := entriesOf(ctx, t, rdb, KeysFor(prefix, "s").Events)
+	entries := entriesOf(ctx, t, rdb, KeysFor(prefix, sk("s")).Events)
 	require.Len(t, entries, 30)
 	for i, e := range entries {
 		require.Contains(t, e.Values["data"], `"index":`+strconv.Itoa(i/5*10+i%5)+`,`)

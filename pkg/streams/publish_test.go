@@ -63,21 +63,21 @@ func TestPublishMany(t *testing.T) {
 		t.Parallel()
 		groupings(t, func(t *testing.T, rdb redis.UniversalClient, prefix string, p *Publisher) {
 			// Turn "b" already has a newer attempt (token 5), so its token-3 message is a zombie's.
-			_, err := p.Publish(ctx, "s2", "b", 5, delta("b", 0), "")
+			_, err := p.Publish(ctx, sk("s2"), "b", 5, delta("b", 0), "")
 			require.NoError(t, err)
 
 			res := p.PublishMany(ctx, []Message{
-				{SessionID: "s1", TurnID: "a", Token: 1, Event: delta("a", 0)},
-				{SessionID: "s2", TurnID: "b", Token: 3, Event: delta("b", 1)},
-				{SessionID: "s1", TurnID: "a", Token: 1, Event: delta("a", 1)},
-				{SessionID: "s2", TurnID: "c", Token: 4, Event: delta("c", 0)},
-				{SessionID: "s3", TurnID: "d", Token: 2, Event: delta("d", 0)},
-				{SessionID: "s1", TurnID: "a", Token: 1, Event: completed("a")},
-				{SessionID: "s2", TurnID: "b", Token: 5, Event: delta("b", 2)},
-				{SessionID: "s1", TurnID: "a", Token: 1, Event: completed("a")},
-				{SessionID: "s3", TurnID: "d", Token: 1, Event: delta("d", 1)},
-				{SessionID: "s3", TurnID: "d", Token: 3, Event: delta("d", 2)},
-				{SessionID: "s3", TurnID: "d", Token: 2, Event: completed("d")},
+				{Session: sk("s1"), TurnID: "a", Token: 1, Event: delta("a", 0)},
+				{Session: sk("s2"), TurnID: "b", Token: 3, Event: delta("b", 1)},
+				{Session: sk("s1"), TurnID: "a", Token: 1, Event: delta("a", 1)},
+				{Session: sk("s2"), TurnID: "c", Token: 4, Event: delta("c", 0)},
+				{Session: sk("s3"), TurnID: "d", Token: 2, Event: delta("d", 0)},
+				{Session: sk("s1"), TurnID: "a", Token: 1, Event: completed("a")},
+				{Session: sk("s2"), TurnID: "b", Token: 5, Event: delta("b", 2)},
+				{Session: sk("s1"), TurnID: "a", Token: 1, Event: completed("a")},
+				{Session: sk("s3"), TurnID: "d", Token: 1, Event: delta("d", 1)},
+				{Session: sk("s3"), TurnID: "d", Token: 3, Event: delta("d", 2)},
+				{Session: sk("s3"), TurnID: "d", Token: 2, Event: completed("d")},
 			})
 			require.Len(t, res, 11)
 			for _, i := range []int{0, 2, 3, 4, 5, 6, 7, 9} {
@@ -93,18 +93,18 @@ func TestPublishMany(t *testing.T) {
 
 			// A session's entries are in the order given, each naming its predecessor.
 			var types []string
-			for _, e := range entriesOf(ctx, t, rdb, KeysFor(prefix, "s1").Events) {
+			for _, e := range entriesOf(ctx, t, rdb, KeysFor(prefix, sk("s1")).Events) {
 				types = append(types, e.Values["type"].(string))
 			}
 			require.Equal(t, []string{"turn.delta", "turn.delta", "turn.completed"}, types)
-			require.Len(t, entriesOf(ctx, t, rdb, KeysFor(prefix, "s2").Events), 3, "the zombie's event was not appended")
+			require.Len(t, entriesOf(ctx, t, rdb, KeysFor(prefix, sk("s2")).Events), 3, "the zombie's event was not appended")
 			var data []string
-			for _, e := range entriesOf(ctx, t, rdb, KeysFor(prefix, "s3").Events) {
+			for _, e := range entriesOf(ctx, t, rdb, KeysFor(prefix, sk("s3")).Events) {
 				data = append(data, e.Values["data"].(string))
 			}
 			require.Len(t, data, 2)
 			require.Contains(t, data[1], `"index":2`)
-			fence, err := rdb.HGet(ctx, KeysFor(prefix, "s3").Meta, "f:d").Result()
+			fence, err := rdb.HGet(ctx, KeysFor(prefix, sk("s3")).Meta, "f:d").Result()
 			require.NoError(t, err)
 			require.Equal(t, "3", fence)
 		})
@@ -120,19 +120,19 @@ func TestPublishMany(t *testing.T) {
 				var ms []Message
 				for i := range 150 {
 					for _, s := range []string{"a", "b"} {
-						ms = append(ms, Message{SessionID: s, TurnID: "t" + strconv.Itoa(b), Token: 1, Event: delta("t", b*150+i)})
+						ms = append(ms, Message{Session: sk(s), TurnID: "t" + strconv.Itoa(b), Token: 1, Event: delta("t", b*150+i)})
 					}
 				}
 				for i, r := range p.PublishMany(ctx, ms) {
 					require.NoError(t, r.Err)
 					require.True(t, r.Published.Appended)
-					if ms[i].SessionID == "a" {
+					if ms[i].Session == sk("a") {
 						cursors = append(cursors, r.Published.Cursor)
 					}
 				}
 			}
 			for _, s := range []string{"a", "b"} {
-				entries := entriesOf(ctx, t, rdb, KeysFor(prefix, s).Events)
+				entries := entriesOf(ctx, t, rdb, KeysFor(prefix, sk(s)).Events)
 				require.Len(t, entries, 450)
 				require.Equal(t, "", entries[0].Values["prev"])
 				for i, e := range entries {
@@ -149,11 +149,11 @@ func TestPublishMany(t *testing.T) {
 	t.Run("EpochRestartsAfterStreamLoss", func(t *testing.T) {
 		t.Parallel()
 		groupings(t, func(t *testing.T, rdb redis.UniversalClient, prefix string, p *Publisher) {
-			k := KeysFor(prefix, "s")
+			k := KeysFor(prefix, sk("s"))
 			res := p.PublishMany(ctx, []Message{
-				{SessionID: "s", TurnID: "done", Token: 1, Event: delta("done", 0)},
-				{SessionID: "s", TurnID: "done", Token: 1, Event: completed("done")},
-				{SessionID: "s", TurnID: "z", Token: 7, Event: delta("z", 0)},
+				{Session: sk("s"), TurnID: "done", Token: 1, Event: delta("done", 0)},
+				{Session: sk("s"), TurnID: "done", Token: 1, Event: completed("done")},
+				{Session: sk("s"), TurnID: "z", Token: 7, Event: delta("z", 0)},
 			})
 			for _, r := range res {
 				require.NoError(t, r.Err)
@@ -162,10 +162,10 @@ func TestPublishMany(t *testing.T) {
 			require.NoError(t, rdb.Del(ctx, k.Events).Err()) // an eviction, a restart without persistence
 
 			res = p.PublishMany(ctx, []Message{
-				{SessionID: "s", TurnID: "done", Token: 1, Event: completed("done")},
-				{SessionID: "s", TurnID: "z", Token: 6, Event: delta("z", 1)},
-				{SessionID: "s", TurnID: "n", Token: 1, Event: delta("n", 0)},
-				{SessionID: "s", TurnID: "n", Token: 1, Event: delta("n", 1)},
+				{Session: sk("s"), TurnID: "done", Token: 1, Event: completed("done")},
+				{Session: sk("s"), TurnID: "z", Token: 6, Event: delta("z", 1)},
+				{Session: sk("s"), TurnID: "n", Token: 1, Event: delta("n", 0)},
+				{Session: sk("s"), TurnID: "n", Token: 1, Event: delta("n", 1)},
 			})
 			require.NoError(t, res[0].Err)
 			require.False(t, res[0].Published.Appended, "the terminal marker outlives the stream")
@@ -191,11 +191,11 @@ func TestPublishMany(t *testing.T) {
 	t.Run("EpochRestartsAfterMetaLoss", func(t *testing.T) {
 		t.Parallel()
 		groupings(t, func(t *testing.T, rdb redis.UniversalClient, prefix string, p *Publisher) {
-			k := KeysFor(prefix, "s")
-			first, err := p.Publish(ctx, "s", "t", 1, delta("t", 0), "")
+			k := KeysFor(prefix, sk("s"))
+			first, err := p.Publish(ctx, sk("s"), "t", 1, delta("t", 0), "")
 			require.NoError(t, err)
 			require.NoError(t, rdb.Del(ctx, k.Meta).Err())
-			second, err := p.Publish(ctx, "s", "t", 1, delta("t", 1), "")
+			second, err := p.Publish(ctx, sk("s"), "t", 1, delta("t", 1), "")
 			require.NoError(t, err)
 			require.NotEqual(t, first.Cursor.Epoch, second.Cursor.Epoch, "without its epoch the stream cannot be continued")
 			entries := entriesOf(ctx, t, rdb, k.Events)
@@ -209,14 +209,14 @@ func TestPublishMany(t *testing.T) {
 		groupings(t, func(t *testing.T, rdb redis.UniversalClient, prefix string, p *Publisher) {
 			// Something other than this script appends (an older version of it mid-upgrade, a
 			// tool): the next entry must name that entry, not the newest this script appended.
-			k := KeysFor(prefix, "s")
-			first, err := p.Publish(ctx, "s", "t", 1, delta("t", 0), "")
+			k := KeysFor(prefix, sk("s"))
+			first, err := p.Publish(ctx, sk("s"), "t", 1, delta("t", 0), "")
 			require.NoError(t, err)
 			foreign, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.Events, Values: []any{"type", "turn.delta", "turn", "t", "data", "{}", "prev", first.Cursor.ID.String()}}).Result()
 			require.NoError(t, err)
 			res := p.PublishMany(ctx, []Message{
-				{SessionID: "s", TurnID: "t", Token: 1, Event: delta("t", 1)},
-				{SessionID: "s", TurnID: "t", Token: 1, Event: delta("t", 2)},
+				{Session: sk("s"), TurnID: "t", Token: 1, Event: delta("t", 1)},
+				{Session: sk("s"), TurnID: "t", Token: 1, Event: delta("t", 2)},
 			})
 			require.NoError(t, res[0].Err)
 			require.NoError(t, res[1].Err)
@@ -231,16 +231,16 @@ func TestPublishMany(t *testing.T) {
 		groupings(t, func(t *testing.T, rdb redis.UniversalClient, prefix string, p *Publisher) {
 			// A key of the wrong type fails the events of its session alone, as a script per event
 			// did; the other sessions of the same call are published.
-			require.NoError(t, rdb.Set(ctx, KeysFor(prefix, "badstream").Events, "x", 0).Err())
-			require.NoError(t, rdb.Set(ctx, KeysFor(prefix, "badmeta").Meta, "x", 0).Err())
+			require.NoError(t, rdb.Set(ctx, KeysFor(prefix, sk("badstream")).Events, "x", 0).Err())
+			require.NoError(t, rdb.Set(ctx, KeysFor(prefix, sk("badmeta")).Meta, "x", 0).Err())
 			var ms []Message
 			for i := range 3 {
 				for _, s := range []string{"ok1", "badstream", "badmeta", "ok2"} {
-					ms = append(ms, Message{SessionID: s, TurnID: "t", Token: 1, Event: delta("t", i)})
+					ms = append(ms, Message{Session: sk(s), TurnID: "t", Token: 1, Event: delta("t", i)})
 				}
 			}
 			for i, r := range p.PublishMany(ctx, ms) {
-				if strings.HasPrefix(ms[i].SessionID, "ok") {
+				if strings.HasPrefix(ms[i].Session.SessionID(), "ok") {
 					require.NoError(t, r.Err, "message %d", i)
 					require.True(t, r.Published.Appended)
 					continue
@@ -249,7 +249,7 @@ func TestPublishMany(t *testing.T) {
 				require.NotErrorIs(t, r.Err, ErrStaleToken)
 			}
 			for _, s := range []string{"ok1", "ok2"} {
-				require.Len(t, entriesOf(ctx, t, rdb, KeysFor(prefix, s).Events), 3)
+				require.Len(t, entriesOf(ctx, t, rdb, KeysFor(prefix, sk(s)).Events), 3)
 			}
 		})
 	})
@@ -263,12 +263,12 @@ func TestPublishMany(t *testing.T) {
 			var ms []Message
 			for i := range 100 {
 				for _, s := range []string{"f1", "f2", "f3"} {
-					ms = append(ms, Message{SessionID: s, TurnID: "t", Token: 1, Event: delta("t", i)})
+					ms = append(ms, Message{Session: sk(s), TurnID: "t", Token: 1, Event: delta("t", i)})
 				}
 			}
-			ms = append(ms, Message{SessionID: "f1", TurnID: "t", Token: 1, Event: completed("t")},
-				Message{SessionID: "f1", TurnID: "t", Token: 1, Event: completed("t")},
-				Message{SessionID: "f2", TurnID: "t", Token: 0, Event: delta("t", 100)})
+			ms = append(ms, Message{Session: sk("f1"), TurnID: "t", Token: 1, Event: completed("t")},
+				Message{Session: sk("f1"), TurnID: "t", Token: 1, Event: completed("t")},
+				Message{Session: sk("f2"), TurnID: "t", Token: 0, Event: delta("t", 100)})
 			res := p.PublishMany(ctx, ms)
 			for i, r := range res[:len(res)-1] {
 				require.NoError(t, r.Err, "message %d", i)
@@ -276,7 +276,7 @@ func TestPublishMany(t *testing.T) {
 			require.False(t, res[len(res)-2].Published.Appended)
 			require.ErrorIs(t, res[len(res)-1].Err, ErrStaleToken)
 			for _, s := range []string{"f1", "f2", "f3"} {
-				entries := entriesOf(ctx, t, rdb, KeysFor(prefix, s).Events)
+				entries := entriesOf(ctx, t, rdb, KeysFor(prefix, sk(s)).Events)
 				for i, e := range entries[:100] {
 					require.Contains(t, e.Values["data"], `"index":`+strconv.Itoa(i)+`,`, "order kept through the reload")
 				}
@@ -290,7 +290,7 @@ func TestPublishMany(t *testing.T) {
 		p := NewPublisher(rdb, prefix, 10000, time.Hour)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		res := p.PublishMany(cctx, []Message{{SessionID: "x", TurnID: "t", Token: 1, Event: delta("t", 0)}, {SessionID: "y", TurnID: "u", Token: 1, Event: delta("u", 0)}})
+		res := p.PublishMany(cctx, []Message{{Session: sk("x"), TurnID: "t", Token: 1, Event: delta("t", 0)}, {Session: sk("y"), TurnID: "u", Token: 1, Event: delta("u", 0)}})
 		for _, r := range res {
 			require.ErrorIs(t, r.Err, context.Canceled)
 		}
@@ -306,10 +306,10 @@ func TestPublishManyTrimsByAge(t *testing.T) {
 		t.Parallel()
 		rdb, prefix := benchRedis(ctx, t)
 		p := NewPublisher(rdb, prefix, 10000, time.Hour)
-		k := KeysFor(prefix, "s")
+		k := KeysFor(prefix, sk("s"))
 		ms := make([]Message, 250) // several stream nodes
 		for i := range ms {
-			ms[i] = Message{SessionID: "s", TurnID: "t", Token: 1, Event: delta("t", i)}
+			ms[i] = Message{Session: sk("s"), TurnID: "t", Token: 1, Event: delta("t", i)}
 		}
 		res := p.PublishMany(ctx, ms)
 		require.NoError(t, res[0].Err)
@@ -320,7 +320,7 @@ func TestPublishManyTrimsByAge(t *testing.T) {
 		later := EntryID{Ms: last.Ms + 1000}
 		require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.Events, ID: later.String(), Values: []any{"type", "turn.delta", "turn", "t", "data", "{}", "prev", last.String()}}).Err())
 		p.now = func() time.Time { return time.UnixMilli(int64(last.Ms) + 1).Add(time.Hour) }
-		_, err := p.Publish(ctx, "s", "t", 1, delta("t", 250), "")
+		_, err := p.Publish(ctx, sk("s"), "t", 1, delta("t", 250), "")
 		require.NoError(t, err)
 		entries := entriesOf(ctx, t, rdb, k.Events)
 		require.Less(t, len(entries), 252, "whole nodes of expired entries are gone")
@@ -334,7 +334,7 @@ func TestPublishManyTrimsByAge(t *testing.T) {
 		t.Parallel()
 		rdb, prefix := benchRedis(ctx, t)
 		p := NewPublisher(rdb, prefix, 10000, time.Hour)
-		k := KeysFor(prefix, "s")
+		k := KeysFor(prefix, sk("s"))
 		// Entries from long ago and no meta hash (it was lost): a new generation on the old
 		// stream, trimmed by age, its first entry naming the newest old one.
 		var newest string
@@ -342,7 +342,7 @@ func TestPublishManyTrimsByAge(t *testing.T) {
 			newest = EntryID{Ms: 1000, Seq: uint64(i)}.String()
 			require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.Events, ID: newest, Values: []any{"type", "turn.delta", "turn", "t", "data", "{}"}}).Err())
 		}
-		_, err := p.Publish(ctx, "s", "t", 1, delta("t", 0), "")
+		_, err := p.Publish(ctx, sk("s"), "t", 1, delta("t", 0), "")
 		require.NoError(t, err)
 		entries, err := rdb.XRange(ctx, k.Events, "-", "+").Result()
 		require.NoError(t, err)
@@ -356,21 +356,21 @@ func TestPublishManyMetaFields(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := benchRedis(ctx, t)
 	p := NewPublisher(rdb, prefix, 10000, time.Hour)
-	k := KeysFor(prefix, "s")
+	k := KeysFor(prefix, sk("s"))
 	meta := func() map[string]string {
 		m, err := rdb.HGetAll(ctx, k.Meta).Result()
 		require.NoError(t, err)
 		return m
 	}
 	res := p.PublishMany(ctx, []Message{
-		{SessionID: "s", TurnID: "t", Token: 3, Event: delta("t", 0)},
-		{SessionID: "s", TurnID: "t", Token: 3, Event: completed("t")},
+		{Session: sk("s"), TurnID: "t", Token: 3, Event: delta("t", 0)},
+		{Session: sk("s"), TurnID: "t", Token: 3, Event: completed("t")},
 	})
 	a, b := res[0].Published.Cursor, res[1].Published.Cursor
 	require.Equal(t, map[string]string{"epoch": a.Epoch, "f:t": "3", "t:t": b.String(), "last": b.ID.String()}, meta())
 
 	require.NoError(t, rdb.Del(ctx, k.Events).Err())
-	c, err := p.Publish(ctx, "s", "u", 1, delta("u", 0), "")
+	c, err := p.Publish(ctx, sk("s"), "u", 1, delta("u", 0), "")
 	require.NoError(t, err)
 	m := meta()
 	require.Equal(t, c.Cursor.Epoch, m["epoch"])
@@ -383,7 +383,7 @@ func TestPublisherCalls(t *testing.T) {
 	msgs := func(sessions ...string) []Message {
 		ms := make([]Message, len(sessions))
 		for i, s := range sessions {
-			ms[i] = Message{SessionID: s}
+			ms[i] = Message{Session: sk(s)}
 		}
 		return ms
 	}
@@ -412,10 +412,10 @@ func TestPublisherCalls(t *testing.T) {
 	// the next call.
 	var many []Message
 	for range 100 {
-		many = append(many, Message{SessionID: "a"})
+		many = append(many, Message{Session: sk("a")})
 	}
 	for range 40 {
-		many = append(many, Message{SessionID: "b"})
+		many = append(many, Message{Session: sk("b")})
 	}
 	require.Equal(t, [][][]int{
 		{seq(0, 64)},
@@ -438,12 +438,12 @@ func TestPublisherScriptLayout(t *testing.T) {
 	t.Parallel()
 	p := &Publisher{prefix: "p", maxLen: 100, retention: time.Second}
 	ms := []Message{
-		{SessionID: "a", TurnID: "t", Token: 2, Event: delta("t", 0)},
-		{SessionID: "b", TurnID: "u", Token: 3, Event: completed("u"), Traceparent: "tp"},
-		{SessionID: "a", TurnID: "t", Token: 2, Event: completed("t")},
+		{Session: sk("a"), TurnID: "t", Token: 2, Event: delta("t", 0)},
+		{Session: sk("b"), TurnID: "u", Token: 3, Event: completed("u"), Traceparent: "tp"},
+		{Session: sk("a"), TurnID: "t", Token: 2, Event: completed("t")},
 	}
 	keys, args := p.script(ms, [][]int{{0, 2}, {1}}, "123", nil)
-	ka, kb := KeysFor("p", "a"), KeysFor("p", "b")
+	ka, kb := KeysFor("p", sk("a")), KeysFor("p", sk("b"))
 	require.Equal(t, []string{ka.Events, ka.Meta, kb.Events, kb.Meta}, keys)
 	written := make([]any, len(args))
 	for i, a := range args {
@@ -485,7 +485,7 @@ func TestPublisherScriptAllocations(t *testing.T) {
 		ms := make([]Message, n)
 		blk := make([]int, n)
 		for i := range ms {
-			ms[i] = Message{SessionID: "a", TurnID: "t", Token: 1000 + int64(i), Event: delta("t", i), Traceparent: "tp"}
+			ms[i] = Message{Session: sk("a"), TurnID: "t", Token: 1000 + int64(i), Event: delta("t", i), Traceparent: "tp"}
 			blk[i] = i
 		}
 		return testing.AllocsPerRun(100, func() { p.script(ms, [][]int{blk}, "123", nil) })
@@ -502,16 +502,16 @@ func TestPublishManyFenceAcrossTurnsInABlock(t *testing.T) {
 	ctx := context.Background()
 	groupings(t, func(t *testing.T, rdb redis.UniversalClient, prefix string, p *Publisher) {
 		res := p.PublishMany(ctx, []Message{
-			{SessionID: "s", TurnID: "a", Token: 5, Event: delta("a", 0)},
-			{SessionID: "s", TurnID: "b", Token: 1, Event: delta("b", 0)},
-			{SessionID: "s", TurnID: "a", Token: 3, Event: delta("a", 1)},
-			{SessionID: "s", TurnID: "b", Token: 1, Event: completed("b")},
+			{Session: sk("s"), TurnID: "a", Token: 5, Event: delta("a", 0)},
+			{Session: sk("s"), TurnID: "b", Token: 1, Event: delta("b", 0)},
+			{Session: sk("s"), TurnID: "a", Token: 3, Event: delta("a", 1)},
+			{Session: sk("s"), TurnID: "b", Token: 1, Event: completed("b")},
 		})
 		require.NoError(t, res[0].Err)
 		require.NoError(t, res[1].Err)
 		require.ErrorIs(t, res[2].Err, ErrStaleToken, "a's token 5 came first in the same block")
 		require.NoError(t, res[3].Err)
-		m, err := rdb.HGetAll(ctx, KeysFor(prefix, "s").Meta).Result()
+		m, err := rdb.HGetAll(ctx, KeysFor(prefix, sk("s")).Meta).Result()
 		require.NoError(t, err)
 		require.Equal(t, "5", m["f:a"])
 		require.Equal(t, "1", m["f:b"])
@@ -544,8 +544,8 @@ func TestPublishManyNotifiesOncePerSession(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := benchRedis(ctx, t)
 	p := NewPublisher(rdb, prefix, 10000, time.Hour)
-	ka, kb, kc := KeysFor(prefix, "a"), KeysFor(prefix, "b"), KeysFor(prefix, "c")
-	_, err := p.Publish(ctx, "c", "t", 5, delta("t", 0), "")
+	ka, kb, kc := KeysFor(prefix, sk("a")), KeysFor(prefix, sk("b")), KeysFor(prefix, sk("c"))
+	_, err := p.Publish(ctx, sk("c"), "t", 5, delta("t", 0), "")
 	require.NoError(t, err)
 
 	// marker gets a message after the call: everything the call published arrives before it.
@@ -557,11 +557,11 @@ func TestPublishManyNotifiesOncePerSession(t *testing.T) {
 		require.NoError(t, err)
 	}
 	res := p.PublishMany(ctx, []Message{
-		{SessionID: "a", TurnID: "t", Token: 1, Event: delta("t", 0)},
-		{SessionID: "b", TurnID: "u", Token: 1, Event: delta("u", 0)},
-		{SessionID: "c", TurnID: "t", Token: 4, Event: delta("t", 1)}, // stale
-		{SessionID: "a", TurnID: "t", Token: 1, Event: delta("t", 1)},
-		{SessionID: "a", TurnID: "t", Token: 1, Event: completed("t")},
+		{Session: sk("a"), TurnID: "t", Token: 1, Event: delta("t", 0)},
+		{Session: sk("b"), TurnID: "u", Token: 1, Event: delta("u", 0)},
+		{Session: sk("c"), TurnID: "t", Token: 4, Event: delta("t", 1)}, // stale
+		{Session: sk("a"), TurnID: "t", Token: 1, Event: delta("t", 1)},
+		{Session: sk("a"), TurnID: "t", Token: 1, Event: completed("t")},
 	})
 	require.ErrorIs(t, res[2].Err, ErrStaleToken)
 	require.NoError(t, rdb.Publish(ctx, marker, "end").Err())
@@ -605,16 +605,16 @@ func TestPublishManyMemoryFull(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, "the private redis-server", func() bool { return rdb.Ping(ctx).Err() == nil })
 
 	p := NewPublisher(rdb, "oom", 10000, time.Hour)
-	first, err := p.Publish(ctx, "s", "t", 1, completed("t"), "")
+	first, err := p.Publish(ctx, sk("s"), "t", 1, completed("t"), "")
 	require.NoError(t, err)
-	k := KeysFor("oom", "s")
+	k := KeysFor("oom", sk("s"))
 	metaBefore, err := rdb.HGetAll(ctx, k.Meta).Result()
 	require.NoError(t, err)
 
 	require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "1").Err())
 	res := p.PublishMany(ctx, []Message{
-		{SessionID: "s", TurnID: "t", Token: 2, Event: completed("t")}, // repeated terminal, newer fence
-		{SessionID: "s", TurnID: "u", Token: 1, Event: delta("u", 0)},
+		{Session: sk("s"), TurnID: "t", Token: 2, Event: completed("t")}, // repeated terminal, newer fence
+		{Session: sk("s"), TurnID: "u", Token: 1, Event: delta("u", 0)},
 	})
 	require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "0").Err())
 	for i, r := range res {

@@ -37,7 +37,7 @@ func NewReader(rdb redis.UniversalClient, prefix string) *Reader {
 }
 
 // Keys returns the keys of a session.
-func (r *Reader) Keys(sessionID string) Keys { return KeysFor(r.prefix, sessionID) }
+func (r *Reader) Keys(session wire.SessionKey) Keys { return KeysFor(r.prefix, session) }
 
 // State is what a resume needs to know about a stream.
 type State struct {
@@ -70,8 +70,8 @@ func (s State) Lost(after EntryID) bool {
 }
 
 // State reads the epoch and bounds of a session stream in one round trip.
-func (r *Reader) State(ctx context.Context, sessionID string) (State, error) {
-	k := r.Keys(sessionID)
+func (r *Reader) State(ctx context.Context, session wire.SessionKey) (State, error) {
+	k := r.Keys(session)
 	pipe := r.rdb.Pipeline()
 	epochCmd := pipe.HGet(ctx, k.Meta, "epoch")
 	infoCmd := pipe.Do(ctx, "XINFO", "STREAM", k.Events)
@@ -144,8 +144,8 @@ func infoFields(v any) (map[string]any, error) {
 }
 
 // After returns up to count entries strictly after id, oldest first.
-func (r *Reader) After(ctx context.Context, sessionID string, id EntryID, count int64) ([]Entry, error) {
-	msgs, err := r.rdb.XRangeN(ctx, r.Keys(sessionID).Events, "("+id.String(), "+", count).Result()
+func (r *Reader) After(ctx context.Context, session wire.SessionKey, id EntryID, count int64) ([]Entry, error) {
+	msgs, err := r.rdb.XRangeN(ctx, r.Keys(session).Events, "("+id.String(), "+", count).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read session stream: %w", err)
 	}
@@ -164,16 +164,16 @@ func (r *Reader) After(ctx context.Context, sessionID string, id EntryID, count 
 // MULTI/EXEC (both keys share a hash slot), so the entries are known to belong to that epoch. A
 // caller holding another epoch must not label these entries with its own: the stream was lost and
 // restarted, and its IDs begin again.
-func (r *Reader) Read(ctx context.Context, sessionID string, id EntryID, count int64) (string, []Entry, error) {
-	res := r.ReadMany(ctx, []ReadRequest{{SessionID: sessionID, After: id, Count: count}})
+func (r *Reader) Read(ctx context.Context, session wire.SessionKey, id EntryID, count int64) (string, []Entry, error) {
+	res := r.ReadMany(ctx, []ReadRequest{{Session: session, After: id, Count: count}})
 	return res[0].Epoch, res[0].Entries, res[0].Err
 }
 
 // ReadRequest asks for up to Count entries of a session's stream strictly after After.
 type ReadRequest struct {
-	SessionID string
-	After     EntryID
-	Count     int64
+	Session wire.SessionKey
+	After   EntryID
+	Count   int64
 }
 
 // ReadResult answers one ReadRequest as Read would: the stream's epoch and the entries after the
@@ -214,7 +214,7 @@ func (r *Reader) readTx(ctx context.Context, reqs []ReadRequest, out []ReadResul
 	// command's), so each session's result is read from its own commands.
 	_, _ = r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for i, q := range reqs {
-			k := r.Keys(q.SessionID)
+			k := r.Keys(q.Session)
 			sent[i] = cmds{p.HGet(ctx, k.Meta, "epoch"), p.XRangeN(ctx, k.Events, "("+q.After.String(), "+", q.Count)}
 		}
 		return nil
@@ -246,8 +246,8 @@ func readResult(epochCmd *redis.StringCmd, rangeCmd *redis.XMessageSliceCmd) Rea
 }
 
 // Terminal returns the cursor of a turn's terminal event, if it has one.
-func (r *Reader) Terminal(ctx context.Context, sessionID, turnID string) (Cursor, bool, error) {
-	v, err := r.rdb.HGet(ctx, r.Keys(sessionID).Meta, "t:"+turnID).Result()
+func (r *Reader) Terminal(ctx context.Context, session wire.SessionKey, turnID string) (Cursor, bool, error) {
+	v, err := r.rdb.HGet(ctx, r.Keys(session).Meta, "t:"+turnID).Result()
 	if errors.Is(err, redis.Nil) {
 		return Cursor{}, false, nil
 	}

@@ -34,25 +34,25 @@ func testReadMany(t *testing.T, single bool) {
 	r.single = single
 	for s := range 3 {
 		for i := range s + 2 {
-			_, err := p.Publish(ctx, "s"+strconv.Itoa(s), "t", 1, delta("t", i), "")
+			_, err := p.Publish(ctx, sk("s"+strconv.Itoa(s)), "t", 1, delta("t", i), "")
 			require.NoError(t, err)
 		}
 	}
-	epoch1, first1, err := r.Read(ctx, "s1", EntryID{}, 1)
+	epoch1, first1, err := r.Read(ctx, sk("s1"), EntryID{}, 1)
 	require.NoError(t, err)
 	require.Len(t, first1, 1)
 
 	res := r.ReadMany(ctx, []ReadRequest{
-		{SessionID: "s2", Count: 10},
-		{SessionID: "none", Count: 10},
-		{SessionID: "s1", After: first1[0].ID, Count: 10},
-		{SessionID: "s0", Count: 1},
+		{Session: sk("s2"), Count: 10},
+		{Session: sk("none"), Count: 10},
+		{Session: sk("s1"), After: first1[0].ID, Count: 10},
+		{Session: sk("s0"), Count: 1},
 	})
 	require.Len(t, res, 4)
 	for i, want := range []int{4, 0, 2, 1} {
 		require.NoError(t, res[i].Err)
 		require.Len(t, res[i].Entries, want, "request %d", i)
-		epoch, entries, err := r.Read(ctx, []string{"s2", "none", "s1", "s0"}[i], []EntryID{{}, {}, first1[0].ID, {}}[i], []int64{10, 10, 10, 1}[i])
+		epoch, entries, err := r.Read(ctx, sk([]string{"s2", "none", "s1", "s0"}[i]), []EntryID{{}, {}, first1[0].ID, {}}[i], []int64{10, 10, 10, 1}[i])
 		require.NoError(t, err)
 		require.Equal(t, epoch, res[i].Epoch, "request %d", i)
 		require.Equal(t, entries, res[i].Entries, "request %d", i)
@@ -63,7 +63,7 @@ func testReadMany(t *testing.T, single bool) {
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	for _, r := range r.ReadMany(cctx, []ReadRequest{{SessionID: "s0", Count: 1}, {SessionID: "s1", Count: 1}}) {
+	for _, r := range r.ReadMany(cctx, []ReadRequest{{Session: sk("s0"), Count: 1}, {Session: sk("s1"), Count: 1}}) {
 		require.ErrorIs(t, r.Err, context.Canceled, "a failed round trip is every session's error")
 	}
 }

@@ -16,6 +16,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // InstrumentationName names turnstile's tracer.
@@ -249,9 +251,10 @@ func (w *statusWriter) WriteHeader(code int) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// TurnAttributes are the attributes every span about one turn carries.
-func TurnAttributes(turnID, sessionID string, attempt int) trace.SpanStartEventOption {
-	attrs := []attribute.KeyValue{attribute.String("turnstile.turn_id", turnID), attribute.String("turnstile.session_id", sessionID)}
+// TurnAttributes are the attributes every span about one turn carries; turnstile.session_id is
+// the session's key, which names the tenant too.
+func TurnAttributes(turnID string, session wire.SessionKey, attempt int) trace.SpanStartEventOption {
+	attrs := []attribute.KeyValue{attribute.String("turnstile.turn_id", turnID), attribute.String("turnstile.session_id", session.String())}
 	if attempt > 0 {
 		attrs = append(attrs, attribute.Int("turnstile.attempt", attempt))
 	}

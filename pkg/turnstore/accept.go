@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // The statements intake runs while it accepts a turn: its queued-turn quota and the multitask
@@ -27,9 +29,9 @@ func (s *Store) CountQueued(ctx context.Context, tenant string) (int, error) {
 
 // SessionBusy reports whether the session has a queued or running turn other than except (which
 // may be a retry of the very request asking).
-func (s *Store) SessionBusy(ctx context.Context, sessionID string, except uuid.UUID) (bool, error) {
+func (s *Store) SessionBusy(ctx context.Context, session wire.SessionKey, except uuid.UUID) (bool, error) {
 	var busy bool
-	err := s.pool.QueryRow(ctx, sessionBusySQL, sessionID, except).Scan(&busy)
+	err := s.pool.QueryRow(ctx, sessionBusySQL, session, except).Scan(&busy)
 	if err != nil {
 		return false, fmt.Errorf("check session busy: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/turnstile-run/turnstile/pkg/region"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // CancelledBeforeStart is the error a turn cancelled while queued ends with.
@@ -36,12 +37,12 @@ type Cancel struct {
 //go:embed request_cancel.sql
 var requestCancelSQL string
 
-// RequestCancel requests the cancellation of a turn (stored under turnID, in the session keyed
-// sessionID) and reports what it did; cancelling a finished turn changes nothing.
-func (s *Store) RequestCancel(ctx context.Context, turnID uuid.UUID, sessionID, tenant string) (Cancel, error) {
+// RequestCancel requests the cancellation of a turn (stored under turnID, in the tenant's session
+// session) and reports what it did; cancelling a finished turn changes nothing.
+func (s *Store) RequestCancel(ctx context.Context, turnID uuid.UUID, session wire.SessionKey, tenant string) (Cancel, error) {
 	var c Cancel
 	var status string
-	err := s.pool.QueryRow(ctx, requestCancelSQL, turnID, sessionID, tenant, CancelledBeforeStart).Scan(&status, &c.Token, &c.Attempt, &c.Ended)
+	err := s.pool.QueryRow(ctx, requestCancelSQL, turnID, session, tenant, CancelledBeforeStart).Scan(&status, &c.Token, &c.Attempt, &c.Ended)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Cancel{}, nil // already terminal
 	}
@@ -55,8 +56,8 @@ func (s *Store) RequestCancel(ctx context.Context, turnID uuid.UUID, sessionID, 
 // Ended is a turn a statement ended without an attempt, with what its terminal event is
 // published under.
 type Ended struct {
-	TurnID    uuid.UUID
-	SessionID string
+	TurnID  uuid.UUID
+	Session wire.SessionKey
 	// ClientTurnID is the ID the client minted (the events show it), or nil.
 	ClientTurnID *uuid.UUID
 	Token        int64
@@ -83,8 +84,8 @@ var cancelEarlierSQL string
 // accepted at or before acceptedAt, and returns how many it marked and the queued ones it ended at
 // once (cancelled, with the token of their turn.cancelled event). A running turn's worker sees the
 // request at its next lease renewal.
-func (s *Store) CancelEarlier(ctx context.Context, sessionID string, except uuid.UUID, acceptedAt time.Time) (int64, []Ended, error) {
-	rows, err := s.pool.Query(ctx, cancelEarlierSQL, sessionID, except, acceptedAt, CancelledBeforeStart)
+func (s *Store) CancelEarlier(ctx context.Context, session wire.SessionKey, except uuid.UUID, acceptedAt time.Time) (int64, []Ended, error) {
+	rows, err := s.pool.Query(ctx, cancelEarlierSQL, session, except, acceptedAt, CancelledBeforeStart)
 	if err != nil {
 		return 0, nil, fmt.Errorf("cancel earlier turns: %w", err)
 	}
@@ -93,7 +94,7 @@ func (s *Store) CancelEarlier(ctx context.Context, sessionID string, except uuid
 	for rows.Next() {
 		var e Ended
 		var isEnded bool
-		if err := rows.Scan(&e.TurnID, &e.SessionID, &e.ClientTurnID, &e.Token, &e.Attempt, &isEnded); err != nil {
+		if err := rows.Scan(&e.TurnID, &e.Session, &e.ClientTurnID, &e.Token, &e.Attempt, &isEnded); err != nil {
 			rows.Close()
 			return 0, nil, fmt.Errorf("cancel earlier turns: %w", err)
 		}

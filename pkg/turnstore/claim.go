@@ -37,9 +37,10 @@ const (
 // ClaimParams are the turns one claim statement takes, as column arrays with one element per turn
 // (every turn ID once), and the lease it takes them with.
 type ClaimParams struct {
-	TurnIDs    pgarray.UUIDs
-	SessionIDs pgarray.Texts
-	Tenants    pgarray.Texts
+	TurnIDs pgarray.UUIDs
+	// SessionKeys are the turns' session keys, each a wire.SessionKey's String form.
+	SessionKeys pgarray.Texts
+	Tenants     pgarray.Texts
 	// Inputs are the inputs' texts: the statement builds the stored input object from its text (see
 	// wire.Input).
 	Inputs pgarray.Texts
@@ -65,7 +66,7 @@ type ClaimParams struct {
 func (p *ClaimParams) args() []any {
 	urls, tokens, configs, tasks := p.Notifications.args()
 	return []any{
-		p.TurnIDs, p.SessionIDs, p.Tenants, p.Inputs, p.Metadata, p.AcceptedAt, p.Deadlines, p.Partitions,
+		p.TurnIDs, p.SessionKeys, p.Tenants, p.Inputs, p.Metadata, p.AcceptedAt, p.Deadlines, p.Partitions,
 		p.Offsets, p.Owner, p.TTL.Milliseconds(), p.MaxAttempts, p.ClientTurnIDs, urls, tokens, configs, tasks,
 	}
 }

@@ -51,9 +51,9 @@ func (s *Store) FinishUnleased(ctx context.Context, turnID uuid.UUID, status wir
 
 // ExpireParams is the turn the expiry statement records, as its record in Kafka describes it.
 type ExpireParams struct {
-	TurnID    uuid.UUID
-	SessionID string
-	Tenant    string
+	TurnID  uuid.UUID
+	Session wire.SessionKey
+	Tenant  string
 	// Input is the input's text: the statement builds the stored input object from it.
 	Input string
 	// Metadata is the metadata object as JSON.
@@ -87,7 +87,7 @@ func (s *Store) ExpireTurn(ctx context.Context, p *ExpireParams) (token int64, a
 	var n Notifications
 	n.Add(0, p.Webhook, p.PushConfigs, p.Task, 1)
 	urls, tokens, configs, tasks := n.args()
-	err = s.pool.QueryRow(ctx, expireSQL, p.TurnID, p.SessionID, p.Tenant, p.Input, p.Metadata, p.AcceptedAt,
+	err = s.pool.QueryRow(ctx, expireSQL, p.TurnID, p.Session, p.Tenant, p.Input, p.Metadata, p.AcceptedAt,
 		p.Deadline, p.Error, p.Partition, p.Offset, urls, tokens, configs, tasks).Scan(&token, &attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ErrFenced

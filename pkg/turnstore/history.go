@@ -4,6 +4,8 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // HistoryEntry is one succeeded turn of a session's history: its question and answer, the user and
@@ -16,9 +18,9 @@ type HistoryEntry struct {
 }
 
 // ReadHistory returns a session's whole history, oldest first.
-func (s *Store) ReadHistory(ctx context.Context, sessionID string) ([]HistoryEntry, error) {
+func (s *Store) ReadHistory(ctx context.Context, session wire.SessionKey) ([]HistoryEntry, error) {
 	rows, err := s.pool.Query(ctx, `SELECT seq, turn_id::text, question, answer FROM session_history
-		WHERE session_id = $1 ORDER BY seq`, sessionID)
+		WHERE session_id = $1 ORDER BY seq`, session)
 	if err != nil {
 		return nil, fmt.Errorf("read session history: %w", err)
 	}
@@ -49,8 +51,8 @@ var historyAfterSQL string
 // session without history) and its entries numbered after after, oldest first. A last sequence
 // number equal to after means nothing was appended since; one below it means the session was
 // deleted and recreated.
-func (s *Store) ReadHistoryAfter(ctx context.Context, sessionID string, after int64) (lastSeq int64, entries []HistoryEntry, err error) {
-	rows, err := s.pool.Query(ctx, historyAfterSQL, sessionID, after)
+func (s *Store) ReadHistoryAfter(ctx context.Context, session wire.SessionKey, after int64) (lastSeq int64, entries []HistoryEntry, err error) {
+	rows, err := s.pool.Query(ctx, historyAfterSQL, session, after)
 	if err != nil {
 		return 0, nil, fmt.Errorf("read session history: %w", err)
 	}

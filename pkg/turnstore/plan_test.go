@@ -156,14 +156,14 @@ func TestStatementsProbeByKey(t *testing.T) {
 func claimParams(n int) ClaimParams {
 	now := time.Now()
 	p := ClaimParams{
-		TurnIDs: make(pgarray.UUIDs, n), SessionIDs: make(pgarray.Texts, n), Tenants: make(pgarray.Texts, n),
+		TurnIDs: make(pgarray.UUIDs, n), SessionKeys: make(pgarray.Texts, n), Tenants: make(pgarray.Texts, n),
 		Inputs: make(pgarray.Texts, n), Metadata: make([][]byte, n), AcceptedAt: make(pgarray.Times, n),
 		Deadlines: make(pgarray.Times, n), Partitions: make(pgarray.Ints, n), Offsets: make(pgarray.Ints, n),
 		Owner: "plan", TTL: time.Minute, MaxAttempts: 3, ClientTurnIDs: make([]*uuid.UUID, n),
 	}
 	for i := range n {
 		p.TurnIDs[i] = pgarray.UUID(uuid.Must(uuid.NewV7()))
-		p.SessionIDs[i], p.Tenants[i], p.Inputs[i] = pgarray.Text("plan-"+strconv.Itoa(i)), "default", "hi"
+		p.SessionKeys[i], p.Tenants[i], p.Inputs[i] = pgarray.Text("plan-"+strconv.Itoa(i)), "default", "hi"
 		p.AcceptedAt[i], p.Deadlines[i] = pgarray.Time(now), pgarray.Time(now.Add(time.Hour))
 		if i%10 == 0 {
 			task := uuid.New()

@@ -13,11 +13,12 @@ import (
 // QueuedParams are the accepted turns one statement records as queued, as column arrays with one
 // element per turn.
 type QueuedParams struct {
-	TurnIDs    pgarray.UUIDs
-	SessionIDs pgarray.Texts
-	Tenants    pgarray.Texts
-	AcceptedAt pgarray.Times
-	Deadlines  pgarray.Times
+	TurnIDs pgarray.UUIDs
+	// SessionKeys are the turns' session keys, each a wire.SessionKey's String form.
+	SessionKeys pgarray.Texts
+	Tenants     pgarray.Texts
+	AcceptedAt  pgarray.Times
+	Deadlines   pgarray.Times
 	// NeedSession marks the turns whose session's row is written too, unless it exists (a session
 	// is its tenant's by its key, wire.SessionKey; the row is otherwise written with its first
 	// completion).
@@ -75,7 +76,7 @@ func (s *Store) InsertQueued(ctx context.Context, p *QueuedParams) (int64, error
 		}
 	}
 	urls, tokens, configs, tasks := p.Notifications.args()
-	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionIDs, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession,
+	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionKeys, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession,
 		p.ClientTurnIDs, p.Inputs, p.Metadata, p.Multitasks, p.Traceparents, p.Partitions, p.Offsets, p.TopicIDs,
 		urls, tokens, configs, tasks)
 	if err != nil {

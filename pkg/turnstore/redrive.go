@@ -61,8 +61,8 @@ type LostParams struct {
 // LostTurn is an unfinished turn whose record is lost, as its row holds it.
 type LostTurn struct {
 	Envelope wire.Envelope
-	// SessionKey is the session's key (wire.SessionKey), the record's key.
-	SessionKey  string
+	// Session is the session's key, the record's key.
+	Session     wire.SessionKey
 	Status      wire.Status
 	Traceparent string
 	// Redrives counts the times its record was produced again, this one included.
@@ -94,12 +94,12 @@ func (s *Store) TakeLost(ctx context.Context, p *LostParams) ([]LostTurn, error)
 		var input, metadata []byte
 		var deadline *time.Time
 		e := &l.Envelope
-		if err := rows.Scan(&e.TurnID, &l.SessionKey, &e.Tenant, &client, &status, &input, &metadata, &e.Multitask,
+		if err := rows.Scan(&e.TurnID, &l.Session, &e.Tenant, &client, &status, &input, &metadata, &e.Multitask,
 			&l.Traceparent, &deadline, &e.AcceptedAt, &l.Redrives); err != nil {
 			return nil, fmt.Errorf("take lost turns: %w", err)
 		}
 		l.Status = wire.Status(status)
-		e.SessionID = wire.ClientSessionID(l.SessionKey)
+		e.SessionID = l.Session.SessionID()
 		if client != nil {
 			e.ClientTurnID = *client
 		}
@@ -172,7 +172,7 @@ func (s *Store) EndUnstartable(ctx context.Context, limit int, expiredMsg string
 	for rows.Next() {
 		var e Ended
 		var status string
-		if err := rows.Scan(&e.TurnID, &e.SessionID, &e.ClientTurnID, &e.Token, &e.Attempt, &status, &e.Error); err != nil {
+		if err := rows.Scan(&e.TurnID, &e.Session, &e.ClientTurnID, &e.Token, &e.Attempt, &status, &e.Error); err != nil {
 			return nil, nil, fmt.Errorf("end unstartable turns: %w", err)
 		}
 		ended, statuses = append(ended, e), append(statuses, wire.Status(status))

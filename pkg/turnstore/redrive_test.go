@@ -20,7 +20,7 @@ func queuedTurn(t *testing.T, s *Store, session string, accepted, deadline time.
 	id := uuid.Must(uuid.NewV7())
 	mt := "enqueue"
 	_, err := s.InsertQueued(context.Background(), &QueuedParams{
-		TurnIDs: pgarray.UUIDs{pgarray.UUID(id)}, SessionIDs: pgarray.Texts{pgarray.Text(session)},
+		TurnIDs: pgarray.UUIDs{pgarray.UUID(id)}, SessionKeys: pgarray.Texts{pgarray.Text(session)},
 		Tenants: pgarray.Texts{"acme"}, AcceptedAt: pgarray.Times{pgarray.Time(accepted)},
 		Deadlines: pgarray.Times{pgarray.Time(deadline)}, NeedSession: pgarray.Bools{false},
 		ClientTurnIDs: []*uuid.UUID{nil}, Inputs: pgarray.Texts{pgarray.Text("hello " + id.String())},
@@ -35,7 +35,7 @@ func queuedTurn(t *testing.T, s *Store, session string, accepted, deadline time.
 func claimOne(t *testing.T, s *Store, id uuid.UUID, session string, accepted time.Time) ClaimOutcome {
 	t.Helper()
 	p := claimParams(1)
-	p.TurnIDs[0], p.SessionIDs[0], p.AcceptedAt[0] = pgarray.UUID(id), pgarray.Text(session), pgarray.Time(accepted)
+	p.TurnIDs[0], p.SessionKeys[0], p.AcceptedAt[0] = pgarray.UUID(id), pgarray.Text(session), pgarray.Time(accepted)
 	rows, err := s.ClaimTurns(context.Background(), &p)
 	require.NoError(t, err)
 	var out ClaimOutcome
@@ -146,7 +146,7 @@ func TestBacklogAgeSkipsUnstartable(t *testing.T) {
 	for i, e := range ended {
 		got[e.TurnID] = statuses[i]
 		require.Positive(t, e.Token)
-		require.Equal(t, e.SessionID == "acme/late", e.Error == "too late")
+		require.Equal(t, e.Session == wire.NewSessionKey("acme", "late"), e.Error == "too late")
 	}
 	require.Equal(t, map[uuid.UUID]wire.Status{expired: wire.StatusExpired, cancelled: wire.StatusCancelled}, got)
 	tr, err := s.Get(ctx, live)
@@ -164,7 +164,7 @@ func TestRequestCancelOfQueuedIsTerminal(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	queued := queuedTurn(t, s, "acme/c", now, now.Add(time.Hour), 0, nil)
-	c, err := s.RequestCancel(ctx, queued, "acme/c", "acme")
+	c, err := s.RequestCancel(ctx, queued, wire.NewSessionKey("acme", "c"), "acme")
 	require.NoError(t, err)
 	require.True(t, c.Live)
 	require.True(t, c.Ended)
@@ -176,11 +176,11 @@ func TestRequestCancelOfQueuedIsTerminal(t *testing.T) {
 
 	running := uuid.Must(uuid.NewV7())
 	require.Equal(t, ClaimAcquired, claimOne(t, s, running, "acme/r", now))
-	c, err = s.RequestCancel(ctx, running, "acme/r", "acme")
+	c, err = s.RequestCancel(ctx, running, wire.NewSessionKey("acme", "r"), "acme")
 	require.NoError(t, err)
 	require.True(t, c.Live)
 	require.False(t, c.Ended)
-	c, err = s.RequestCancel(ctx, queued, "acme/c", "acme")
+	c, err = s.RequestCancel(ctx, queued, wire.NewSessionKey("acme", "c"), "acme")
 	require.NoError(t, err)
 	require.False(t, c.Live, "a finished turn is left alone")
 }
@@ -256,7 +256,7 @@ func TestTakeLost(t *testing.T) {
 	claimedFirst := uuid.Must(uuid.NewV7())
 	require.Equal(t, ClaimAcquired, claimOne(t, s, claimedFirst, "acme/i", now)) // partition 0, offset 0
 	_, err = s.InsertQueued(ctx, &QueuedParams{
-		TurnIDs: pgarray.UUIDs{pgarray.UUID(claimedFirst)}, SessionIDs: pgarray.Texts{"acme/i"},
+		TurnIDs: pgarray.UUIDs{pgarray.UUID(claimedFirst)}, SessionKeys: pgarray.Texts{"acme/i"},
 		Tenants: pgarray.Texts{"acme"}, AcceptedAt: pgarray.Times{pgarray.Time(now)},
 		Deadlines: pgarray.Times{pgarray.Time(dl)}, NeedSession: pgarray.Bools{false},
 		ClientTurnIDs: []*uuid.UUID{nil}, Inputs: pgarray.Texts{"late row"}, Metadata: [][]byte{nil},

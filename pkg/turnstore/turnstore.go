@@ -19,7 +19,10 @@ var ErrNotFound = errors.New("turn not found")
 
 // Turn is the read model of a turn.
 type Turn struct {
-	TurnID    uuid.UUID       `json:"turn_id"`
+	TurnID uuid.UUID `json:"turn_id"`
+	// Session is the session's key, what the row stores; SessionID is its client's session ID,
+	// what the API shows.
+	Session   wire.SessionKey `json:"-"`
 	SessionID string          `json:"session_id"`
 	Tenant    string          `json:"-"`
 	Status    wire.Status     `json:"status"`
@@ -60,9 +63,10 @@ const turnColumns = `turn_id, session_id, tenant, status, attempt, input, output
 func scanTurn(row pgx.Row) (Turn, error) {
 	var t Turn
 	var status string
-	err := row.Scan(&t.TurnID, &t.SessionID, &t.Tenant, &status, &t.Attempt, &t.Input, &t.Output, &t.Metadata, &t.Error,
+	err := row.Scan(&t.TurnID, &t.Session, &t.Tenant, &status, &t.Attempt, &t.Input, &t.Output, &t.Metadata, &t.Error,
 		&t.AcceptedAt, &t.Deadline, &t.StartedAt, &t.FinishedAt, &t.CancelReq, &t.ClientTurnID)
 	t.Status = wire.Status(status)
+	t.SessionID = t.Session.SessionID()
 	return t, err
 }
 
@@ -80,13 +84,13 @@ func (s *Store) Get(ctx context.Context, turnID uuid.UUID) (Turn, error) {
 
 // ListSession returns up to limit turns of a session, newest first, accepted before the given time
 // (zero means no bound).
-func (s *Store) ListSession(ctx context.Context, sessionID string, before time.Time, limit int) ([]Turn, error) {
+func (s *Store) ListSession(ctx context.Context, session wire.SessionKey, before time.Time, limit int) ([]Turn, error) {
 	if before.IsZero() {
 		before = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+turnColumns+` FROM turns
 		WHERE session_id = $1 AND accepted_at < $2 ORDER BY accepted_at DESC, turn_id DESC LIMIT $3`,
-		sessionID, before, limit)
+		session, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list session turns: %w", err)
 	}

@@ -204,12 +204,3 @@ func (e *Envelope) ShownTurnID() string {
 	}
 	return e.Region + "-" + id.String()
 }
-
-// ClientSessionID returns the client's session ID of a session key's string form. A value
-// without a separator is returned as it is.
-func ClientSessionID(key string) string {
-	if i := strings.Index(key, SessionKeySeparator); i >= 0 {
-		return key[i+len(SessionKeySeparator):]
-	}
-	return key
-}

@@ -111,7 +111,7 @@ func TestPublishManyOnRedisCluster(t *testing.T) {
 		for i := range 2 * sessions { // two events per session per batch, sessions interleaved
 			s := "s" + strconv.Itoa(i%sessions)
 			data, _ := json.Marshal(map[string]int{"n": r*2 + i/sessions})
-			ms = append(ms, streams.Message{SessionID: s, TurnID: "t", Token: 1, Event: wire.Event{Type: wire.EventDelta, Data: data}})
+			ms = append(ms, streams.Message{Session: storeKey(s), TurnID: "t", Token: 1, Event: wire.Event{Type: wire.EventDelta, Data: data}})
 		}
 		for i, res := range pub.PublishMany(ctx, ms) {
 			require.NoError(t, res.Err, "round %d message %d", r, i)
@@ -119,7 +119,7 @@ func TestPublishManyOnRedisCluster(t *testing.T) {
 		}
 	}
 	for i := range sessions {
-		entries, err := rdb.XRange(ctx, streams.KeysFor(prefix, "s"+strconv.Itoa(i)).Events, "-", "+").Result()
+		entries, err := rdb.XRange(ctx, streams.KeysFor(prefix, storeKey("s"+strconv.Itoa(i))).Events, "-", "+").Result()
 		require.NoError(t, err)
 		require.Len(t, entries, 2*rounds)
 		for n, e := range entries {

@@ -37,13 +37,13 @@ func TestWorkerCancel(t *testing.T) {
 		return n > 0
 	})
 
-	c, err := store.RequestCancel(ctx, uuid.MustParse(queued), session, "default")
+	c, err := store.RequestCancel(ctx, uuid.MustParse(queued), storeKey(session), "default")
 	require.NoError(t, err)
 	require.True(t, c.Live)
 	require.True(t, c.Ended, "a queued turn's cancel is terminal at once")
 	require.Equal(t, "cancelled", readTurn(t, env, queued).Status)
 	sent := time.Now()
-	c, err = store.RequestCancel(ctx, uuid.MustParse(running), session, "default")
+	c, err = store.RequestCancel(ctx, uuid.MustParse(running), storeKey(session), "default")
 	require.NoError(t, err)
 	require.True(t, c.Live)
 	require.False(t, c.Ended, "a running turn's worker ends it")

@@ -223,11 +223,15 @@ type historyMsg struct {
 
 // storeKey is the key the stores hold a session under (wire.SessionKey): the default tenant's,
 // as a stack without authentication names it, unless session is a key already.
-func storeKey(session string) string {
+func storeKey(session string) wire.SessionKey {
 	if strings.Contains(session, wire.SessionKeySeparator) {
-		return session
+		k, err := wire.ParseSessionKey(session)
+		if err != nil {
+			panic(err)
+		}
+		return k
 	}
-	return wire.NewSessionKey(wire.DefaultTenant, session).String()
+	return wire.NewSessionKey(wire.DefaultTenant, session)
 }
 
 func history(t *testing.T, env *testenv.Env, session string) []historyMsg {

@@ -64,7 +64,10 @@ func TestWorkerPoison(t *testing.T) {
 	require.Len(t, dlq, 3)
 	byKey := map[string]dlqRecord{}
 	for _, d := range dlq {
-		byKey[wire.ClientSessionID(d.Key)] = d
+		// The record's key as stored: a session's key, or the junk record's own bare key.
+		var k wire.SessionKey
+		require.NoError(t, k.Scan(d.Key))
+		byKey[k.SessionID()] = d
 	}
 	require.Equal(t, "failed", byKey["poison-error"].Headers["turnstile-dlq-reason"])
 	require.Contains(t, byKey["poison-error"].Headers["turnstile-error"], "failure requested for attempt 3")
@@ -113,7 +116,7 @@ func TestWorkerCrashLoop(t *testing.T) {
 	requireFencedStream(t, readStream(t, c.env, session), id, "turn.failed", 3)
 	dlq := readDLQ(t, c.env, 1)
 	require.Equal(t, "attempts_exhausted", dlq[0].Headers["turnstile-dlq-reason"])
-	require.Equal(t, storeKey(session), dlq[0].Key, "the dead letter keeps the record's key: the session's")
+	require.Equal(t, storeKey(session).String(), dlq[0].Key, "the dead letter keeps the record's key: the session's")
 
 	// The worker keeps serving the partition.
 	next := c.post(session, "after the crash loop", demoMeta(50))

@@ -1,6 +1,10 @@
 package admission
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/turnstile-run/turnstile/pkg/wire"
+)
 
 // Refusal says which cap refused a stream; the empty Refusal admits it. Its text is the result
 // label of the gateway's metrics and open hooks.
@@ -23,7 +27,7 @@ type Caps struct {
 
 	mu         sync.Mutex
 	open       int
-	perSession map[string]int
+	perSession map[wire.SessionKey]int
 	perTenant  map[string]int
 }
 
@@ -33,14 +37,14 @@ func New(maxConnections, maxPerSession, tenantSharePercent int) *Caps {
 	return &Caps{
 		maxConnections: maxConnections, maxPerSession: maxPerSession,
 		maxTenant:  max(1, maxConnections*tenantSharePercent/100),
-		perSession: map[string]int{}, perTenant: map[string]int{},
+		perSession: map[wire.SessionKey]int{}, perTenant: map[string]int{},
 	}
 }
 
-// Admit counts a stream of session (a session key) and tenant ("" for a stream whose token names
+// Admit counts a stream of session and tenant ("" for a stream whose token names
 // none, which no tenant share applies to), or says which cap refuses it. An admitted stream is
 // released with Release once, with the same arguments.
-func (c *Caps) Admit(session, tenant string) Refusal {
+func (c *Caps) Admit(session wire.SessionKey, tenant string) Refusal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -58,7 +62,7 @@ func (c *Caps) Admit(session, tenant string) Refusal {
 }
 
 // Release gives back the slot of an admitted stream that ended.
-func (c *Caps) Release(session, tenant string) {
+func (c *Caps) Release(session wire.SessionKey, tenant string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.open--

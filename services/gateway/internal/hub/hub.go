@@ -14,6 +14,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // Delivery is one entry with the epoch of the stream generation it belongs to.
@@ -57,8 +58,8 @@ type Hub struct {
 	log    *slog.Logger
 
 	mu     sync.Mutex
-	feeds  map[string]*feed // by session
-	byChan map[string]*feed // by notify channel
+	feeds  map[wire.SessionKey]*feed // by session
+	byChan map[string]*feed          // by notify channel
 	ps     *redis.PubSub
 
 	// ctx is the running hub's context (nil before the first Start), cancel ends it; both are
@@ -101,7 +102,7 @@ func New(cfg Config, rdb redis.UniversalClient, reader *streams.Reader, log *slo
 	if cfg.ReadBatch <= 0 {
 		cfg.ReadBatch = ReadBatchDefault
 	}
-	return &Hub{cfg: cfg, rdb: rdb, reader: reader, log: log, feeds: map[string]*feed{}, byChan: map[string]*feed{}, woken: woken{wake: make(chan struct{}, 1)}}
+	return &Hub{cfg: cfg, rdb: rdb, reader: reader, log: log, feeds: map[wire.SessionKey]*feed{}, byChan: map[string]*feed{}, woken: woken{wake: make(chan struct{}, 1)}}
 }
 
 // Start opens the Pub/Sub connection and its dispatcher. While running, Start does nothing; after
@@ -134,7 +135,7 @@ func (h *Hub) Start(ctx context.Context) error {
 	h.mu.Lock()
 	h.ctx, h.cancel, h.ps, h.done = hctx, cancel, ps, done
 	// Feeds of an earlier run ended with it; their subscribers' streams end too.
-	h.feeds, h.byChan = map[string]*feed{}, map[string]*feed{}
+	h.feeds, h.byChan = map[wire.SessionKey]*feed{}, map[string]*feed{}
 	h.mu.Unlock()
 	h.woken.mu.Lock()
 	h.woken.feeds = nil
@@ -306,40 +307,40 @@ func (s *Subscriber) Next(buf []*Delivery) (out []*Delivery, lost bool) {
 // include some older ones; callers skip what they have sent). The first subscriber of a session on
 // this replica starts its feed; the Redis round trips that takes happen outside the hub's lock, so
 // sessions start in parallel.
-func (h *Hub) Subscribe(ctx context.Context, sessionID string) (*Subscriber, error) {
-	return h.subscribe(ctx, sessionID, nil)
+func (h *Hub) Subscribe(ctx context.Context, session wire.SessionKey) (*Subscriber, error) {
+	return h.subscribe(ctx, session, nil)
 }
 
 // SubscribeFunc is Subscribe for a caller that keeps no goroutine waiting on Ready: wake is called
 // instead whenever entries may be waiting, possibly before SubscribeFunc returns. It is called from
 // the hub's readers with the feed's lock held, so it must return at once (start work elsewhere,
 // never block) and must not call back into the hub; the feed never waits on a subscriber.
-func (h *Hub) SubscribeFunc(ctx context.Context, sessionID string, wake func()) (*Subscriber, error) {
+func (h *Hub) SubscribeFunc(ctx context.Context, session wire.SessionKey, wake func()) (*Subscriber, error) {
 	if wake == nil {
 		return nil, errors.New("subscribe: nil wake function")
 	}
-	return h.subscribe(ctx, sessionID, wake)
+	return h.subscribe(ctx, session, wake)
 }
 
-func (h *Hub) subscribe(ctx context.Context, sessionID string, wake func()) (*Subscriber, error) {
+func (h *Hub) subscribe(ctx context.Context, session wire.SessionKey, wake func()) (*Subscriber, error) {
 	h.mu.Lock()
 	if h.ctx == nil || h.ctx.Err() != nil {
 		h.mu.Unlock()
 		return nil, errors.New("hub is stopped")
 	}
-	f := h.feeds[sessionID]
+	f := h.feeds[session]
 	created := f == nil
 	if created {
-		k := h.reader.Keys(sessionID)
+		k := h.reader.Keys(session)
 		// The feed counts as being read until init has run: a notification meanwhile is kept and
 		// read once init knows where the stream ends.
 		f = &feed{
-			hub: h, session: sessionID, channel: k.Notify, ready: make(chan struct{}),
+			hub: h, session: session, channel: k.Notify, ready: make(chan struct{}),
 			ring: make([]*Delivery, h.cfg.Buffer), reading: true,
 			subs: map[*Subscriber]struct{}{}, stop: make(chan struct{}),
 		}
 		f.lastRead.Store(time.Now().UnixNano()) // init reads where the stream ends
-		h.feeds[sessionID] = f
+		h.feeds[session] = f
 		h.byChan[k.Notify] = f
 	}
 	f.refs++
@@ -401,7 +402,7 @@ func (h *Hub) release(f *feed) {
 
 type feed struct {
 	hub     *Hub
-	session string
+	session wire.SessionKey
 	channel string
 	stop    chan struct{} // closed when the feed's last subscriber left
 	ready   chan struct{} // closed once init ran; err says how
@@ -551,7 +552,7 @@ func (h *Hub) read(ctx context.Context, batch []*feed, reqs []streams.ReadReques
 	for _, f := range batch {
 		f.lastRead.Store(now)
 		f.mu.Lock()
-		reqs = append(reqs, streams.ReadRequest{SessionID: f.session, After: f.last, Count: feedReadCount})
+		reqs = append(reqs, streams.ReadRequest{Session: f.session, After: f.last, Count: feedReadCount})
 		f.mu.Unlock()
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)

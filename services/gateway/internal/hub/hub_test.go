@@ -74,7 +74,7 @@ func (b *bundle) appendSilently(t *testing.T, session string) {
 	t.Helper()
 	data, _ := json.Marshal(map[string]any{"turn_id": "t", "attempt": 1, "index": 99})
 	require.NoError(t, b.rdb.XAdd(context.Background(), &redis.XAddArgs{
-		Stream: streams.KeysFor(b.prefix, session).Events,
+		Stream: streams.KeysFor(b.prefix, sk(session)).Events,
 		Values: map[string]any{"type": "turn.delta", "turn": "t", "data": string(data)},
 	}).Err())
 }
@@ -122,7 +122,7 @@ func (b *bundle) publish(t *testing.T, session string, n int) {
 	t.Helper()
 	for i := range n {
 		data, _ := json.Marshal(map[string]any{"turn_id": "t", "attempt": 1, "index": i})
-		_, err := b.pub.Publish(context.Background(), session, "t", 1, wire.Event{Type: "turn.delta", Data: data}, "")
+		_, err := b.pub.Publish(context.Background(), sk(session), "t", 1, wire.Event{Type: "turn.delta", Data: data}, "")
 		require.NoError(t, err)
 	}
 }
@@ -137,7 +137,7 @@ func TestHub(t *testing.T) {
 		require.NoError(t, h.Start(context.Background()))
 		require.NoError(t, h.Stop(context.Background()))
 		require.NoError(t, h.Stop(context.Background()))
-		_, err := h.Subscribe(context.Background(), "s")
+		_, err := h.Subscribe(context.Background(), sk("s"))
 		require.Error(t, err, "a stopped hub takes no subscribers")
 	})
 
@@ -148,11 +148,11 @@ func TestHub(t *testing.T) {
 		defer func() { _ = h.Stop(context.Background()) }()
 		var subs []*hub.Subscriber
 		for range 20 {
-			s, err := h.Subscribe(context.Background(), "one")
+			s, err := h.Subscribe(context.Background(), sk("one"))
 			require.NoError(t, err)
 			subs = append(subs, s)
 		}
-		other, err := h.Subscribe(context.Background(), "two")
+		other, err := h.Subscribe(context.Background(), sk("two"))
 		require.NoError(t, err)
 		require.Equal(t, 2, h.Sessions())
 		require.Equal(t, 21, h.Subscribers())
@@ -189,10 +189,10 @@ func TestHub(t *testing.T) {
 		h, b := setup(t)
 		require.NoError(t, h.Start(context.Background()))
 		defer func() { _ = h.Stop(context.Background()) }()
-		_, err := h.SubscribeFunc(context.Background(), "f", nil)
+		_, err := h.SubscribeFunc(context.Background(), sk("f"), nil)
 		require.Error(t, err, "a nil wake function is refused")
 		woken := make(chan struct{}, 1)
-		s, err := h.SubscribeFunc(context.Background(), "f", func() {
+		s, err := h.SubscribeFunc(context.Background(), sk("f"), func() {
 			select { // called under the feed's lock: it must not block
 			case woken <- struct{}{}:
 			default:
@@ -221,7 +221,7 @@ func TestHub(t *testing.T) {
 		h, b := setup(t)
 		require.NoError(t, h.Start(context.Background()))
 		defer func() { _ = h.Stop(context.Background()) }()
-		s, err := h.Subscribe(context.Background(), "s")
+		s, err := h.Subscribe(context.Background(), sk("s"))
 		require.NoError(t, err)
 		defer h.Unsubscribe(s)
 		b.publish(t, "s", 1)
@@ -240,7 +240,7 @@ func TestHub(t *testing.T) {
 		h, b := setupWith(t, hub.Config{Buffer: 8, Resync: 50 * time.Millisecond})
 		require.NoError(t, h.Start(context.Background()))
 		defer func() { _ = h.Stop(context.Background()) }()
-		s, err := h.Subscribe(context.Background(), "s")
+		s, err := h.Subscribe(context.Background(), sk("s"))
 		require.NoError(t, err)
 		defer h.Unsubscribe(s)
 		b.appendSilently(t, "s")
@@ -252,9 +252,9 @@ func TestHub(t *testing.T) {
 		h, b := setup(t)
 		require.NoError(t, h.Start(context.Background()))
 		defer func() { _ = h.Stop(context.Background()) }()
-		slow, err := h.Subscribe(context.Background(), "s")
+		slow, err := h.Subscribe(context.Background(), sk("s"))
 		require.NoError(t, err)
-		fast, err := h.Subscribe(context.Background(), "s")
+		fast, err := h.Subscribe(context.Background(), sk("s"))
 		require.NoError(t, err)
 		defer h.Unsubscribe(slow)
 		defer h.Unsubscribe(fast)
@@ -289,7 +289,7 @@ func TestHubReadsWokenFeedsTogether(t *testing.T) {
 	const sessions = 150
 	subs := make([]*hub.Subscriber, sessions)
 	for i := range subs {
-		s, err := h.Subscribe(ctx, "s"+strconv.Itoa(i))
+		s, err := h.Subscribe(ctx, sk("s"+strconv.Itoa(i)))
 		require.NoError(t, err)
 		defer h.Unsubscribe(s)
 		subs[i] = s
@@ -363,7 +363,7 @@ func TestHubLifecycle(t *testing.T) {
 		defer func() { _ = rdb.Close() }()
 		h := hub.New(hub.Config{Buffer: 8, Resync: time.Hour}, rdb, streams.NewReader(rdb, b.prefix), testenv.TestLogger(t))
 		require.NoError(t, h.Start(ctx))
-		s, err := h.Subscribe(ctx, "s")
+		s, err := h.Subscribe(ctx, sk("s"))
 		require.NoError(t, err)
 		stall.armed.Store(true)
 		b.publish(t, "s", 1)
@@ -393,7 +393,7 @@ func TestHubLifecycle(t *testing.T) {
 		h, b := setup(t)
 		for range 2 {
 			require.NoError(t, h.Start(ctx))
-			s, err := h.Subscribe(ctx, "s")
+			s, err := h.Subscribe(ctx, sk("s"))
 			require.NoError(t, err)
 			b.publish(t, "s", 1)
 			await(t, s, nil, 1)
@@ -408,3 +408,7 @@ func TestHubLifecycle(t *testing.T) {
 		lifecycletest.Stress(t, h, lifecycletest.Options{Rounds: 10})
 	})
 }
+
+// sk is the key of session s of the tests' tenant: the hub takes keys, and the tests name sessions
+// by their IDs.
+func sk(s string) wire.SessionKey { return wire.NewSessionKey("t", s) }

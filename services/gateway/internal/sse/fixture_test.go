@@ -158,8 +158,8 @@ func newSession() string { return "s-" + testenv.RandomHex(6) }
 
 // key is a session's key in the stores as a gateway without stream tokens reads it: the default
 // tenant's session.
-func key(session string) string { return wire.NewSessionKey(wire.DefaultTenant, session).String() }
-func newTurn() string           { return uuid.NewString() }
+func key(session string) wire.SessionKey { return wire.NewSessionKey(wire.DefaultTenant, session) }
+func newTurn() string                    { return uuid.NewString() }
 
 // indexes returns the index of every turn event (stream.reset is skipped).
 func indexes(t *testing.T, evs []testenv.Event) []int {

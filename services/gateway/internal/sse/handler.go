@@ -236,22 +236,22 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	info := OpenInfo{SessionID: o.SessionID, CursorSource: o.CursorSource, Cursor: o.Cursor}
-	// The stream read is the tenant's session: its key (wire.SessionKey, the default tenant's
-	// without tokens), which only the tenant's token opens.
-	o.SessionID = wire.NewSessionKey(claims.Tenant, o.SessionID).String()
-	sessionID, turnFilter, cursor := o.SessionID, o.TurnID, o.After
+	// The stream read is the tenant's session: its key (the default tenant's without tokens),
+	// which only the tenant's token opens.
+	o.Session = wire.NewSessionKey(claims.Tenant, o.SessionID)
+	session, turnFilter, cursor := o.Session, o.TurnID, o.After
 	ctx := r.Context()
 	// A follower of one turn that reconnects after the turn's terminal event has everything: 204
 	// tells EventSource to stop reconnecting.
 	if turnFilter != "" && cursor != nil {
-		if term, ok, err := h.reader.Terminal(ctx, sessionID, turnFilter); err == nil && ok &&
+		if term, ok, err := h.reader.Terminal(ctx, session, turnFilter); err == nil && ok &&
 			term.Epoch == cursor.Epoch && !cursor.ID.Less(term.ID) {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 	}
 
-	st, refusal := h.admit(sessionID, claims, o.TurnID)
+	st, refusal := h.admit(session, claims, o.TurnID)
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-store")
@@ -266,7 +266,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 
 // admit takes a stream into the handler's books, or says why not: draining, or the cap that
 // refuses it (package admission).
-func (h *Handler) admit(session string, claims streamtoken.Claims, turn string) (*stream, string) {
+func (h *Handler) admit(session wire.SessionKey, claims streamtoken.Claims, turn string) (*stream, string) {
 	if h.Draining() {
 		return nil, "draining"
 	}
@@ -373,22 +373,22 @@ func (h *Handler) hijack(w http.ResponseWriter, r *http.Request) (net.Conn, erro
 // stream is now live. A stream that ended (replay failed, the followed turn is over, the client
 // left) has written its last words.
 func (h *Handler) open(ctx context.Context, s *stream, o openRequest, info OpenInfo) bool {
-	sessionID := o.SessionID
+	session := o.Session
 	ew := s.ew
 	s.arm()
 	ew.retry(h.retryHint())
 
-	sub, err := h.hub.SubscribeFunc(ctx, sessionID, func() { s.parked.Load().Wake(evFeed) })
+	sub, err := h.hub.SubscribeFunc(ctx, session, func() { s.parked.Load().Wake(evFeed) })
 	if err != nil {
 		if ctx.Err() == nil {
-			h.log.Warn("subscribe failed", "session_id", sessionID, "err", err)
+			h.log.Warn("subscribe failed", "session_id", o.SessionID, "tenant", session.Tenant(), "err", err)
 		}
 		s.end("temporarily unavailable; reconnect", "unavailable")
 		return false
 	}
 	s.sub = sub
 
-	st, err := h.reader.State(ctx, sessionID)
+	st, err := h.reader.State(ctx, session)
 	if err != nil {
 		s.end("temporarily unavailable; reconnect", "unavailable")
 		return false
@@ -410,7 +410,7 @@ func (h *Handler) open(ctx context.Context, s *stream, o openRequest, info OpenI
 	// Replay from Redis, then follow the shared feed, skipping what replay already sent. The
 	// subscription came first, so every entry after the replay's last one reaches the feed.
 	for {
-		epoch, entries, err := h.reader.Read(ctx, sessionID, s.last, h.cfg.ReplayBatch)
+		epoch, entries, err := h.reader.Read(ctx, session, s.last, h.cfg.ReplayBatch)
 		if err != nil {
 			s.end("temporarily unavailable; reconnect", "unavailable")
 			return false

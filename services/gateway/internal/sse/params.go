@@ -8,12 +8,16 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // openRequest is what a request to open a stream asks for. parseOpen is the one place that reads
 // it from the request.
 type openRequest struct {
+	// SessionID is the client's session ID, from the path. Session is its key, the tenant's session,
+	// set once the token named the tenant (Handler.ServeHTTP).
 	SessionID string
+	Session   wire.SessionKey
 	// Token is the stream token: Authorization: Bearer first, else ?access_token= (EventSource
 	// cannot set headers).
 	Token string

@@ -31,7 +31,7 @@ const (
 // the handler's books (its tracking, its slot in the lot), and its write state.
 type stream struct {
 	h       *Handler
-	session string // the session key
+	session wire.SessionKey
 	apiKey  string // the token's API key ID, "" for none
 	tenant  string // the token's tenant, "" without tokens
 	tracked *lifecycle.Stream

@@ -32,7 +32,7 @@ func Ended(ctx context.Context, pub *streams.Publisher, log *slog.Logger, code s
 		e := &ended[i]
 		shown := e.ShownTurnID(code)
 		ms[i] = streams.Message{
-			SessionID: e.SessionID, TurnID: shown, TurnRow: e.TurnID, Token: e.Token,
+			Session: e.Session, TurnID: shown, TurnRow: e.TurnID, Token: e.Token,
 			Event: wire.NewEvent(t, wire.ErrorData{EventBase: wire.EventBase{TurnID: shown, Attempt: e.Attempt}, Error: e.Error}),
 		}
 	}
@@ -41,7 +41,7 @@ func Ended(ctx context.Context, pub *streams.Publisher, log *slog.Logger, code s
 	for i, r := range pub.PublishMany(ctx, ms) {
 		if r.Err != nil {
 			log.WarnContext(ctx, "terminal event of a turn ended in intake not published; a worker reading its record will",
-				"turn_id", ms[i].TurnID, "session_id", wire.ClientSessionID(ms[i].SessionID), "status", status, "err", r.Err)
+				"turn_id", ms[i].TurnID, "session_id", ms[i].Session.SessionID(), "status", status, "err", r.Err)
 		}
 	}
 }

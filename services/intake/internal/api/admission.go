@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/google/uuid"
+
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // A rate lease takes at most 1/rateChunkShare of the tenant's rate, and at most rateChunkMax
@@ -170,7 +172,7 @@ func (h *Handler) countQueued(ctx context.Context, tenant string) (int, error) {
 
 // sessionBusy reports whether the session has a queued or running turn other than turnID (which may
 // be a retry of this very request). Queued rows still in this replica's buffer are flushed first.
-func (h *Handler) sessionBusy(ctx context.Context, sessionID string, turnID uuid.UUID) (bool, error) {
+func (h *Handler) sessionBusy(ctx context.Context, session wire.SessionKey, turnID uuid.UUID) (bool, error) {
 	if h.store == nil {
 		return false, errStore
 	}
@@ -179,5 +181,5 @@ func (h *Handler) sessionBusy(ctx context.Context, sessionID string, turnID uuid
 	if h.d.Recorder != nil {
 		h.d.Recorder.Flush(ctx)
 	}
-	return h.store.SessionBusy(ctx, sessionID, turnID)
+	return h.store.SessionBusy(ctx, session, turnID)
 }

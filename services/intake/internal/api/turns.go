@@ -79,7 +79,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	// The session is the tenant's by its key (wire.SessionKey): a session ID another tenant uses
 	// names that tenant's own session, so no lookup stands between a turn and its acceptance.
-	key := wire.NewSessionKey(tenant, sessionID).String()
+	key := wire.NewSessionKey(tenant, sessionID)
 	if retry, ok := h.allowRate(ctx, tenant); !ok {
 		p := httpx.ProblemRateLimited.Problem(fmt.Sprintf("tenant %s is over its rate of %d turns per second", tenant, h.cfg.TenantRate))
 		p.RetryAfter = retry
@@ -126,7 +126,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	if h.d.TopicID != nil {
 		topicID = h.d.TopicID()
 	}
-	rec := &kgo.Record{Topic: h.cfg.Topic, Key: []byte(key), Value: value}
+	rec := &kgo.Record{Topic: h.cfg.Topic, Key: []byte(key.String()), Value: value}
 	if err := h.produceRecord(ctx, rec); err != nil {
 		h.d.Log.WarnContext(ctx, "produce failed", "session_id", sessionID, "turn_id", turnID, "err", err)
 		h.refuse(w, route, httpx.ProblemKafkaUnavail.Problem("the turn could not be durably queued in time; retry with the same Idempotency-Key"))
@@ -202,7 +202,7 @@ func (h *Handler) recordQueued(env wire.Envelope, rec *kgo.Record, topicID uuid.
 		return
 	}
 	row := record.Row{
-		TurnID: env.TurnID, ClientTurnID: env.ClientTurnID, SessionID: env.SessionKey().String(), Tenant: env.Tenant,
+		TurnID: env.TurnID, ClientTurnID: env.ClientTurnID, Session: env.SessionKey(), Tenant: env.Tenant,
 		AcceptedAt: env.AcceptedAt, Deadline: env.Deadline,
 		Input: env.Input.Text, Metadata: env.Metadata, Multitask: env.Multitask,
 		Webhook: env.Webhook, PushConfigs: env.PushConfigs,
@@ -219,7 +219,7 @@ func (h *Handler) recordQueued(env wire.Envelope, rec *kgo.Record, topicID uuid.
 // interrupt requests cancellation of every live turn the session (named by its key) accepted before this one, so this
 // turn runs next: the running turn's worker sees the request at its next lease renewal, and queued
 // ones end as cancelled at their claim.
-func (h *Handler) interrupt(ctx context.Context, sessionID string, turnID uuid.UUID, acceptedAt time.Time) {
+func (h *Handler) interrupt(ctx context.Context, session wire.SessionKey, turnID uuid.UUID, acceptedAt time.Time) {
 	if h.store == nil {
 		h.failOpen.WithLabelValues("multitask_interrupt").Inc()
 		return
@@ -229,14 +229,14 @@ func (h *Handler) interrupt(ctx context.Context, sessionID string, turnID uuid.U
 	if h.d.Recorder != nil {
 		h.d.Recorder.Flush(ctx)
 	}
-	n, ended, err := h.store.CancelEarlier(ctx, sessionID, turnID, acceptedAt)
+	n, ended, err := h.store.CancelEarlier(ctx, session, turnID, acceptedAt)
 	if err != nil {
 		h.failOpen.WithLabelValues("multitask_interrupt").Inc()
-		h.d.Log.WarnContext(ctx, "interrupt: cancel of earlier turns failed", "session_id", sessionID, "err", err)
+		h.d.Log.WarnContext(ctx, "interrupt: cancel of earlier turns failed", "session_id", session.SessionID(), "err", err)
 		return
 	}
 	announce.Ended(ctx, h.d.Events, h.d.Log, h.cfg.Region.Code, wire.StatusCancelled, ended)
-	h.d.Log.DebugContext(ctx, "interrupt: cancel requested", "session_id", sessionID, "turns", n)
+	h.d.Log.DebugContext(ctx, "interrupt: cancel requested", "session_id", session.SessionID(), "turns", n)
 }
 
 // turnView is a turn as the API shows it: its ID is the one the client knows, prefixed by this
@@ -256,7 +256,6 @@ func (h *Handler) getTurn(w http.ResponseWriter, r *http.Request) {
 // shown is a turn as its client sees it: stored under the session's key and, when the client
 // minted its ID, under an ID derived from it; shown with the client's own session ID and turn ID.
 func (h *Handler) shown(t turnstore.Turn) turnView {
-	t.SessionID = wire.ClientSessionID(t.SessionID)
 	id := t.TurnID
 	if t.ClientTurnID != nil {
 		id = *t.ClientTurnID
@@ -323,7 +322,7 @@ func (h *Handler) cancelTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
 	defer cancel()
-	c, err := h.store.RequestCancel(ctx, t.TurnID, t.SessionID, t.Tenant)
+	c, err := h.store.RequestCancel(ctx, t.TurnID, t.Session, t.Tenant)
 	if err != nil {
 		h.d.Log.WarnContext(r.Context(), "cancel failed", "turn_id", t.TurnID, "err", err)
 		h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("the cancel request could not be recorded; retry"))
@@ -334,7 +333,7 @@ func (h *Handler) cancelTurn(w http.ResponseWriter, r *http.Request) {
 		// A queued turn's cancel is terminal at once: nothing waits for a worker to read its
 		// record, which may have been lost.
 		announce.Ended(ctx, h.d.Events, h.d.Log, h.cfg.Region.Code, wire.StatusCancelled, []turnstore.Ended{{
-			TurnID: t.TurnID, SessionID: t.SessionID, ClientTurnID: t.ClientTurnID, Token: c.Token,
+			TurnID: t.TurnID, Session: t.Session, ClientTurnID: t.ClientTurnID, Token: c.Token,
 			Attempt: c.Attempt, Error: turnstore.CancelledBeforeStart,
 		}})
 	}
@@ -390,7 +389,7 @@ func (h *Handler) listTurns(w http.ResponseWriter, r *http.Request) {
 	if h.d.Recorder != nil {
 		h.d.Recorder.Flush(ctx)
 	}
-	turns, err := h.store.ListSession(ctx, wire.NewSessionKey(tenantOf(r), sessionID).String(), before, limit)
+	turns, err := h.store.ListSession(ctx, wire.NewSessionKey(tenantOf(r), sessionID), before, limit)
 	if err != nil {
 		h.d.Log.WarnContext(r.Context(), "list turns failed", "session_id", sessionID, "err", err)
 		h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("turn status is temporarily unavailable"))

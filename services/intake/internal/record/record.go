@@ -23,7 +23,7 @@ type Row struct {
 	TurnID uuid.UUID
 	// ClientTurnID is the ID the client minted (TurnID is derived from it), or the zero UUID.
 	ClientTurnID uuid.UUID
-	SessionID    string
+	Session      wire.SessionKey
 	Tenant       string
 	AcceptedAt   time.Time
 	Deadline     time.Time
@@ -227,7 +227,7 @@ func (r *Recorder) write(ctx context.Context, db *turnstore.Store, batch []Row) 
 	// As pgarray's arrays: a uuid.UUID would be encoded through its text form, and a plain slice's
 	// elements each copied to the heap.
 	p := turnstore.QueuedParams{
-		TurnIDs: make(pgarray.UUIDs, n), SessionIDs: make(pgarray.Texts, n), Tenants: make(pgarray.Texts, n),
+		TurnIDs: make(pgarray.UUIDs, n), SessionKeys: make(pgarray.Texts, n), Tenants: make(pgarray.Texts, n),
 		AcceptedAt: make(pgarray.Times, n), Deadlines: make(pgarray.Times, n), NeedSession: make(pgarray.Bools, n),
 		ClientTurnIDs: make([]*uuid.UUID, n),
 		Inputs:        make(pgarray.Texts, n), Metadata: make([][]byte, n), Multitasks: make([]*string, n),
@@ -251,7 +251,7 @@ func (r *Recorder) write(ctx context.Context, db *turnstore.Store, batch []Row) 
 			p.TopicIDs[i] = &batch[i].TopicID
 		}
 		p.TurnIDs[i] = pgarray.UUID(row.TurnID)
-		p.SessionIDs[i], p.Tenants[i] = pgarray.Text(row.SessionID), pgarray.Text(row.Tenant)
+		p.SessionKeys[i], p.Tenants[i] = pgarray.Text(row.Session.String()), pgarray.Text(row.Tenant)
 		p.AcceptedAt[i], p.Deadlines[i] = pgarray.Time(row.AcceptedAt), pgarray.Time(row.Deadline)
 		p.NeedSession[i] = pgarray.Bool(row.NeedSession)
 		if row.ClientTurnID != uuid.Nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 }
 
 func row(session string) Row {
-	return Row{TurnID: uuid.New(), SessionID: session, Tenant: "acme", AcceptedAt: time.Now(), Deadline: time.Now().Add(time.Minute)}
+	return Row{TurnID: uuid.New(), Session: wire.NewSessionKey("acme", session), Tenant: "acme", AcceptedAt: time.Now(), Deadline: time.Now().Add(time.Minute)}
 }
 
 func TestRecorderDefaults(t *testing.T) {
@@ -48,7 +49,7 @@ func TestRecorder(t *testing.T) {
 		defer func() { require.NoError(t, r.Stop(ctx)) }()
 		running := row("s-a")
 		_, err := env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, attempt, accepted_at)
-			VALUES ($1, 's-a', 'acme', 'running', 1, now())`, running.TurnID)
+			VALUES ($1, 'acme/s-a', 'acme', 'running', 1, now())`, running.TurnID)
 		require.NoError(t, err)
 		rows := []Row{running}
 		for i := range 700 { // more than one batch
@@ -62,11 +63,11 @@ func TestRecorder(t *testing.T) {
 		r.Flush(ctx)
 		var queued, run int
 		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'queued'),
-			count(*) FILTER (WHERE status = 'running') FROM turns WHERE session_id = 's-a'`).Scan(&queued, &run))
+			count(*) FILTER (WHERE status = 'running') FROM turns WHERE session_id = 'acme/s-a'`).Scan(&queued, &run))
 		require.Equal(t, 700, queued)
 		require.Equal(t, 1, run, "a claimed turn is never set back to queued")
 		var tenant string
-		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT tenant FROM sessions WHERE session_id = 's-a'`).Scan(&tenant))
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT tenant FROM sessions WHERE session_id = 'acme/s-a'`).Scan(&tenant))
 		require.Equal(t, "acme", tenant, "a row whose owner check failed open records the session's owner")
 		require.EqualValues(t, 700, testutil.ToFloat64(r.written))
 	})
@@ -78,9 +79,9 @@ func TestRecorder(t *testing.T) {
 		r.Add(row("s-owner"))
 		r.Flush(ctx)
 		var n int
-		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE session_id = 's-owner'`).Scan(&n))
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE session_id = 'acme/s-owner'`).Scan(&n))
 		require.Equal(t, 1, n)
-		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE session_id = 's-owner'`).Scan(&n))
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE session_id = 'acme/s-owner'`).Scan(&n))
 		require.Zero(t, n, "intake recorded the owner before accepting; the row does not do it again")
 	})
 
@@ -119,7 +120,7 @@ func TestRecorder(t *testing.T) {
 		require.NoError(t, r.Stop(ctx))
 		require.NoError(t, r.Stop(ctx))
 		var n int
-		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE session_id = 's-c'`).Scan(&n))
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE session_id = 'acme/s-c'`).Scan(&n))
 		require.Equal(t, 1, n, "rows buffered at Stop are written")
 	})
 

@@ -261,7 +261,7 @@ func (r *Redriver) endUnstartable(ctx context.Context, res *Result) {
 		for i, e := range ended {
 			byStatus[statuses[i]] = append(byStatus[statuses[i]], e)
 			r.log.InfoContext(ctx, "turn ended before it started", "turn_id", e.ShownTurnID(r.cfg.Region),
-				"session_id", wire.ClientSessionID(e.SessionID), "status", statuses[i], "reason", e.Error)
+				"session_id", e.Session.SessionID(), "status", statuses[i], "reason", e.Error)
 		}
 		for status, es := range byStatus {
 			r.ended.WithLabelValues(string(status)).Add(float64(len(es)))
@@ -350,7 +350,7 @@ func (r *Redriver) redriveBatch(ctx context.Context, topic turnstore.Topic, res 
 			r.orphan(ctx, l, res)
 			continue
 		}
-		rec := &kgo.Record{Topic: r.cfg.Topic, Key: []byte(l.SessionKey), Value: value}
+		rec := &kgo.Record{Topic: r.cfg.Topic, Key: []byte(l.Session.String()), Value: value}
 		if l.Traceparent != "" {
 			rec.Headers = []kgo.RecordHeader{{Key: "traceparent", Value: []byte(l.Traceparent)}}
 		}
@@ -422,7 +422,7 @@ func (r *Redriver) orphan(ctx context.Context, l *turnstore.LostTurn, res *Resul
 	r.log.ErrorContext(ctx, "orphan turn failed: its Kafka record is lost and its input was never recorded",
 		"turn_id", l.Envelope.ShownTurnID(), "session_id", l.Envelope.SessionID, "tenant", l.Envelope.Tenant,
 		"accepted_at", l.Envelope.AcceptedAt)
-	e := turnstore.Ended{TurnID: l.Envelope.TurnID, SessionID: l.SessionKey, Token: token, Attempt: attempt, Error: OrphanError}
+	e := turnstore.Ended{TurnID: l.Envelope.TurnID, Session: l.Session, Token: token, Attempt: attempt, Error: OrphanError}
 	if l.Envelope.ClientTurnID != uuid.Nil {
 		e.ClientTurnID = &l.Envelope.ClientTurnID
 	}

@@ -63,7 +63,7 @@ func (b *bundle) queuedAt(t *testing.T, session string, accepted, deadline time.
 	id := uuid.Must(uuid.NewV7())
 	tp := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	_, err := b.store.InsertQueued(context.Background(), &turnstore.QueuedParams{
-		TurnIDs: pgarray.UUIDs{pgarray.UUID(id)}, SessionIDs: pgarray.Texts{pgarray.Text(session)},
+		TurnIDs: pgarray.UUIDs{pgarray.UUID(id)}, SessionKeys: pgarray.Texts{pgarray.Text(session)},
 		Tenants: pgarray.Texts{pgarray.Text(wire.DefaultTenant)}, AcceptedAt: pgarray.Times{pgarray.Time(accepted)},
 		Deadlines: pgarray.Times{pgarray.Time(deadline)}, NeedSession: pgarray.Bools{false},
 		ClientTurnIDs: []*uuid.UUID{nil}, Inputs: pgarray.Texts{pgarray.Text("say " + id.String())},
@@ -156,7 +156,7 @@ func TestRedriver(t *testing.T) {
 	tr, err := b.store.Get(ctx, orphan)
 	require.NoError(t, err)
 	require.Equal(t, OrphanError, tr.Error)
-	entries, err := streams.NewReader(b.env.Redis, b.env.Config.KeyPrefix).After(ctx, wire.NewSessionKey(wire.DefaultTenant, "late").String(), streams.EntryID{}, 10)
+	entries, err := streams.NewReader(b.env.Redis, b.env.Config.KeyPrefix).After(ctx, wire.NewSessionKey(wire.DefaultTenant, "late"), streams.EntryID{}, 10)
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "turn.expired is published")
 

@@ -135,7 +135,7 @@ func (a *attempt) begin() {
 		}
 		a.sink.hold(a.ctx, wire.NewEvent(wire.EventRetrying, wire.RetryingData{EventBase: base, PreviousAttempt: a.number - 1}))
 	}
-	a.sink.hold(a.ctx, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: wire.ClientSessionID(a.env.SessionID)}))
+	a.sink.hold(a.ctx, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: a.env.SessionID}))
 	// LogAttrs on the two lines every turn logs: an int or a duration passed as a key-value pair
 	// is put in an interface, an allocation even with the level off.
 	a.log.LogAttrs(a.ctx, slog.LevelInfo, "turn started", slog.Int("attempt", a.number))
@@ -145,13 +145,13 @@ func (a *attempt) begin() {
 // the completion — and stops at the first that fails. It returns how far it got, the agent's
 // output and the error that stopped it.
 func (a *attempt) work(sessionSeq int64) (step, wire.Output, error) {
-	history, err := a.x.cfg.History.GetAt(a.attemptCtx, a.env.SessionID, sessionSeq)
+	history, err := a.x.cfg.History.GetAt(a.attemptCtx, a.session, sessionSeq)
 	if err != nil {
 		return stepRead, wire.Output{}, err
 	}
 	var prior []agent.PriorEvent
 	if a.number > 1 && a.x.cfg.Prior != nil {
-		if prior, err = a.x.cfg.Prior.Prior(a.attemptCtx, a.env.SessionID, a.id, a.env.AcceptedAt, a.number); err != nil {
+		if prior, err = a.x.cfg.Prior.Prior(a.attemptCtx, a.session, a.id, a.env.AcceptedAt, a.number); err != nil {
 			return stepRead, wire.Output{}, err
 		}
 	}
@@ -186,7 +186,7 @@ func (a *attempt) complete(output wire.Output) (step, wire.Output, error) {
 	}
 	if seq > 0 && a.x.appended != nil {
 		msgs := agent.TurnMessages(seq, a.env.TurnID.String(), a.env.Input.Text, output.Text)
-		a.x.appended.Appended(a.env.SessionID, seq, msgs[:]...)
+		a.x.appended.Appended(a.session, seq, msgs[:]...)
 	}
 	return stepDone, output, nil
 }
@@ -211,7 +211,7 @@ func (a *attempt) runAgent(history []agent.Message, prior []agent.PriorEvent) (r
 //go:noinline
 func (a *attempt) agentTurn(prior []agent.PriorEvent) *agent.Turn {
 	return &agent.Turn{
-		TurnID: a.env.TurnID.String(), SessionID: wire.ClientSessionID(a.env.SessionID), Tenant: a.env.Tenant, Attempt: a.number,
+		TurnID: a.env.TurnID.String(), SessionID: a.env.SessionID, Tenant: a.env.Tenant, Attempt: a.number,
 		Text: a.env.Input.Text, Metadata: a.env.Metadata, Deadline: a.env.Deadline, Prior: prior,
 	}
 }

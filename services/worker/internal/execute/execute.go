@@ -109,7 +109,7 @@ type Idler interface {
 // History reads a session's history for an attempt. lastSeq is the history's last sequence number
 // as the claim read it (lease.Claim.SessionSeq), so a cache can answer without a round trip.
 type History interface {
-	GetAt(ctx context.Context, sessionID string, lastSeq int64) ([]agent.Message, error)
+	GetAt(ctx context.Context, session wire.SessionKey, lastSeq int64) ([]agent.Message, error)
 }
 
 // HistoryAppender is what a History that keeps history implements to learn of the two messages a
@@ -117,12 +117,12 @@ type History interface {
 // session's next turn reads no history from Postgres). lastSeq is the assistant message's sequence
 // number. It must be fast and safe for concurrent use.
 type HistoryAppender interface {
-	Appended(sessionID string, lastSeq int64, msgs ...agent.Message)
+	Appended(session wire.SessionKey, lastSeq int64, msgs ...agent.Message)
 }
 
 // PriorReader reads what earlier attempts of a turn published.
 type PriorReader interface {
-	Prior(ctx context.Context, sessionID, turnID string, acceptedAt time.Time, attempt int) ([]agent.PriorEvent, error)
+	Prior(ctx context.Context, session wire.SessionKey, turnID string, acceptedAt time.Time, attempt int) ([]agent.PriorEvent, error)
 }
 
 // DeadLetterer writes a record to the dead-letter topic (its Topic is Config.DLQTopic) and
@@ -218,8 +218,8 @@ func (u unbatched) Do(ctx context.Context, group []streams.Message) ([]streams.P
 // incrementally.
 type storeHistory struct{ db *turnstore.Store }
 
-func (h storeHistory) GetAt(ctx context.Context, sessionID string, _ int64) ([]agent.Message, error) {
-	entries, err := h.db.ReadHistory(ctx, sessionID)
+func (h storeHistory) GetAt(ctx context.Context, session wire.SessionKey, _ int64) ([]agent.Message, error) {
+	entries, err := h.db.ReadHistory(ctx, session)
 	if err != nil {
 		return nil, err
 	}
@@ -248,17 +248,18 @@ func (t *turn) open() bool {
 		x.deadLetter(ctx, rec, "undecodable", err.Error(), 0)
 		return false
 	}
-	// From here on the session is its key (wire.SessionKey) in every store; the agent and the
-	// events see the client's session ID. The key comes from the envelope, never the record's key,
-	// so records written before sessions were keyed by tenant land in the same session.
-	env.SessionID = env.SessionKey().String()
 	// The turn ID's text as the client knows it (wire.Envelope.ShownTurnID), made once for the
 	// turn: the log context, the span and every attempt's events share it. The stores and the
 	// agent get env.TurnID, which is unique across tenants.
 	turnID := env.ShownTurnID()
-	ctx = logging.With(ctx, slog.String("turn_id", turnID), slog.String("session_id", wire.ClientSessionID(env.SessionID)), slog.String("tenant", env.Tenant))
-	ctx, span := telemetry.Start(telemetry.ExtractRecord(ctx, rec), "worker.turn", trace.WithSpanKind(trace.SpanKindConsumer), telemetry.TurnAttributes(turnID, env.SessionID, 0))
-	t.ctx, t.span, t.env, t.rawMetadata, t.id = ctx, span, env, rawMetadata, turnID
+	// The session's key names it in every store; the envelope keeps the client's session ID,
+	// which the agent, the events and the log lines show. The key comes from the envelope, never
+	// the record's key, so records written before sessions were keyed by tenant land in the same
+	// session.
+	session := env.SessionKey()
+	ctx = logging.With(ctx, slog.String("turn_id", turnID), slog.String("session_id", env.SessionID), slog.String("tenant", env.Tenant))
+	ctx, span := telemetry.Start(telemetry.ExtractRecord(ctx, rec), "worker.turn", trace.WithSpanKind(trace.SpanKindConsumer), telemetry.TurnAttributes(turnID, session, 0))
+	t.ctx, t.span, t.env, t.session, t.rawMetadata, t.id = ctx, span, env, session, rawMetadata, turnID
 	return true
 }
 
@@ -285,6 +286,8 @@ type turn struct {
 	log  *slog.Logger
 	rec  *kgo.Record
 	env  wire.Envelope
+	// session is the session's key (env.SessionKey), what the stores and the stream take.
+	session wire.SessionKey
 	// id is the turn's ID as the client knows it (wire.Envelope.ShownTurnID): its events and log
 	// lines carry it; the stores and the agent get env.TurnID, which is unique across tenants.
 	id string
@@ -319,7 +322,7 @@ func (t *turn) attempt(number int, token int64) *attempt {
 	return &attempt{
 		turn: t, number: number, token: token,
 		sink: attemptSink{
-			pub: x.cfg.Publishes, retried: x.hooks.PublishRetried, sessionID: t.env.SessionID, turnID: t.id, row: t.env.TurnID,
+			pub: x.cfg.Publishes, retried: x.hooks.PublishRetried, session: t.session, turnID: t.id, row: t.env.TurnID,
 			attempt: number, token: token, traceparent: header(t.rec, "traceparent"), log: x.log, lingerFor: x.linger,
 			idle: x.publishIdle,
 		},

@@ -45,10 +45,10 @@ const maxHeld = 32
 // attemptSink publishes one attempt's events with its fencing token. It implements agent.Sink.
 // turn.attempt makes it, with the attempt it belongs to.
 type attemptSink struct {
-	pub       Publisher
-	retried   func(terminal bool) // Hooks.PublishRetried, or nil
-	sessionID string
-	turnID    string
+	pub     Publisher
+	retried func(terminal bool) // Hooks.PublishRetried, or nil
+	session wire.SessionKey
+	turnID  string
 	// row is the turn's ID in Postgres, which turnID (as its client knows it) may not be.
 	row     uuid.UUID
 	attempt int
@@ -342,7 +342,7 @@ func (s *attemptSink) sendUntil(ctx context.Context, evs []wire.Event, held int,
 // message is ev as the publisher takes it.
 func (s *attemptSink) message(ev wire.Event, tp string) streams.Message {
 	return streams.Message{
-		SessionID: s.sessionID, TurnID: s.turnID, TurnRow: s.row, Token: s.token, Event: ev, Traceparent: tp,
+		Session: s.session, TurnID: s.turnID, TurnRow: s.row, Token: s.token, Event: ev, Traceparent: tp,
 	}
 }
 

@@ -60,7 +60,7 @@ func (r *recordedPublisher) calls() [][]wire.EventType {
 
 // stream returns the types of the session stream's entries, oldest first.
 func (r *recordedPublisher) stream(t *testing.T, sessionID string) []wire.EventType {
-	_, entries, err := r.reader.Read(context.Background(), sessionID, streams.EntryID{}, 100)
+	_, entries, err := r.reader.Read(context.Background(), wire.NewSessionKey("t", sessionID), streams.EntryID{}, 100)
 	require.NoError(t, err)
 	out := make([]wire.EventType, len(entries))
 	for i, e := range entries {
@@ -78,7 +78,7 @@ func (f publishFunc) Do(ctx context.Context, ms []streams.Message) ([]streams.Pu
 
 // sink returns an attempt's sink whose held events linger for linger.
 func (r *recordedPublisher) sink(sessionID string, token int64, linger time.Duration) *attemptSink {
-	return &attemptSink{pub: publishFunc(r.publish), sessionID: sessionID, turnID: "turn-" + sessionID, attempt: 1, token: token, lingerFor: linger}
+	return &attemptSink{pub: publishFunc(r.publish), session: wire.NewSessionKey("t", sessionID), turnID: "turn-" + sessionID, attempt: 1, token: token, lingerFor: linger}
 }
 
 // received reports whether ch delivers (or is closed) within signalTimeout.
@@ -107,7 +107,7 @@ func startedSink(t *testing.T, sessionID string, token int64, linger time.Durati
 }
 
 func started(s *attemptSink) wire.Event {
-	return wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: s.base(), SessionID: s.sessionID})
+	return wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: s.base(), SessionID: s.session.SessionID()})
 }
 
 func TestSinkHeldEvents(t *testing.T) {

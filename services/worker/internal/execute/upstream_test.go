@@ -116,7 +116,7 @@ func (f *upstreamFixture) record(t testing.TB, d time.Duration) (*kgo.Record, wi
 // events returns the session stream's entries (the stream of the default tenant's session).
 func (f *upstreamFixture) events(t *testing.T, sessionID string) []streams.Entry {
 	t.Helper()
-	entries, err := f.reader.After(context.Background(), wire.NewSessionKey(wire.DefaultTenant, sessionID).String(), streams.EntryID{}, 1000)
+	entries, err := f.reader.After(context.Background(), wire.NewSessionKey(wire.DefaultTenant, sessionID), streams.EntryID{}, 1000)
 	require.NoError(t, err)
 	return entries
 }
@@ -228,7 +228,7 @@ func TestUpstreamErrors(t *testing.T) {
 			}
 			if n == 2 {
 				// The retry has come: the browser's stream must already say that the turn waits.
-				entries, err := f.reader.After(context.Background(), wire.NewSessionKey(wire.DefaultTenant, session).String(), streams.EntryID{}, 1000)
+				entries, err := f.reader.After(context.Background(), wire.NewSessionKey(wire.DefaultTenant, session), streams.EntryID{}, 1000)
 				waitedBefore <- err == nil && len(entries) > 0 && entries[len(entries)-1].Type == wire.EventWaiting
 			}
 			return agenttest.ChatAnswer{Error: rateLimit("300ms")}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 )
 
@@ -18,21 +19,21 @@ type Cache struct {
 	max int
 
 	mu      sync.Mutex
-	entries map[string]*list.Element
+	entries map[wire.SessionKey]*list.Element
 	lru     *list.List
 
 	hits, misses, rows atomic.Int64
 }
 
 type entry struct {
-	session string
+	session wire.SessionKey
 	msgs    []agent.Message
 	lastSeq int64
 }
 
 // New returns a cache of at most maxSessions histories; 0 disables caching.
 func New(pool *pgxpool.Pool, maxSessions int) *Cache {
-	return &Cache{db: turnstore.New(pool), max: maxSessions, entries: map[string]*list.Element{}, lru: list.New()}
+	return &Cache{db: turnstore.New(pool), max: maxSessions, entries: map[wire.SessionKey]*list.Element{}, lru: list.New()}
 }
 
 // Stats are a cache's counters: Hits found the cached history current, Misses had to read
@@ -45,10 +46,10 @@ func (c *Cache) Stats() Stats {
 }
 
 // Get returns the session's history, oldest first. The returned slice must not be modified.
-func (c *Cache) Get(ctx context.Context, sessionID string) ([]agent.Message, error) {
+func (c *Cache) Get(ctx context.Context, session wire.SessionKey) ([]agent.Message, error) {
 	var cached *entry
 	c.mu.Lock()
-	if el, ok := c.entries[sessionID]; ok {
+	if el, ok := c.entries[session]; ok {
 		cached = el.Value.(*entry)
 		c.lru.MoveToFront(el)
 	}
@@ -60,7 +61,7 @@ func (c *Cache) Get(ctx context.Context, sessionID string) ([]agent.Message, err
 	// One round trip: the session's last_seq, and only the entries newer than the cached ones (none
 	// on a warm hit). A cached history ends with an answer, so an entry is either wholly cached or
 	// wholly newer.
-	lastSeq, entries, err := c.db.ReadHistoryAfter(ctx, sessionID, after)
+	lastSeq, entries, err := c.db.ReadHistoryAfter(ctx, session, after)
 	if err != nil {
 		return nil, err
 	}
@@ -86,18 +87,18 @@ func (c *Cache) Get(ctx context.Context, sessionID string) ([]agent.Message, err
 		msgs = append(append(make([]agent.Message, 0, len(cached.msgs)+len(fresh)), cached.msgs...), fresh...)
 	default:
 		// last_seq went backwards (the session was deleted and recreated): read it whole.
-		return c.reload(ctx, sessionID)
+		return c.reload(ctx, session)
 	}
-	c.store(sessionID, msgs, lastSeq)
+	c.store(session, msgs, lastSeq)
 	return msgs, nil
 }
 
 // GetAt is Get for a caller that already knows the session's last_seq (the claim reads it in the
 // same statement, see lease.Claim.SessionSeq): a cached history at that sequence number, or a session
 // without history (lastSeq 0), is answered without a round trip. Otherwise it reads as Get does.
-func (c *Cache) GetAt(ctx context.Context, sessionID string, lastSeq int64) ([]agent.Message, error) {
+func (c *Cache) GetAt(ctx context.Context, session wire.SessionKey, lastSeq int64) ([]agent.Message, error) {
 	c.mu.Lock()
-	el, ok := c.entries[sessionID]
+	el, ok := c.entries[session]
 	if ok && el.Value.(*entry).lastSeq == lastSeq {
 		c.lru.MoveToFront(el)
 		msgs := el.Value.(*entry).msgs
@@ -112,21 +113,21 @@ func (c *Cache) GetAt(ctx context.Context, sessionID string, lastSeq int64) ([]a
 		c.hits.Add(1)
 		return nil, nil
 	}
-	return c.Get(ctx, sessionID)
+	return c.Get(ctx, session)
 }
 
 // Appended records that a completion this worker made appended msgs to the session history, the
 // last of them at sequence number lastSeq: a cached history that ended just before them is extended,
 // and a session whose history they start is cached, so the session's next turn reads nothing. Any
 // other case is left to the next read.
-func (c *Cache) Appended(sessionID string, lastSeq int64, msgs ...agent.Message) {
+func (c *Cache) Appended(session wire.SessionKey, lastSeq int64, msgs ...agent.Message) {
 	if c.max <= 0 || len(msgs) == 0 {
 		return
 	}
 	base := lastSeq - int64(len(msgs))
 	c.mu.Lock()
 	var prev []agent.Message
-	if el, ok := c.entries[sessionID]; ok {
+	if el, ok := c.entries[session]; ok {
 		e := el.Value.(*entry)
 		if e.lastSeq != base {
 			c.mu.Unlock()
@@ -140,26 +141,26 @@ func (c *Cache) Appended(sessionID string, lastSeq int64, msgs ...agent.Message)
 	c.mu.Unlock()
 	// A new slice: callers may still hold the old one.
 	next := append(append(make([]agent.Message, 0, len(prev)+len(msgs)), prev...), msgs...)
-	c.store(sessionID, next, lastSeq)
+	c.store(session, next, lastSeq)
 }
 
-func (c *Cache) reload(ctx context.Context, sessionID string) ([]agent.Message, error) {
+func (c *Cache) reload(ctx context.Context, session wire.SessionKey) ([]agent.Message, error) {
 	c.mu.Lock()
-	if el, ok := c.entries[sessionID]; ok {
+	if el, ok := c.entries[session]; ok {
 		c.lru.Remove(el)
-		delete(c.entries, sessionID)
+		delete(c.entries, session)
 	}
 	c.mu.Unlock()
-	return c.Get(ctx, sessionID)
+	return c.Get(ctx, session)
 }
 
-func (c *Cache) store(sessionID string, msgs []agent.Message, lastSeq int64) {
+func (c *Cache) store(session wire.SessionKey, msgs []agent.Message, lastSeq int64) {
 	if c.max <= 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.entries[sessionID]; ok {
+	if el, ok := c.entries[session]; ok {
 		e := el.Value.(*entry)
 		if lastSeq >= e.lastSeq {
 			e.msgs, e.lastSeq = msgs, lastSeq
@@ -167,7 +168,7 @@ func (c *Cache) store(sessionID string, msgs []agent.Message, lastSeq int64) {
 		c.lru.MoveToFront(el)
 		return
 	}
-	c.entries[sessionID] = c.lru.PushFront(&entry{session: sessionID, msgs: msgs, lastSeq: lastSeq})
+	c.entries[session] = c.lru.PushFront(&entry{session: session, msgs: msgs, lastSeq: lastSeq})
 	for c.lru.Len() > c.max {
 		old := c.lru.Back()
 		c.lru.Remove(old)

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/history"
 )
@@ -19,7 +20,7 @@ func TestMain(m *testing.M) {
 
 // complete appends one turn's two messages the way the completion transaction does: last_seq is
 // bumped in the same statement that appends the messages. It stands for any worker's completion.
-func complete(t *testing.T, env *testenv.Env, session, user, assistant string) {
+func complete(t *testing.T, env *testenv.Env, session wire.SessionKey, user, assistant string) {
 	t.Helper()
 	_, err := env.Pool.Exec(context.Background(), `
 		WITH seq AS (
@@ -30,7 +31,7 @@ func complete(t *testing.T, env *testenv.Env, session, user, assistant string) {
 	require.NoError(t, err)
 }
 
-func contents(t *testing.T, c *history.Cache, session string) []string {
+func contents(t *testing.T, c *history.Cache, session wire.SessionKey) []string {
 	t.Helper()
 	msgs, err := c.Get(context.Background(), session)
 	require.NoError(t, err)
@@ -47,11 +48,11 @@ func TestCache(t *testing.T) {
 	t.Run("EmptySession", func(t *testing.T) {
 		t.Parallel()
 		c := history.New(env.Pool, 10)
-		require.Empty(t, contents(t, c, "none-"+uuid.NewString()))
+		require.Empty(t, contents(t, c, wire.NewSessionKey("t", "none-"+uuid.NewString())))
 	})
 	t.Run("WarmHitReadsNoMessages", func(t *testing.T) {
 		t.Parallel()
-		s := "s-" + uuid.NewString()
+		s := wire.NewSessionKey("t", "s-"+uuid.NewString())
 		complete(t, env, s, "q1", "a1")
 		c := history.New(env.Pool, 10)
 		require.Equal(t, []string{"user:q1", "assistant:a1"}, contents(t, c, s))
@@ -61,7 +62,7 @@ func TestCache(t *testing.T) {
 	})
 	t.Run("AnotherWorkersWriteIsNeverMissed", func(t *testing.T) {
 		t.Parallel()
-		s := "s-" + uuid.NewString()
+		s := wire.NewSessionKey("t", "s-"+uuid.NewString())
 		complete(t, env, s, "q1", "a1")
 		mine := history.New(env.Pool, 10)
 		require.Len(t, contents(t, mine, s), 2)
@@ -72,7 +73,7 @@ func TestCache(t *testing.T) {
 	})
 	t.Run("GetAtKnownSeq", func(t *testing.T) {
 		t.Parallel()
-		s := "s-" + uuid.NewString()
+		s := wire.NewSessionKey("t", "s-"+uuid.NewString())
 		c := history.New(env.Pool, 10)
 		msgs, err := c.GetAt(context.Background(), s, 0)
 		require.NoError(t, err)
@@ -97,7 +98,7 @@ func TestCache(t *testing.T) {
 	})
 	t.Run("AppendedKeepsTheCacheCurrent", func(t *testing.T) {
 		t.Parallel()
-		s := "s-" + uuid.NewString()
+		s := wire.NewSessionKey("t", "s-"+uuid.NewString())
 		c := history.New(env.Pool, 10)
 		msg := func(seq int64, role, content string) agent.Message {
 			return agent.Message{Seq: seq, TurnID: "t", Role: role, Content: content}
@@ -124,7 +125,7 @@ func TestCache(t *testing.T) {
 		require.Equal(t, "a3", msgs[5].Content)
 		require.Equal(t, history.Stats{Hits: 1, Misses: 1, Rows: 2}, c.Stats())
 		// A history this cache never held is not started from the middle.
-		other := "s-" + uuid.NewString()
+		other := wire.NewSessionKey("t", "s-"+uuid.NewString())
 		c.Appended(other, 4, msg(3, "user", "q"), msg(4, "assistant", "a"))
 		require.Equal(t, 1, c.Len())
 	})
@@ -132,7 +133,7 @@ func TestCache(t *testing.T) {
 		t.Parallel()
 		c := history.New(env.Pool, 2)
 		for range 3 {
-			s := "s-" + uuid.NewString()
+			s := wire.NewSessionKey("t", "s-"+uuid.NewString())
 			complete(t, env, s, "q", "a")
 			require.Len(t, contents(t, c, s), 2)
 		}

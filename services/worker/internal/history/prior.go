@@ -34,14 +34,14 @@ var priorTypes = map[wire.EventType]bool{wire.EventDelta: true, wire.EventToolCa
 // published for the turn, oldest first. It reads the session stream from the turn's acceptance
 // (stream IDs are millisecond times; a minute of slack covers clock skew between hosts), so the
 // turns before it in the session cost little.
-func (p *PriorReader) Prior(ctx context.Context, sessionID, turnID string, acceptedAt time.Time, attempt int) ([]agent.PriorEvent, error) {
+func (p *PriorReader) Prior(ctx context.Context, session wire.SessionKey, turnID string, acceptedAt time.Time, attempt int) ([]agent.PriorEvent, error) {
 	var from streams.EntryID
 	if ms := acceptedAt.Add(-time.Minute).UnixMilli(); ms > 0 {
 		from = streams.EntryID{Ms: uint64(ms)}
 	}
 	var out []agent.PriorEvent
 	for {
-		entries, err := p.r.After(ctx, sessionID, from, p.Page)
+		entries, err := p.r.After(ctx, session, from, p.Page)
 		if err != nil {
 			return nil, err
 		}

@@ -20,14 +20,14 @@ func TestPriorReader(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	ctx := context.Background()
 	pub := streams.NewPublisher(env.Redis, env.Config.KeyPrefix, 10000, time.Hour)
-	session, turn, other := "s-"+uuid.NewString(), uuid.NewString(), uuid.NewString()
+	session, turn, other := wire.NewSessionKey("t", "s-"+uuid.NewString()), uuid.NewString(), uuid.NewString()
 	publish := func(turnID string, token int64, ev wire.Event) {
 		_, err := pub.Publish(ctx, session, turnID, token, ev, "")
 		require.NoError(t, err)
 	}
 	a1 := wire.EventBase{TurnID: turn, Attempt: 1}
 	publish(other, 1, wire.NewEvent(wire.EventDelta, wire.DeltaData{EventBase: wire.EventBase{TurnID: other, Attempt: 1}, Text: "not mine"}))
-	publish(turn, 2, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: a1, SessionID: session}))
+	publish(turn, 2, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: a1, SessionID: session.SessionID()}))
 	publish(turn, 2, wire.NewEvent(wire.EventToolCall, wire.ToolCallData{EventBase: a1, CallID: "c1", Name: "pay", IdempotencyKey: turn + ":1"}))
 	publish(turn, 2, wire.NewEvent(wire.EventToolResult, wire.ToolResultData{EventBase: a1, CallID: "c1", Result: json.RawMessage(`{"paid":true}`)}))
 	publish(turn, 2, wire.NewEvent(wire.EventDelta, wire.DeltaData{EventBase: a1, Text: "half"}))

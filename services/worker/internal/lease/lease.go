@@ -200,10 +200,11 @@ func matchClaims(rows []turnstore.ClaimRow, pos []int, ids pgarray.UUIDs, out []
 
 // claimRow is one claim request as the statement takes it.
 type claimRow struct {
-	id              uuid.UUID
-	session, tenant string
-	input           string // the input's text
-	metadata        []byte
+	id       uuid.UUID
+	session  wire.SessionKey
+	tenant   string
+	input    string // the input's text
+	metadata []byte
 	// asIs is the metadata map while metadata holds the record's own bytes (storableAsIs), to be
 	// encoded instead should Postgres refuse them.
 	asIs               map[string]any
@@ -243,7 +244,7 @@ func encodeClaim(req ClaimRequest) (claimRow, error) {
 		tenant = "default"
 	}
 	return claimRow{
-		id: e.TurnID, session: e.SessionID, tenant: tenant, input: e.Input.Text, metadata: md, asIs: asIs,
+		id: e.TurnID, session: e.SessionKey(), tenant: tenant, input: e.Input.Text, metadata: md, asIs: asIs,
 		accepted: e.AcceptedAt, deadline: e.Deadline, partition: req.Partition, offset: req.Offset,
 		client: clientTurnID(e.ClientTurnID), webhook: e.Webhook, configs: e.PushConfigs, task: turnstore.TaskOf(e.Metadata),
 	}, nil
@@ -277,7 +278,7 @@ func turnIDArg(id uuid.UUID) pgarray.UUID { return pgarray.UUID(id) }
 func (s *Store) claimParams(rows []claimRow, pos []int) turnstore.ClaimParams {
 	n := len(pos)
 	p := turnstore.ClaimParams{
-		TurnIDs: make(pgarray.UUIDs, n), SessionIDs: make(pgarray.Texts, n), Tenants: make(pgarray.Texts, n),
+		TurnIDs: make(pgarray.UUIDs, n), SessionKeys: make(pgarray.Texts, n), Tenants: make(pgarray.Texts, n),
 		Inputs: make(pgarray.Texts, n), Metadata: make([][]byte, n), AcceptedAt: make(pgarray.Times, n),
 		Deadlines: make(pgarray.Times, n), Partitions: make(pgarray.Ints, n), Offsets: make(pgarray.Ints, n),
 		Owner: s.owner, TTL: s.ttl, MaxAttempts: s.maxAttempts, ClientTurnIDs: make([]*uuid.UUID, n),
@@ -285,7 +286,7 @@ func (s *Store) claimParams(rows []claimRow, pos []int) turnstore.ClaimParams {
 	for i, k := range pos {
 		r := rows[k]
 		p.ClientTurnIDs[i] = r.client
-		p.TurnIDs[i], p.SessionIDs[i], p.Tenants[i] = turnIDArg(r.id), pgarray.Text(r.session), pgarray.Text(r.tenant)
+		p.TurnIDs[i], p.SessionKeys[i], p.Tenants[i] = turnIDArg(r.id), pgarray.Text(r.session.String()), pgarray.Text(r.tenant)
 		p.Inputs[i], p.Metadata[i] = pgarray.Text(r.input), r.metadata
 		p.AcceptedAt[i], p.Deadlines[i] = pgarray.Time(r.accepted), pgarray.Time(r.deadline)
 		p.Partitions[i], p.Offsets[i] = pgarray.Int(r.partition), pgarray.Int(r.offset)
@@ -437,7 +438,7 @@ func (s *Store) Expire(ctx context.Context, req ClaimRequest, msg string) (token
 		return 0, 0, err
 	}
 	return s.db.ExpireTurn(ctx, &turnstore.ExpireParams{
-		TurnID: r.id, SessionID: r.session, Tenant: r.tenant, Input: r.input, Metadata: r.metadata,
+		TurnID: r.id, Session: r.session, Tenant: r.tenant, Input: r.input, Metadata: r.metadata,
 		AcceptedAt: r.accepted, Deadline: r.deadline, Partition: r.partition, Offset: r.offset, Error: msg,
 		Webhook: r.webhook, PushConfigs: r.configs, Task: r.task,
 	})

@@ -44,10 +44,10 @@ func request(session string) ClaimRequest {
 	}}
 }
 
-// history reads a session's messages, oldest first: each succeeded turn's question and answer
+// history reads the default tenant's session's messages, oldest first: each succeeded turn's question and answer
 // (agent.TurnMessages of its history entry), as the executor's uncached read does.
 func history(ctx context.Context, db *turnstore.Store, session string) ([]agent.Message, error) {
-	entries, err := db.ReadHistory(ctx, session)
+	entries, err := db.ReadHistory(ctx, wire.NewSessionKey("default", session))
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func TestStore(t *testing.T) {
 		s := NewStore(env.Pool, "a", time.Minute, 3)
 		req := request("cancel")
 		_, err := env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, cancel_requested, accepted_at)
-			VALUES ($1, 'cancel', 'default', 'queued', true, now())`, req.Env.TurnID)
+			VALUES ($1, 'default/cancel', 'default', 'queued', true, now())`, req.Env.TurnID)
 		require.NoError(t, err)
 		c, err := s.Claim(ctx, req)
 		require.NoError(t, err)
@@ -219,17 +219,17 @@ func TestStoreBatches(t *testing.T) {
 		require.NoError(t, s.Complete(ctx, done.Env.TurnID, dc.Token, wire.Output{Text: "ok"}))
 		cancelled := request("mixed-cancelled")
 		_, err = env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, cancel_requested, accepted_at)
-			VALUES ($1, 'mixed-cancelled', 'default', 'queued', true, now())`, cancelled.Env.TurnID)
+			VALUES ($1, 'default/mixed-cancelled', 'default', 'queued', true, now())`, cancelled.Env.TurnID)
 		require.NoError(t, err)
 		exhausted := request("mixed-exhausted")
 		_, err = env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, attempt, fencing_token,
 				lease_expires_at, accepted_at)
-			VALUES ($1, 'mixed-exhausted', 'default', 'running', 2, nextval('fencing_token_seq'), now() - interval '1 second', now())`,
+			VALUES ($1, 'default/mixed-exhausted', 'default', 'running', 2, nextval('fencing_token_seq'), now() - interval '1 second', now())`,
 			exhausted.Env.TurnID)
 		require.NoError(t, err)
 		queued := request("mixed-queued")
 		_, err = env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at)
-			VALUES ($1, 'mixed-queued', 'default', 'queued', now())`, queued.Env.TurnID)
+			VALUES ($1, 'default/mixed-queued', 'default', 'queued', now())`, queued.Env.TurnID)
 		require.NoError(t, err)
 
 		res := s.ClaimMany(ctx, []ClaimRequest{fresh, leased, done, cancelled, exhausted, queued})
@@ -378,7 +378,7 @@ func TestStoreBatches(t *testing.T) {
 			require.Equal(t, want.content, h[i].Content)
 		}
 		var lastSeq int64
-		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT last_seq FROM sessions WHERE session_id = 'cm'`).Scan(&lastSeq))
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT last_seq FROM sessions WHERE session_id = 'default/cm'`).Scan(&lastSeq))
 		require.Equal(t, int64(4), lastSeq)
 
 		// The newer attempt completes the turn; the session grows from where it was.
