@@ -39,6 +39,11 @@ type LangGraphSettings struct {
 	// queued or running is kept. Its runs are turns, deleted by TURNSTILE_RETENTION as every
 	// turn. Defaults to 168h (7 days).
 	ThreadTTL time.Duration `env:"TURNSTILE_LANGGRAPH_THREAD_TTL"`
+	// CORSOrigins is a comma list of origins whose pages may call the LangGraph routes from a
+	// browser ("*" allows any), as a chat front end on its own origin does: every route answers
+	// the preflight and names the origin on its answers, never credentials (keys travel as
+	// x-api-key or Authorization: Bearer). Defaults to none: same origin only.
+	CORSOrigins string `env:"TURNSTILE_LANGGRAPH_CORS_ORIGINS"`
 }
 
 func (s *LangGraphSettings) applyDefaults() {
@@ -78,6 +83,9 @@ func (s LangGraphSettings) validate() []error {
 	}
 	return errs
 }
+
+// CORSOriginList splits CORSOrigins.
+func (s LangGraphSettings) CORSOriginList() []string { return splitList(s.CORSOrigins) }
 
 // AssistantList splits Assistants.
 func (s LangGraphSettings) AssistantList() []string { return splitList(s.Assistants) }

@@ -55,7 +55,10 @@ type Config struct {
 	// Assistants are the assistant IDs runs may name.
 	Assistants []string
 	// Auth says whether API keys are required (TURNSTILE_AUTH=on).
-	Auth         bool
+	Auth bool
+	// CORSOrigins may call every LangGraph route from a browser page
+	// (TURNSTILE_LANGGRAPH_CORS_ORIGINS); "*" allows any, none allows only the same origin.
+	CORSOrigins  []string
 	KeepAlive    time.Duration
 	MaxBody      int64
 	StoreTimeout time.Duration
@@ -99,6 +102,7 @@ type Handler struct {
 	threads    *threads.Store
 	pool       *pgxpool.Pool
 	log        *slog.Logger
+	corsPolicy *httpx.CORS
 
 	requests *prometheus.CounterVec
 
@@ -113,6 +117,7 @@ func New(cfg Config, fd *frontdoor.Client, pool *pgxpool.Pool, log *slog.Logger,
 	cfg.applyDefaults()
 	h := &Handler{
 		cfg: cfg, assistants: map[string]bool{}, fd: fd, threads: threads.New(pool), pool: pool, log: log,
+		corsPolicy: httpx.NewCORS(cfg.CORSOrigins, corsMethods, corsHeaders, corsExpose),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_langgraph_requests_total",
 			Help: "LangGraph API requests by route and outcome (ok, or the problem type answered).",
@@ -128,26 +133,74 @@ func New(cfg Config, fd *frontdoor.Client, pool *pgxpool.Pool, log *slog.Logger,
 	return h
 }
 
-// Routes mounts LangGraph's paths. They do not overlap the native /v1 paths.
+// Routes mounts LangGraph's paths. They do not overlap the native /v1 paths. Each of the
+// Platform's path families is a sub-router of its own, so every path under it, served or not, is
+// answered here: a CORS preflight, the CORS headers of every answer (a page reads a 404 or 405
+// problem too), and the unrouted ones counted.
 func (h *Handler) Routes(r chi.Router) {
-	r.Get("/ok", h.getOK)
-	r.Get("/info", h.getInfo)
-	r.Post("/threads", h.createThread)
-	r.Group(func(r chi.Router) {
-		r.Use(h.placed)
-		const thread = "/threads/{thread_id}"
-		r.Get(thread, h.getThread)
-		r.Delete(thread, h.deleteThread)
-		r.Get(thread+"/state", h.getState)
-		r.Post(thread+"/history", h.getHistory)
-		r.Get(thread+"/runs", h.listRuns)
-		r.Post(thread+"/runs", h.createRun)
-		r.Post(thread+"/runs/stream", h.streamRun)
-		r.Post(thread+"/runs/wait", h.waitRun)
-		r.Get(thread+"/runs/{run_id}", h.getRun)
-		r.Get(thread+"/runs/{run_id}/stream", h.joinStream)
-		r.Get(thread+"/runs/{run_id}/join", h.joinRun)
-		r.Post(thread+"/runs/{run_id}/cancel", h.cancelRun)
+	h.family(r, "/ok", func(r chi.Router) { r.Get("/", h.getOK) })
+	h.family(r, "/info", func(r chi.Router) { r.Get("/", h.getInfo) })
+	h.family(r, "/threads", func(r chi.Router) {
+		r.Post("/", h.createThread)
+		r.Group(func(r chi.Router) {
+			r.Use(h.placed)
+			const thread = "/{thread_id}"
+			r.Get(thread, h.getThread)
+			r.Delete(thread, h.deleteThread)
+			r.Get(thread+"/state", h.getState)
+			r.Post(thread+"/history", h.getHistory)
+			r.Get(thread+"/runs", h.listRuns)
+			r.Post(thread+"/runs", h.createRun)
+			r.Post(thread+"/runs/stream", h.streamRun)
+			r.Post(thread+"/runs/wait", h.waitRun)
+			r.Get(thread+"/runs/{run_id}", h.getRun)
+			r.Get(thread+"/runs/{run_id}/stream", h.joinStream)
+			r.Get(thread+"/runs/{run_id}/join", h.joinRun)
+			r.Post(thread+"/runs/{run_id}/cancel", h.cancelRun)
+		})
+	})
+	// The Platform's families this front door does not serve: answered 404 with CORS, so the SDK
+	// reads the problem instead of a CORS failure.
+	for _, prefix := range []string{"/assistants", "/runs", "/store", "/crons"} {
+		h.family(r, prefix, nil)
+	}
+}
+
+// family mounts a sub-router at prefix holding routes (none: every path is a 404).
+func (h *Handler) family(r chi.Router, prefix string, routes func(chi.Router)) {
+	sub := chi.NewRouter()
+	sub.Use(h.cors)
+	sub.NotFound(httpx.NotFound)
+	sub.MethodNotAllowed(httpx.MethodNotAllowed)
+	if routes != nil {
+		routes(sub)
+	} else {
+		// A mux without routes skips its middleware; this route keeps CORS on its 404s.
+		sub.HandleFunc("/*", httpx.NotFound)
+	}
+	r.Mount(prefix, sub)
+}
+
+// Access-Control-* lists of every LangGraph route. The SDK sends its key as x-api-key (or a
+// Bearer header), Last-Event-ID on a rejoin, Idempotency-Key, and whatever x-* headers the
+// application adds ("*", which never covers Authorization, so that is named); it reads a
+// stream's Content-Location and Location to rejoin, Retry-After to back off, and the x-* headers
+// an answer carries.
+const (
+	corsMethods = "GET, POST, PUT, PATCH, DELETE, OPTIONS"
+	corsHeaders = "Authorization, Content-Type, X-Api-Key, Last-Event-ID, Idempotency-Key, *"
+	corsExpose  = "Content-Location, Location, Retry-After, WWW-Authenticate, *"
+)
+
+// cors answers a preflight and marks every other answer readable by an allowed origin.
+func (h *Handler) cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodOptions {
+			h.corsPolicy.Preflight(w, r)
+			return
+		}
+		h.corsPolicy.Allow(w, r)
+		next.ServeHTTP(w, r)
 	})
 }
 

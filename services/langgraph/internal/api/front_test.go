@@ -58,3 +58,72 @@ func TestOkAndInfo(t *testing.T) {
 		"the flags say what is not served, so clients do not call it")
 	require.Equal(t, "self-hosted", info.Host["kind"])
 }
+
+func TestCORS(t *testing.T) {
+	t.Parallel()
+	const app = "http://chat.example:3000"
+	preflight := func(method string) http.Header {
+		return http.Header{
+			"Origin": {app}, "Access-Control-Request-Method": {method},
+			"Access-Control-Request-Headers": {"content-type,x-api-key,x-custom-trace"},
+		}
+	}
+
+	t.Run("PreflightEveryRoute", func(t *testing.T) {
+		t.Parallel()
+		h, _ := front(t, Config{CORSOrigins: []string{app}})
+		for _, tc := range []struct{ method, path string }{
+			{"GET", "/ok"}, {"GET", "/info"}, {"POST", "/threads"}, {"GET", "/threads/t1"},
+			{"DELETE", "/threads/t1"}, {"POST", "/threads/t1/history"}, {"POST", "/threads/t1/runs/stream"},
+			{"GET", "/threads/t1/runs/r1/stream"}, {"POST", "/threads/t1/runs/r1/cancel"},
+			// Not served: the preflight passes, so the page reads the 404 problem that follows.
+			{"POST", "/assistants/search"},
+		} {
+			w := serve(h, http.MethodOptions, tc.path, preflight(tc.method))
+			require.Equal(t, http.StatusNoContent, w.Code, tc.path)
+			require.Equal(t, app, w.Header().Get("Access-Control-Allow-Origin"), tc.path)
+			require.Contains(t, w.Header().Get("Access-Control-Allow-Methods"), tc.method, tc.path)
+			for _, hd := range []string{"Content-Type", "X-Api-Key", "Authorization", "Last-Event-ID"} {
+				require.Contains(t, w.Header().Get("Access-Control-Allow-Headers"), hd, tc.path)
+			}
+			require.Empty(t, w.Header().Get("Access-Control-Allow-Credentials"), "never cookies")
+		}
+	})
+
+	t.Run("AnswersExposeWhatTheSDKReads", func(t *testing.T) {
+		t.Parallel()
+		h, _ := front(t, Config{CORSOrigins: []string{app}})
+		for _, tc := range []struct {
+			method, path string
+			code         int
+		}{
+			{"GET", "/info", http.StatusOK},
+			{"GET", "/assistants/agent", http.StatusNotFound},
+			{"PATCH", "/threads/t1", http.StatusMethodNotAllowed},
+		} {
+			w := serve(h, tc.method, tc.path, http.Header{"Origin": {app}})
+			require.Equal(t, tc.code, w.Code, tc.path)
+			require.Equal(t, app, w.Header().Get("Access-Control-Allow-Origin"), tc.path)
+			for _, hd := range []string{"Content-Location", "Location", "Retry-After", "WWW-Authenticate"} {
+				require.Contains(t, w.Header().Get("Access-Control-Expose-Headers"), hd, tc.path)
+			}
+		}
+	})
+
+	t.Run("ClosedByDefault", func(t *testing.T) {
+		t.Parallel()
+		h, _ := front(t, Config{})
+		w := serve(h, http.MethodOptions, "/threads/t1/runs/stream", preflight("POST"))
+		require.Empty(t, w.Header().Get("Access-Control-Allow-Origin"))
+		w = serve(h, http.MethodGet, "/info", http.Header{"Origin": {app}})
+		require.Equal(t, http.StatusOK, w.Code)
+		require.Empty(t, w.Header().Get("Access-Control-Allow-Origin"))
+	})
+
+	t.Run("OtherOriginRefused", func(t *testing.T) {
+		t.Parallel()
+		h, _ := front(t, Config{CORSOrigins: []string{app}})
+		w := serve(h, http.MethodOptions, "/threads", http.Header{"Origin": {"http://evil.example"}, "Access-Control-Request-Method": {"POST"}})
+		require.Empty(t, w.Header().Get("Access-Control-Allow-Origin"))
+	})
+}
