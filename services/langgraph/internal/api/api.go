@@ -286,10 +286,15 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, route string, er
 
 func (h *Handler) ok(route string) { h.requests.WithLabelValues(route, "ok").Inc() }
 
-// decodeBody reads a JSON request body into v; an empty body leaves v as it is.
+// decodeBody reads a JSON request body into v; an empty body leaves v as it is. Like the Platform,
+// it reads the body as JSON whether or not it is labelled so: unlabelled (a proxy such as
+// agent-chat-ui's /api passthrough drops Content-Type) or text/plain (what fetch labels a string
+// body with) is parsed, and a body that is not JSON is a 400. A body declared as another type
+// (a form, multipart) is a 415.
 func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) *httpx.Problem {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && mt != "text/plain" && !strings.HasSuffix(mt, "+json")) {
 			p := httpx.ProblemUnsupportedType.Problem("send the body as application/json")
 			return &p
 		}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
@@ -126,4 +127,43 @@ func TestCORS(t *testing.T) {
 		w := serve(h, http.MethodOptions, "/threads", http.Header{"Origin": {"http://evil.example"}, "Access-Control-Request-Method": {"POST"}})
 		require.Empty(t, w.Header().Get("Access-Control-Allow-Origin"))
 	})
+}
+
+// TestBodyWithoutContentType: a JSON body is read as the Platform reads it whatever it is labelled
+// with when the label is missing or text/plain (a proxy such as agent-chat-ui's /api passthrough
+// drops it, and fetch labels a string body text/plain); a body that is not JSON is still a 400,
+// and a body declared as another type a 415.
+func TestBodyWithoutContentType(t *testing.T) {
+	t.Parallel()
+	h := New(Config{}, nil, nil, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	for _, tc := range []struct {
+		name, ctype, body string
+		status            int
+	}{
+		{"NoContentType", "", `{"thread_id":"t1"}`, 0},
+		{"TextPlain", "text/plain;charset=UTF-8", `{"thread_id":"t1"}`, 0},
+		{"JSON", "application/json; charset=utf-8", `{"thread_id":"t1"}`, 0},
+		{"NoContentTypeNotJSON", "", `thread_id=t1`, http.StatusBadRequest},
+		{"TextPlainNotJSON", "text/plain", `hello`, http.StatusBadRequest},
+		{"Form", "application/x-www-form-urlencoded", `thread_id=t1`, http.StatusUnsupportedMediaType},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			req := httptest.NewRequest(http.MethodPost, "/threads", strings.NewReader(tc.body))
+			if tc.ctype != "" {
+				req.Header.Set("Content-Type", tc.ctype)
+			}
+			var got struct {
+				ThreadID string `json:"thread_id"`
+			}
+			p := h.decodeBody(httptest.NewRecorder(), req, &got)
+			if tc.status == 0 {
+				require.Nil(t, p)
+				require.Equal(t, "t1", got.ThreadID)
+				return
+			}
+			require.NotNil(t, p)
+			require.Equal(t, tc.status, p.Status)
+		})
+	}
 }
