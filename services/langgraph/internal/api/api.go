@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,6 +106,9 @@ type Handler struct {
 	corsPolicy *httpx.CORS
 
 	requests *prometheus.CounterVec
+	// unrouted counts the answers of a path or method no route serves, by family, method and
+	// status: what clients want that is not served.
+	unrouted *prometheus.CounterVec
 
 	// Streams tracks the open run streams, joins and waits. Drain and Cut end them without an end
 	// event, so each client rejoins (the SDK follows the stream's Location with Last-Event-ID): on
@@ -122,11 +126,15 @@ func New(cfg Config, fd *frontdoor.Client, pool *pgxpool.Pool, log *slog.Logger,
 			Name: "turnstile_langgraph_requests_total",
 			Help: "LangGraph API requests by route and outcome (ok, or the problem type answered).",
 		}, []string{"route", "outcome"}),
+		unrouted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnstile_langgraph_unrouted_total",
+			Help: "LangGraph front door answers to a path (404) or method (405) no route serves, by path family, method and status.",
+		}, []string{"family", "method", "code"}),
 	}
 	for _, a := range cfg.Assistants {
 		h.assistants[a] = true
 	}
-	reg.MustRegister(h.requests, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(h.requests, h.unrouted, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "turnstile_langgraph_streams",
 		Help: "Open LangGraph run streams (runs/stream, joins, waits) on this replica.",
 	}, func() float64 { return float64(h.Len()) }))
@@ -170,15 +178,38 @@ func (h *Handler) Routes(r chi.Router) {
 func (h *Handler) family(r chi.Router, prefix string, routes func(chi.Router)) {
 	sub := chi.NewRouter()
 	sub.Use(h.cors)
-	sub.NotFound(httpx.NotFound)
-	sub.MethodNotAllowed(httpx.MethodNotAllowed)
+	notFound := h.unroutedAnswer(prefix, http.StatusNotFound, httpx.NotFound)
+	sub.NotFound(notFound)
+	sub.MethodNotAllowed(h.unroutedAnswer(prefix, http.StatusMethodNotAllowed, httpx.MethodNotAllowed))
 	if routes != nil {
 		routes(sub)
 	} else {
 		// A mux without routes skips its middleware; this route keeps CORS on its 404s.
-		sub.HandleFunc("/*", httpx.NotFound)
+		sub.HandleFunc("/*", notFound)
 	}
 	r.Mount(prefix, sub)
+}
+
+// unroutedAnswer answers with answer (which writes code) a request no route of family serves,
+// counts it and logs its method and path at debug level. The metric's labels stay bounded: the
+// family, a known method or "other", the status; the path is only logged.
+func (h *Handler) unroutedAnswer(family string, code int, answer http.HandlerFunc) http.HandlerFunc {
+	status := strconv.Itoa(code)
+	return func(w http.ResponseWriter, r *http.Request) {
+		method := r.Method
+		if !knownMethods[method] {
+			method = "other"
+		}
+		h.unrouted.WithLabelValues(family, method, status).Inc()
+		h.log.DebugContext(r.Context(), "langgraph unrouted", "method", r.Method, "path", r.URL.Path, "code", code)
+		answer(w, r)
+	}
+}
+
+// knownMethods are the method label values of turnstile_langgraph_unrouted_total.
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
 }
 
 // Access-Control-* lists of every LangGraph route. The SDK sends its key as x-api-key (or a

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
@@ -166,4 +168,54 @@ func TestBodyWithoutContentType(t *testing.T) {
 			require.Equal(t, tc.status, p.Status)
 		})
 	}
+}
+
+// TestUnroutedCounted: a path or method no LangGraph route serves is counted by family, method
+// and status (never the raw path) and logged at debug level with its method and path, so an
+// operator sees what clients want.
+func TestUnroutedCounted(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := New(Config{}, nil, nil, log, reg)
+	r := chi.NewRouter()
+	r.NotFound(httpx.NotFound)
+	r.MethodNotAllowed(httpx.MethodNotAllowed)
+	h.Routes(r)
+
+	for _, tc := range []struct {
+		method, path string
+		code         int
+	}{
+		{"POST", "/assistants/search", http.StatusNotFound},
+		{"POST", "/assistants/search", http.StatusNotFound},
+		{"PATCH", "/threads/t1", http.StatusMethodNotAllowed},
+		{"POST", "/threads/search", http.StatusMethodNotAllowed},
+		{"TRACE", "/threads/t1", http.StatusMethodNotAllowed},
+		{"GET", "/threads/t1/runs/r1/nope", http.StatusNotFound},
+		{"PUT", "/store/items", http.StatusNotFound},
+	} {
+		w := serve(r, tc.method, tc.path, nil)
+		require.Equal(t, tc.code, w.Code, tc.method+" "+tc.path)
+		require.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
+	}
+	w := serve(r, http.MethodPatch, "/threads/t1", nil)
+	require.Equal(t, "GET, DELETE", w.Header().Get("Allow"), "405 still names the methods the path serves")
+
+	count := func(family, method, code string) float64 {
+		return testutil.ToFloat64(h.unrouted.WithLabelValues(family, method, code))
+	}
+	require.Equal(t, 2.0, count("/assistants", "POST", "404"))
+	require.Equal(t, 2.0, count("/threads", "PATCH", "405"))
+	require.Equal(t, 1.0, count("/threads", "POST", "405"))
+	require.Equal(t, 1.0, count("/threads", "other", "405"), "an unknown method is not a label value")
+	require.Equal(t, 1.0, count("/threads", "GET", "404"))
+	require.Equal(t, 1.0, count("/store", "PUT", "404"))
+	n, err := testutil.GatherAndCount(reg, "turnstile_langgraph_unrouted_total")
+	require.NoError(t, err)
+	require.Equal(t, 6, n, "one series per family, method and code, never per path")
+
+	require.Contains(t, logs.String(), "level=DEBUG msg=\"langgraph unrouted\" method=POST path=/assistants/search code=404")
+	require.Contains(t, logs.String(), "method=TRACE path=/threads/t1 code=405")
 }
