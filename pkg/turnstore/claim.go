@@ -89,6 +89,10 @@ type ClaimRow struct {
 	// SessionSeq is the session history's last sequence number (sessions.last_seq, 0 for a session
 	// without history) in a claimed row, 0 in the others.
 	SessionSeq int64
+	// LeaseOwner is, in a row as it was, the owner of a running row's lease (live, or expired), and
+	// empty once the lease was released (after a failed attempt, or on drain) or in other rows.
+	// With the row's Token, it tells a claim that took the row over whose lease it took.
+	LeaseOwner string
 }
 
 // claimSQL claims many turns at once: the requests arrive as arrays, are inserted as running (or
@@ -136,17 +140,21 @@ func (s *Store) ClaimTurns(ctx context.Context, p *ClaimParams) ([]ClaimRow, err
 	// A turn has at most two rows.
 	out := make([]ClaimRow, 0, 2*len(p.TurnIDs))
 	// Declared once: Scan's arguments escape, so each declared in the loop would be allocated per
-	// row. Scan sets every field of r but the three set after it.
+	// row. Scan sets every field of r but the four set after it.
 	var id [16]byte
-	var outcome, status pgtype.DriverBytes
+	var outcome, status, owner pgtype.DriverBytes
 	var r ClaimRow
 	for rows.Next() {
-		if err := rows.Scan(&id, &outcome, &r.Attempt, &r.Token, &status, &r.LeaseExpiresAt, &r.SessionSeq); err != nil {
+		if err := rows.Scan(&id, &outcome, &r.Attempt, &r.Token, &status, &r.LeaseExpiresAt, &r.SessionSeq, &owner); err != nil {
 			return nil, fmt.Errorf("claim turns: %w", err)
 		}
-		r.TurnID, r.Outcome, r.Status = id, "", textConst(status, statuses)
+		r.TurnID, r.Outcome, r.Status, r.LeaseOwner = id, "", textConst(status, statuses), ""
 		if outcome != nil {
 			r.Outcome = textConst(outcome, outcomes)
+		}
+		if owner != nil {
+			// Only a running row as it was has one: a string for a turn leased or taken over.
+			r.LeaseOwner = string(owner)
 		}
 		out = append(out, r)
 	}

@@ -60,10 +60,10 @@ WITH req AS (
     RETURNING t.turn_id, t.session_id, t.attempt, t.fencing_token, t.lease_expires_at
 )
 SELECT c.turn_id, 'ACQUIRED', c.attempt, c.fencing_token, 'running', c.lease_expires_at,
-    coalesce((SELECT s.last_seq FROM sessions s WHERE s.session_id = c.session_id), 0)
+    coalesce((SELECT s.last_seq FROM sessions s WHERE s.session_id = c.session_id), 0), NULL::text
 FROM claimed c
 UNION ALL
-SELECT b.turn_id, 'BLOCKED', 0, 0, 'queued', now(), 0 FROM blocked b
+SELECT b.turn_id, 'BLOCKED', 0, 0, 'queued', now(), 0, NULL FROM blocked b
 UNION ALL
 SELECT p.turn_id,
     CASE
@@ -73,8 +73,11 @@ SELECT p.turn_id,
         WHEN p.attempt - p.handoffs >= $12 THEN 'EXHAUSTED'
         ELSE NULL -- claimable by the snapshot, yet not taken: the row changed under the statement
     END,
-    p.attempt, p.fencing_token, p.status, coalesce(p.lease_expires_at, now()), 0
+    p.attempt, p.fencing_token, p.status, coalesce(p.lease_expires_at, now()), 0,
+    -- Who held the lease (NULL once released): a claim that took the row over took over their lease.
+    CASE WHEN p.status = 'running' THEN p.lease_owner END
 FROM req r CROSS JOIN LATERAL (
-    SELECT t.turn_id, t.status, t.attempt, t.handoffs, t.fencing_token, t.lease_expires_at, t.cancel_requested
+    SELECT t.turn_id, t.status, t.attempt, t.handoffs, t.fencing_token, t.lease_expires_at, t.cancel_requested,
+        t.lease_owner
     FROM turns t WHERE t.turn_id = r.turn_id OFFSET 0
 ) p

@@ -130,6 +130,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 			AttemptEnded: func(outcome string, _ int, took time.Duration) { m.attemptEnded(outcome, took) },
 			DeadLettered: func(reason string) { m.deadLettered.WithLabelValues(reason).Inc() },
 			Takeover:     func() { m.takeovers.Inc() },
+			Retry:        func(cause string) { m.retries.WithLabelValues(cause).Inc() },
 			Blocked:      func() { m.blocked.Inc() },
 			PublishRetried: func(terminal bool) {
 				if terminal {
@@ -412,6 +413,7 @@ type metrics struct {
 	renewals      *prometheus.CounterVec
 	renewedLeases prometheus.Counter
 	takeovers     prometheus.Counter
+	retries       *prometheus.CounterVec
 	blocked       prometheus.Counter
 	deadLettered  *prometheus.CounterVec
 	// publishRetries counts further tries of event groups Redis could not take, by kind of group.
@@ -477,8 +479,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "turnstile_worker_takeovers_total",
-			Help: "Attempts that took a turn over from an earlier attempt.",
+			Help: "Attempts that took a turn over from an earlier attempt whose lease expired while held (its worker died, stalled or was cut off).",
 		}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnstile_worker_retries_total",
+			Help: "Attempts after the first that are no takeover, by cause: released (the earlier attempt failed, or was handed off on drain, and released its lease) or own_lease (the same worker's earlier attempt's lease expired).",
+		}, []string{"cause"}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_worker_dead_lettered_total",
 			Help: "Records written to the dead-letter topic, by reason.",
@@ -511,6 +517,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.retentionThreads, m.vacuums, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.blocked, m.deadLettered, m.publishRetries)
+	for _, cause := range []string{execute.RetryReleased, execute.RetryOwnLease} {
+		m.retries.WithLabelValues(cause)
+	}
+	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.retentionThreads, m.vacuums, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.retries, m.blocked, m.deadLettered, m.publishRetries)
 	return m
 }

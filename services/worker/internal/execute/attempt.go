@@ -130,15 +130,31 @@ func (a *attempt) run(sessionSeq int64, acquiredAt time.Time) attemptResult {
 func (a *attempt) begin() {
 	base := a.sink.base()
 	if a.number > 1 {
-		if a.x.hooks.Takeover != nil {
-			a.x.hooks.Takeover()
-		}
+		a.counted()
 		a.sink.hold(a.ctx, wire.NewEvent(wire.EventRetrying, wire.RetryingData{EventBase: base, PreviousAttempt: a.number - 1}))
 	}
 	a.sink.hold(a.ctx, wire.NewEvent(wire.EventStarted, wire.StartedData{EventBase: base, SessionID: a.env.SessionID}))
 	// LogAttrs on the two lines every turn logs: an int or a duration passed as a key-value pair
 	// is put in an interface, an allocation even with the level off.
 	a.log.LogAttrs(a.ctx, slog.LevelInfo, "turn started", slog.Int("attempt", a.number))
+}
+
+// counted tells Hooks of an attempt after the first: a takeover of a lease that expired under
+// another attempt, or a retry (a lease released, or this path's own lease expired).
+func (a *attempt) counted() {
+	acq := &a.acq
+	switch {
+	case acq.expiredOwner != "" && !acq.ownLease:
+		a.log.InfoContext(a.ctx, "turn taken over from an expired lease", "attempt", a.number, "previous_owner", acq.expiredOwner)
+		if a.x.hooks.Takeover != nil {
+			a.x.hooks.Takeover()
+		}
+	case a.x.hooks.Retry == nil:
+	case acq.ownLease:
+		a.x.hooks.Retry(RetryOwnLease)
+	default:
+		a.x.hooks.Retry(RetryReleased)
+	}
 }
 
 // work runs the attempt's steps — the session's history, the earlier attempts' events, the agent,

@@ -140,8 +140,15 @@ type Hooks struct {
 	AttemptEnded func(outcome string, attempt int, took time.Duration)
 	// DeadLettered is called after a record was written to the dead-letter topic.
 	DeadLettered func(reason string)
-	// Takeover is called when an attempt takes over a turn from an earlier one.
+	// Takeover is called when an attempt takes a turn over from an earlier attempt that stopped
+	// renewing its lease (its worker died, stalled or was partitioned away): the claim took a
+	// lease that expired while held, and not the lease this turn path's own earlier attempt held.
 	Takeover func()
+	// Retry is called when an attempt after the first is no takeover, with its cause: "released"
+	// (the earlier attempt failed and released the lease, or handed the turn off on drain) or
+	// "own_lease" (this turn path's own earlier attempt's lease expired: its turn.started was
+	// refused, or its renewal failed, and no other worker took the turn meanwhile).
+	Retry func(cause string)
 	// Blocked is called when a claim found an earlier turn of the session not terminal, and the
 	// record was deferred (consume.Defer).
 	Blocked func()
@@ -272,7 +279,18 @@ type acquired struct {
 	// unstorable is the claim's refusal of the record's data (unstorable.go), when only the
 	// record's storable form could be claimed.
 	unstorable error
+	// expiredOwner is, when the claim took over a lease that expired while held, its holder
+	// (lease.Claim.ExpiredOwner); ownLease says that lease was this turn path's own earlier
+	// attempt's (same fencing token), so the attempt is a retry, not a takeover.
+	expiredOwner string
+	ownLease     bool
 }
+
+// Retry causes (Hooks.Retry).
+const (
+	RetryReleased = "released"
+	RetryOwnLease = "own_lease"
+)
 
 // turn is one record's turn on its way through the turn path: what its stages and attempts share.
 // decode fills it from the record; claimLease adds the lease it acquired.

@@ -149,8 +149,12 @@ func (t *turn) claimLease() (consume.Result, bool) {
 		t.finishUnleased(wire.StatusFailed, msg, "attempts_exhausted")
 		return consume.Commit, false
 	case turnstore.ClaimAcquired:
+		// t.acq still holds this path's earlier attempt, if any: a lease that expired under its
+		// token was this path's own.
+		own := claim.ExpiredOwner != "" && t.acq.token != 0 && claim.ExpiredToken == t.acq.token
 		t.acq = acquired{
 			attempt: claim.Attempt, token: claim.Token, sessionSeq: claim.SessionSeq, acquiredAt: acquiredAt, unstorable: unstorable,
+			expiredOwner: claim.ExpiredOwner, ownLease: own,
 		}
 		return 0, true
 	}

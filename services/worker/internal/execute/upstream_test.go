@@ -67,6 +67,7 @@ type upstreamFixture struct {
 	reader *streams.Reader
 	logs   *logRecorder
 	store  *lease.Store
+	owner  string
 }
 
 type fixtureOptions struct {
@@ -87,7 +88,8 @@ func newUpstreamFixture(t testing.TB, env *testenv.Env, o fixtureOptions, answer
 	guard := upstream.New(upstream.Config{Name: "fake-chat", Backoff: 10 * time.Millisecond})
 	ag, err := openai.New(openai.Config{BaseURL: chat.URL + "/v1", Model: "m", Guard: guard})
 	require.NoError(t, err)
-	store := lease.NewStore(env.Pool, "w-"+testenv.RandomHex(4), 10*time.Second, o.maxAttempts)
+	owner := "w-" + testenv.RandomHex(4)
+	store := lease.NewStore(env.Pool, owner, 10*time.Second, o.maxAttempts)
 	renewer := lease.NewRenewer(store, time.Second, env.Log)
 	require.NoError(t, renewer.Start(context.Background()))
 	t.Cleanup(func() { _ = renewer.Stop(context.Background()) })
@@ -97,7 +99,7 @@ func newUpstreamFixture(t testing.TB, env *testenv.Env, o fixtureOptions, answer
 		Agent: ag, Renewer: renewer, Log: slog.New(logs), Hooks: o.hooks,
 		MaxAttempts: o.maxAttempts, MinUsefulTime: 100 * time.Millisecond, RetryBackoff: o.retryBackoff,
 	})
-	return &upstreamFixture{x: x, chat: chat, reader: streams.NewReader(env.Redis, env.Config.KeyPrefix), logs: logs, store: store}
+	return &upstreamFixture{x: x, chat: chat, reader: streams.NewReader(env.Redis, env.Config.KeyPrefix), logs: logs, store: store, owner: owner}
 }
 
 // record returns a turn record of a fresh session whose deadline is d from now.

@@ -39,6 +39,12 @@ type Claim struct {
 	// cannot grow between an acquiring claim and the attempt: a history cache holding this sequence
 	// number is current without asking Postgres again.
 	SessionSeq int64
+	// ExpiredOwner and ExpiredToken name, on an acquired claim that took over a running turn whose
+	// lease had expired, the lease's holder and its fencing token: the claim took the lease of an
+	// attempt that stopped renewing it. Both are zero when the claim inserted the turn or took it
+	// queued, or when the lease had been released (after a failed attempt, or on drain).
+	ExpiredOwner string
+	ExpiredToken int64
 }
 
 // Store runs the lease statements (package turnstore) as one worker: its owner name, lease
@@ -168,10 +174,19 @@ func matchClaims(rows []turnstore.ClaimRow, pos []int, ids pgarray.UUIDs, out []
 	// A claimed row and a row as it was may both come back for one turn (the row as it was before
 	// this statement took it over): the claim wins.
 	found := make([]bool, len(ids))
+	// expired holds, by request, the claimable row as it was when a lease held on it had expired
+	// (a row with an owner), for the claim that took it over.
+	var expired map[int]turnstore.ClaimRow
 	for _, r := range rows {
 		i, ok := at[pgarray.UUID(r.TurnID)]
 		if !ok {
 			return nil, fmt.Errorf("claim turns: claim returned turn %s, which was not asked for", r.TurnID)
+		}
+		if r.Outcome == "" && r.LeaseOwner != "" {
+			if expired == nil {
+				expired = map[int]turnstore.ClaimRow{}
+			}
+			expired[i] = r
 		}
 		if r.Outcome == "" || (found[i] && out[pos[i]].Val.Outcome == turnstore.ClaimAcquired) {
 			// No outcome: the row as it was was claimable, so unless it was claimed it changed
@@ -188,6 +203,11 @@ func matchClaims(rows []turnstore.ClaimRow, pos []int, ids pgarray.UUIDs, out []
 			LeaseExpiresAt: r.LeaseExpiresAt, SessionSeq: r.SessionSeq,
 		}}
 		found[i] = true
+	}
+	for i, r := range expired {
+		if c := &out[pos[i]].Val; found[i] && c.Outcome == turnstore.ClaimAcquired {
+			c.ExpiredOwner, c.ExpiredToken = r.LeaseOwner, r.Token
+		}
 	}
 	var again []int
 	for i := range found {

@@ -636,3 +636,34 @@ func TestInputAndOutputStoredAsEncoded(t *testing.T) {
 		require.True(t, outSame, "output stored as %s, encoded %s", gotOut, out)
 	}
 }
+
+// TestClaimNamesTheExpiredLease checks what a claim says of the lease it took over: the holder and
+// token of a lease that expired while held, nothing for a new turn or a lease released after a
+// failed attempt.
+func TestClaimNamesTheExpiredLease(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	ctx := context.Background()
+	dead := NewStore(env.Pool, "dead-"+testenv.RandomHex(4), 50*time.Millisecond, 5)
+	live := NewStore(env.Pool, "live-"+testenv.RandomHex(4), time.Minute, 5)
+	req := request("expired-" + testenv.RandomHex(4))
+
+	first, err := dead.Claim(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, turnstore.ClaimAcquired, first.Outcome)
+	require.Empty(t, first.ExpiredOwner, "a new turn took no lease over")
+	waitExpired(t, env, req.Env.TurnID)
+
+	second, err := live.Claim(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, turnstore.ClaimAcquired, second.Outcome)
+	require.Equal(t, dead.owner, second.ExpiredOwner)
+	require.Equal(t, first.Token, second.ExpiredToken)
+
+	require.NoError(t, turnstore.New(env.Pool).ReleaseLease(ctx, req.Env.TurnID, second.Token, false))
+	third, err := live.Claim(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, turnstore.ClaimAcquired, third.Outcome)
+	require.Empty(t, third.ExpiredOwner, "a released lease expired under nobody")
+	require.Zero(t, third.ExpiredToken)
+}
