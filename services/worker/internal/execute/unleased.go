@@ -132,6 +132,10 @@ func (x *Executor) deadLetter(ctx context.Context, rec *kgo.Record, reason, msg 
 		x.log.ErrorContext(ctx, "dead-letter produce failed", "reason", reason, "err", err)
 		return false
 	}
+	// ctx carries the turn's ID and session (none for an undecodable record: its source says
+	// where it was).
+	x.log.WarnContext(ctx, "turn dead-lettered", "reason", reason, "error", msg, "attempt", attempts,
+		"dlq_topic", x.cfg.DLQTopic, "source", rec.Topic+"/"+strconv.Itoa(int(rec.Partition))+"/"+strconv.FormatInt(rec.Offset, 10))
 	if x.hooks.DeadLettered != nil {
 		x.hooks.DeadLettered(reason)
 	}

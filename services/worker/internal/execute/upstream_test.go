@@ -74,6 +74,10 @@ type fixtureOptions struct {
 	maxAttempts  int
 	retryBackoff time.Duration
 	hooks        Hooks
+	// log, when set, is the executor's logger instead of the fixture's recorder; deadLetters, when
+	// set, receives its dead letters.
+	log         *slog.Logger
+	deadLetters DeadLetterer
 }
 
 func newUpstreamFixture(t testing.TB, env *testenv.Env, o fixtureOptions, answer func(n int) agenttest.ChatAnswer) *upstreamFixture {
@@ -94,9 +98,13 @@ func newUpstreamFixture(t testing.TB, env *testenv.Env, o fixtureOptions, answer
 	require.NoError(t, renewer.Start(context.Background()))
 	t.Cleanup(func() { _ = renewer.Stop(context.Background()) })
 	logs := &logRecorder{}
+	log := slog.New(logs)
+	if o.log != nil {
+		log = o.log
+	}
 	x := New(Config{
 		Leases: store, Turns: turnstore.New(env.Pool), Streams: streams.NewPublisher(env.Redis, env.Config.KeyPrefix, 1000, time.Hour),
-		Agent: ag, Renewer: renewer, Log: slog.New(logs), Hooks: o.hooks,
+		Agent: ag, Renewer: renewer, Log: log, Hooks: o.hooks, DeadLetters: o.deadLetters, DLQTopic: "turns.dlq",
 		MaxAttempts: o.maxAttempts, MinUsefulTime: 100 * time.Millisecond, RetryBackoff: o.retryBackoff,
 	})
 	return &upstreamFixture{x: x, chat: chat, reader: streams.NewReader(env.Redis, env.Config.KeyPrefix), logs: logs, store: store, owner: owner}
