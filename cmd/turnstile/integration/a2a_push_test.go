@@ -263,6 +263,13 @@ func TestA2APushNotifications(t *testing.T) {
 			Message: a2aMessage("native", map[string]any{"demo": map[string]any{"tokens": 1}}),
 			Config:  &a2a.MessageSendConfig{Blocking: ptr(false)},
 		}))
+		// The task ends before its config to example.com is stored: a state change while it is
+		// stored would owe that address a notification, which this sandbox cannot deliver, and the
+		// next subtest waits for the whole outbox to drain.
+		testenv.WaitFor(t, 30*time.Second, "the task to complete", func() bool {
+			got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
+			return err == nil && got.Status.State == a2a.TaskStateCompleted
+		})
 		base := s.base + "/v1/turns/" + string(task.ID) + "/push-configs"
 		// do answers the status, the headers and the body (read and closed).
 		type answer struct {
