@@ -35,6 +35,12 @@
 // reconnects by itself (with Last-Event-ID) when a stream ends before the run: a draining replica
 // ends its streams that way.
 //
+// Routing: each of the Platform's path families (/ok, /info, /threads, /assistants, /runs, /store,
+// /crons) is a sub-router of its own, so every path under one is answered here, served or not:
+// the CORS preflight and headers (Config.CORSOrigins, through httpx.CORS), a body read as JSON
+// whatever its label (as the Platform reads it), and a 404 or 405 no route serves counted in
+// turnstile_langgraph_unrouted_total and logged at debug level with its method and path.
+//
 // Auth: the SDK sends its API key as x-api-key; it is forwarded as the native Bearer credential,
 // so auth, tenancy, admission and quotas are intake's. The thread table is read for the tenant the
 // key names (apikey), "default" with TURNSTILE_AUTH=off. Refusals are problem documents, whose
