@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -225,10 +226,20 @@ func (l loggedRole) Stop(ctx context.Context) error {
 // Main is the whole of a turnstile binary's main: it reads the configuration, runs a subcommand
 // (`migrate`, or one of the available roles' Commands) or the roles, and exits non-zero on failure. defaultRoles applies when
 // TURNSTILE_ROLES is unset.
-func Main(defaultRoles string, available []Role) { os.Exit(run(defaultRoles, available)) }
+func Main(defaultRoles string, available []Role) {
+	os.Exit(run(os.Args, os.Stdout, defaultRoles, available))
+}
 
-// run is Main's body; it returns the exit code so that its deferred calls run before the exit.
-func run(defaultRoles string, available []Role) int {
+// run is Main's body over the process's arguments (args[0] the binary's name) and standard output;
+// it returns the exit code so that its deferred calls run before the exit.
+func run(args []string, stdout io.Writer, defaultRoles string, available []Role) int {
+	// Help and version need no configuration.
+	if ok, err := builtin(args, stdout, defaultRoles, available); ok {
+		if err != nil {
+			return 1
+		}
+		return 0
+	}
 	if os.Getenv("TURNSTILE_ROLES") == "" {
 		_ = os.Setenv("TURNSTILE_ROLES", defaultRoles)
 	}
@@ -244,9 +255,9 @@ func run(defaultRoles string, available []Role) int {
 	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if len(os.Args) > 1 {
-		if err := runCommand(ctx, CommandEnv{Config: cfg, Log: log, Stdout: os.Stdout}, available, os.Args[1:]); err != nil {
-			log.Error("command failed", "command", os.Args[1], "err", err)
+	if len(args) > 1 {
+		if err := runCommand(ctx, CommandEnv{Config: cfg, Log: log, Stdout: stdout}, available, args[1:]); err != nil {
+			log.Error("command failed", "command", args[1], "err", err)
 			return 1
 		}
 		return 0

@@ -47,10 +47,11 @@ type Deps struct {
 func (d *Deps) LocalURL() string { return d.localURL }
 
 // NewDeps returns deps with a fresh metrics registry that also carries the Go and process
-// collectors.
+// collectors and turnstile_build_info.
 func NewDeps(cfg config.Config, log *slog.Logger) *Deps {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerBuildInfo(reg, BuildInfo())
 	tp, err := telemetry.NewProvider(telemetry.Options{
 		Service:      telemetry.ServiceName(cfg.RoleList()),
 		Instance:     cfg.InstanceID,

@@ -21,7 +21,9 @@
 // knows no domain command. Decision: `migrate [status]` stays here, as infrastructure of the
 // runner rather than of one role: the migrations are the schema of the whole platform, every
 // binary applies them at start under TURNSTILE_MIGRATE=auto, and a deployment's one-shot migrate
-// job must work with whichever binary it has.
+// job must work with whichever binary it has. `-h`/`--help`/`help` and `version`/`--version` are
+// answered before the configuration is read (version.go), so they work with none; every Deps'
+// registry carries turnstile_build_info.
 //
 // Decision: the dependencies a role needs (Postgres pool, Redis client) are created lazily, once,
 // and only if some role of the process asks for them, so `TURNSTILE_ROLES=broker` needs neither.
