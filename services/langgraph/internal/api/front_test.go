@@ -76,9 +76,15 @@ func TestCORS(t *testing.T) {
 		t.Parallel()
 		h, _ := front(t, Config{CORSOrigins: []string{app}})
 		for _, tc := range []struct{ method, path string }{
-			{"GET", "/ok"}, {"GET", "/info"}, {"POST", "/threads"}, {"GET", "/threads/t1"},
-			{"DELETE", "/threads/t1"}, {"POST", "/threads/t1/history"}, {"POST", "/threads/t1/runs/stream"},
-			{"GET", "/threads/t1/runs/r1/stream"}, {"POST", "/threads/t1/runs/r1/cancel"},
+			{"GET", "/ok"},
+			{"GET", "/info"},
+			{"POST", "/threads"},
+			{"GET", "/threads/t1"},
+			{"DELETE", "/threads/t1"},
+			{"POST", "/threads/t1/history"},
+			{"POST", "/threads/t1/runs/stream"},
+			{"GET", "/threads/t1/runs/r1/stream"},
+			{"POST", "/threads/t1/runs/r1/cancel"},
 			// Not served: the preflight passes, so the page reads the 404 problem that follows.
 			{"POST", "/assistants/search"},
 		} {
