@@ -18,17 +18,17 @@ import (
 // makes a turn's token the next one, and Fences reads them as turnstore.Store.Fences does.
 type tokens struct {
 	mu     sync.Mutex
-	last   int64
-	turns  map[uuid.UUID]int64
+	last   wire.FenceToken
+	turns  map[uuid.UUID]wire.FenceToken
 	reads  int
 	err    error
 	onRead func() // runs after the first read after it is set, then is cleared
 }
 
-func newTokens() *tokens { return &tokens{turns: map[uuid.UUID]int64{}} }
+func newTokens() *tokens { return &tokens{turns: map[uuid.UUID]wire.FenceToken{}} }
 
 // claim hands turn a new token, as a claim (or a finish that takes one) does.
-func (f *tokens) claim(turn uuid.UUID) int64 {
+func (f *tokens) claim(turn uuid.UUID) wire.FenceToken {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.last++
@@ -38,13 +38,13 @@ func (f *tokens) claim(turn uuid.UUID) int64 {
 
 // Fences reads the tokens, then runs onRead: what onRead does happens after the read, as if the
 // reply were still on its way.
-func (f *tokens) Fences(_ context.Context, turns []uuid.UUID) (int64, []int64, error) {
+func (f *tokens) Fences(_ context.Context, turns []uuid.UUID) (wire.FenceToken, []wire.FenceToken, error) {
 	f.mu.Lock()
 	f.reads++
 	hook := f.onRead
 	f.onRead = nil
 	err, last := f.err, f.last
-	out := make([]int64, len(turns))
+	out := make([]wire.FenceToken, len(turns))
 	for i, t := range turns {
 		out[i] = f.turns[t]
 	}
@@ -69,7 +69,7 @@ type fenced struct {
 	p       *Publisher
 	session string
 	row     uuid.UUID
-	token   int64
+	token   wire.FenceToken
 	attempt int
 }
 

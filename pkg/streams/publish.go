@@ -32,7 +32,7 @@ type Fencer interface {
 	// Fences returns floor, the newest fencing token handed out (every token handed out before
 	// the call is at most floor), and each turn's current token (turns.fencing_token; 0 for a
 	// turn with no row), in the order of turns.
-	Fences(ctx context.Context, turns []uuid.UUID) (floor int64, tokens []int64, err error)
+	Fences(ctx context.Context, turns []uuid.UUID) (floor wire.FenceToken, tokens []wire.FenceToken, err error)
 }
 
 // fenceRounds bounds how often one PublishMany establishes fences: each round answers a loss of
@@ -95,7 +95,7 @@ type Published struct {
 
 // Publish appends ev for turnID with its attempt's fencing token. It returns ErrStaleToken if a
 // newer attempt of the turn has already published. It is PublishMany of one message.
-func (p *Publisher) Publish(ctx context.Context, session wire.SessionKey, turnID string, token int64, ev wire.Event, traceparent string) (Published, error) {
+func (p *Publisher) Publish(ctx context.Context, session wire.SessionKey, turnID string, token wire.FenceToken, ev wire.Event, traceparent string) (Published, error) {
 	r := p.PublishMany(ctx, []Message{{Session: session, TurnID: turnID, Token: token, Event: ev, Traceparent: traceparent}})[0]
 	return r.Published, r.Err
 }
@@ -107,7 +107,7 @@ type Message struct {
 	// TurnRow is the turn's ID in Postgres (turns.turn_id), which TurnID may not be (a client's
 	// own ID, a region's prefix): a publisher with a Fencer reads the turn's token by it.
 	TurnRow     uuid.UUID
-	Token       int64
+	Token       wire.FenceToken
 	Event       wire.Event
 	Traceparent string
 }
@@ -201,7 +201,7 @@ func (p *Publisher) establish(ctx context.Context, ms []Message, out []PublishRe
 			continue
 		}
 		if u.open {
-			f.open[ms[i].Session] = u.fid + ":" + strconv.FormatInt(floor, 10)
+			f.open[ms[i].Session] = u.fid + ":" + strconv.FormatInt(int64(floor), 10)
 		}
 		sub = append(sub, ms[i])
 		back = append(back, i)
@@ -375,7 +375,7 @@ func (p *Publisher) script(ms []Message, blocks [][]int, minID string, f *fenceA
 			if f != nil {
 				verified = v.str(f.verified[i])
 			}
-			args = append(args, v.str(m.TurnID), v.int(m.Token), v.str(string(m.Event.Type)), v.data(m.Event.Data),
+			args = append(args, v.str(m.TurnID), v.int(int64(m.Token)), v.str(string(m.Event.Type)), v.data(m.Event.Data),
 				terminal, v.str(m.Traceparent), verified)
 		}
 	}

@@ -80,7 +80,7 @@ func legacyPublish(ctx context.Context, rdb redis.UniversalClient, prefix string
 	}
 	minID := strconv.FormatInt(time.Now().Add(-retention).UnixMilli(), 10)
 	res, err := legacyScript.Run(ctx, rdb, []string{k.Events, k.Meta},
-		m.TurnID, m.Token, string(m.Event.Type), string(m.Event.Data), terminal, maxLen,
+		m.TurnID, int64(m.Token), string(m.Event.Type), string(m.Event.Data), terminal, maxLen,
 		minID, retention.Milliseconds(), k.Notify, NewEpoch(), m.Traceparent).Slice()
 	if err != nil {
 		return 0, Cursor{}, err
@@ -155,7 +155,7 @@ func TestPublishManyMatchesLegacy(t *testing.T) {
 			}
 			typ := []wire.EventType{wire.EventStarted, wire.EventDelta, wire.EventDelta, wire.EventDelta, wire.EventCompleted, wire.EventFailed}[rng.IntN(6)]
 			ms[i] = Message{
-				Session: sk(s), TurnID: turn, Token: token,
+				Session: sk(s), TurnID: turn, Token: wire.FenceToken(token),
 				Event:       wire.Event{Type: typ, Data: []byte(fmt.Sprintf(`{"round":%d,"i":%d}`, round, i))},
 				Traceparent: []string{"", "00-tp"}[rng.IntN(2)],
 			}

@@ -485,7 +485,7 @@ func TestPublisherScriptAllocations(t *testing.T) {
 		ms := make([]Message, n)
 		blk := make([]int, n)
 		for i := range ms {
-			ms[i] = Message{Session: sk("a"), TurnID: "t", Token: 1000 + int64(i), Event: delta("t", i), Traceparent: "tp"}
+			ms[i] = Message{Session: sk("a"), TurnID: "t", Token: 1000 + wire.FenceToken(i), Event: delta("t", i), Traceparent: "tp"}
 			blk[i] = i
 		}
 		return testing.AllocsPerRun(100, func() { p.script(ms, [][]int{blk}, "123", nil) })

@@ -25,7 +25,7 @@ type Cancel struct {
 	// and the attempt its turn.cancelled event is published with. A running turn is not ended
 	// here: its worker sees the request (notification or next renewal) and ends it.
 	Ended   bool
-	Token   int64
+	Token   wire.FenceToken
 	Attempt int
 }
 
@@ -60,7 +60,7 @@ type Ended struct {
 	Session wire.SessionKey
 	// ClientTurnID is the ID the client minted (the events show it), or nil.
 	ClientTurnID *uuid.UUID
-	Token        int64
+	Token        wire.FenceToken
 	Attempt      int
 	// Error is the turn's stored error: what its terminal event says.
 	Error string

@@ -81,7 +81,7 @@ type ClaimRow struct {
 	// changed under the statement.
 	Outcome ClaimOutcome
 	Attempt int
-	Token   int64
+	Token   wire.FenceToken
 	// Status is the row's status: running for a claimed row.
 	Status wire.Status
 	// LeaseExpiresAt is when the lease ends (a claimed or a leased row).

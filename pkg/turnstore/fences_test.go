@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // TestFences checks the read a stream publisher establishes fences from: the floor bounds every
@@ -30,8 +31,8 @@ func TestFences(t *testing.T) {
 
 	floor, tokens, err := s.Fences(ctx, []uuid.UUID{b, uuid.New(), a})
 	require.NoError(t, err)
-	require.Equal(t, []int64{tb, 0, ta}, tokens)
-	require.GreaterOrEqual(t, floor, max(ta, tb))
+	require.Equal(t, []wire.FenceToken{wire.FenceToken(tb), 0, wire.FenceToken(ta)}, tokens)
+	require.GreaterOrEqual(t, floor, wire.FenceToken(max(ta, tb)))
 
 	floor, tokens, err = s.Fences(ctx, nil)
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 // FinishTurn ends a running turn held with token with a terminal status other than succeeded
 // (ErrFenced if the token is not the turn's). A non-empty deadLetter marks the turn as owed to the
 // dead-letter topic for that reason (see ClearDeadLetter).
-func (s *Store) FinishTurn(ctx context.Context, turnID uuid.UUID, token int64, status wire.Status, msg, deadLetter string) error {
+func (s *Store) FinishTurn(ctx context.Context, turnID uuid.UUID, token wire.FenceToken, status wire.Status, msg, deadLetter string) error {
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE turns SET status = $3, error = nullif($4, ''), finished_at = now(),
 			dead_letter_reason = nullif($5, ''), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
@@ -34,7 +34,7 @@ func (s *Store) FinishTurn(ctx context.Context, turnID uuid.UUID, token int64, s
 // FinishUnleased ends a turn that nobody holds (queued, or running with an expired lease) with a
 // terminal status, and returns the fresh token its final events are published with and its
 // attempt. ErrFenced means the turn is held or ended, and was left alone.
-func (s *Store) FinishUnleased(ctx context.Context, turnID uuid.UUID, status wire.Status, msg, deadLetter string) (token int64, attempt int, err error) {
+func (s *Store) FinishUnleased(ctx context.Context, turnID uuid.UUID, status wire.Status, msg, deadLetter string) (token wire.FenceToken, attempt int, err error) {
 	err = s.pool.QueryRow(ctx, `
 		UPDATE turns SET status = $2, error = nullif($3, ''), finished_at = now(), dead_letter_reason = nullif($4, ''),
 			fencing_token = nextval('fencing_token_seq'), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
@@ -83,7 +83,7 @@ var expireSQL = include(expireTemplate, "push_configs.sql", pushConfigsCTE)
 // ExpireTurn records the turn as expired unless someone holds it, it ended or its cancellation was
 // requested, and returns the fresh token its turn.expired event is published with. ErrFenced means
 // it was left alone.
-func (s *Store) ExpireTurn(ctx context.Context, p *ExpireParams) (token int64, attempt int, err error) {
+func (s *Store) ExpireTurn(ctx context.Context, p *ExpireParams) (token wire.FenceToken, attempt int, err error) {
 	var n Notifications
 	n.Add(0, p.Webhook, p.PushConfigs, p.Task, 1)
 	urls, tokens, configs, tasks := n.args()
@@ -102,7 +102,7 @@ func (s *Store) ExpireTurn(ctx context.Context, p *ExpireParams) (token int64, a
 type Final struct {
 	Status  wire.Status
 	Attempt int
-	Token   int64
+	Token   wire.FenceToken
 	Output  wire.Output
 	Error   string
 	// DeadLetter is the reason the turn is still owed to the dead-letter topic, or empty.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/turnstile-run/turnstile/pkg/pgarray"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // ErrFenced is returned when a statement's fencing token is no longer the turn's: another attempt
@@ -63,7 +64,7 @@ func (s *Store) RenewLeases(ctx context.Context, p *RenewParams) ([]Renewal, err
 // ReleaseLease gives up the lease of a running turn held with token, so another worker can take the
 // turn over at once (ErrFenced if the token is not the turn's). handoff marks a release on drain,
 // which does not count towards the attempt limit; a release after a failed attempt does.
-func (s *Store) ReleaseLease(ctx context.Context, turnID uuid.UUID, token int64, handoff bool) error {
+func (s *Store) ReleaseLease(ctx context.Context, turnID uuid.UUID, token wire.FenceToken, handoff bool) error {
 	inc := 0
 	if handoff {
 		inc = 1
@@ -83,7 +84,7 @@ func (s *Store) ReleaseLease(ctx context.Context, turnID uuid.UUID, token int64,
 
 // RecordAttemptError stores the error of a failed attempt on the row of a running turn held with
 // token, so the turn's status shows why it is being retried. A stale token changes nothing.
-func (s *Store) RecordAttemptError(ctx context.Context, turnID uuid.UUID, token int64, msg string) error {
+func (s *Store) RecordAttemptError(ctx context.Context, turnID uuid.UUID, token wire.FenceToken, msg string) error {
 	_, err := s.pool.Exec(ctx, `UPDATE turns SET error = $3, updated_at = now()
 		WHERE turn_id = $1 AND fencing_token = $2 AND status = 'running'`, turnID, token, msg)
 	if err != nil {

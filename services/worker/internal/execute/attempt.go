@@ -35,7 +35,7 @@ type attempt struct {
 	number int
 	// token is the fencing token every write of the attempt carries: the statements that end the
 	// turn, and every event the sink publishes.
-	token int64
+	token wire.FenceToken
 	sink  attemptSink
 	// attemptCtx is a running attempt's context, a child of the turn's: the renewer cancels it with
 	// lease.ErrLeaseLost or lease.ErrCancelRequested, and it ends with the turn's.

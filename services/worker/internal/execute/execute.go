@@ -273,7 +273,7 @@ func (t *turn) open() bool {
 // acquired is what runAttempt needs of a claim that acquired the turn's lease.
 type acquired struct {
 	attempt    int
-	token      int64
+	token      wire.FenceToken
 	sessionSeq int64
 	acquiredAt time.Time
 	// unstorable is the claim's refusal of the record's data (unstorable.go), when only the
@@ -335,7 +335,7 @@ func (t *turn) claim(req lease.ClaimRequest) (lease.Claim, error) {
 // publishes its events: the one place an attempt and its sink are made, whether the attempt runs
 // (a claim acquired the lease) or only ends the turn (a statement that ended it returned the
 // token).
-func (t *turn) attempt(number int, token int64) *attempt {
+func (t *turn) attempt(number int, token wire.FenceToken) *attempt {
 	x := t.x
 	return &attempt{
 		turn: t, number: number, token: token,

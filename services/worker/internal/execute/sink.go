@@ -52,7 +52,7 @@ type attemptSink struct {
 	// row is the turn's ID in Postgres, which turnID (as its client knows it) may not be.
 	row     uuid.UUID
 	attempt int
-	token   int64
+	token   wire.FenceToken
 	// traceparent is the record's trace context, for events published where the turn's context
 	// has none.
 	traceparent string

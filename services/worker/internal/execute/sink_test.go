@@ -77,7 +77,7 @@ func (f publishFunc) Do(ctx context.Context, ms []streams.Message) ([]streams.Pu
 }
 
 // sink returns an attempt's sink whose held events linger for linger.
-func (r *recordedPublisher) sink(sessionID string, token int64, linger time.Duration) *attemptSink {
+func (r *recordedPublisher) sink(sessionID string, token wire.FenceToken, linger time.Duration) *attemptSink {
 	return &attemptSink{pub: publishFunc(r.publish), session: wire.NewSessionKey("t", sessionID), turnID: "turn-" + sessionID, attempt: 1, token: token, lingerFor: linger}
 }
 
@@ -97,7 +97,7 @@ const forever = time.Hour
 // startedSink returns a recorded publisher and an attempt's sink on it (session sessionID, token
 // token, its held events lingering for linger) that holds turn.started; the sink is discarded when
 // the test ends.
-func startedSink(t *testing.T, sessionID string, token int64, linger time.Duration) (*recordedPublisher, *attemptSink) {
+func startedSink(t *testing.T, sessionID string, token wire.FenceToken, linger time.Duration) (*recordedPublisher, *attemptSink) {
 	t.Helper()
 	r := newRecordedPublisher(t)
 	s := r.sink(sessionID, token, linger)

@@ -21,7 +21,7 @@ func TestPriorReader(t *testing.T) {
 	ctx := context.Background()
 	pub := streams.NewPublisher(env.Redis, env.Config.KeyPrefix, 10000, time.Hour)
 	session, turn, other := wire.NewSessionKey("t", "s-"+uuid.NewString()), uuid.NewString(), uuid.NewString()
-	publish := func(turnID string, token int64, ev wire.Event) {
+	publish := func(turnID string, token wire.FenceToken, ev wire.Event) {
 		_, err := pub.Publish(ctx, session, turnID, token, ev, "")
 		require.NoError(t, err)
 	}

@@ -29,7 +29,7 @@ const statementTries = 3
 type Claim struct {
 	Outcome turnstore.ClaimOutcome
 	Attempt int
-	Token   int64
+	Token   wire.FenceToken
 	// Status is the row's status when the outcome is turnstore.ClaimDone.
 	Status wire.Status
 	// LeaseExpiresAt is when the current holder's lease ends (turnstore.ClaimLeased) or this worker's (turnstore.ClaimAcquired).
@@ -44,7 +44,7 @@ type Claim struct {
 	// attempt that stopped renewing it. Both are zero when the claim inserted the turn or took it
 	// queued, or when the lease had been released (after a failed attempt, or on drain).
 	ExpiredOwner string
-	ExpiredToken int64
+	ExpiredToken wire.FenceToken
 }
 
 // Store runs the lease statements (package turnstore) as one worker: its owner name, lease
@@ -353,7 +353,7 @@ func isDataError(err error) bool {
 // Held names a lease this worker holds.
 type Held struct {
 	TurnID uuid.UUID
-	Token  int64
+	Token  wire.FenceToken
 }
 
 // Renew extends every given lease in one statement and returns those still held, with their cancel
@@ -373,14 +373,14 @@ func (s *Store) Renew(ctx context.Context, held []Held) ([]turnstore.Renewal, er
 
 // Complete marks the turn succeeded with output and appends its messages to the session history,
 // conditional on the token (turnstore.ErrFenced otherwise). It is CompleteMany of one completion.
-func (s *Store) Complete(ctx context.Context, turnID uuid.UUID, token int64, output wire.Output) error {
+func (s *Store) Complete(ctx context.Context, turnID uuid.UUID, token wire.FenceToken, output wire.Output) error {
 	return s.CompleteMany(ctx, []Completion{{TurnID: turnID, Token: token, Output: output}})[0].Err
 }
 
 // Completion is one turn's completion for CompleteMany.
 type Completion struct {
 	TurnID uuid.UUID
-	Token  int64
+	Token  wire.FenceToken
 	Output wire.Output
 }
 
@@ -452,7 +452,7 @@ func usageText(u *wire.Usage) pgarray.Text {
 
 // Expire records the turn as expired unless someone holds it or it ended, and returns the fresh token
 // its turn.expired event is published with. turnstore.ErrFenced means it was left alone.
-func (s *Store) Expire(ctx context.Context, req ClaimRequest, msg string) (token int64, attempt int, err error) {
+func (s *Store) Expire(ctx context.Context, req ClaimRequest, msg string) (token wire.FenceToken, attempt int, err error) {
 	r, err := encodeClaim(req)
 	if err != nil {
 		return 0, 0, err

@@ -452,7 +452,7 @@ func TestLockOrder(t *testing.T) {
 
 	// run claims two turns, locks the one with the larger turn_id from another transaction, runs
 	// stmt with the larger first, and requires that stmt locks the smaller while it waits.
-	run := func(t *testing.T, stmt func(s *Store, ids []uuid.UUID, tokens []int64)) {
+	run := func(t *testing.T, stmt func(s *Store, ids []uuid.UUID, tokens []wire.FenceToken)) {
 		t.Helper()
 		env := setup(t)
 		s := NewStore(env.Pool, "a", time.Minute, 3)
@@ -463,7 +463,7 @@ func TestLockOrder(t *testing.T) {
 			a.Env.TurnID, b.Env.TurnID = b.Env.TurnID, a.Env.TurnID
 		}
 		var ids []uuid.UUID
-		var tokens []int64
+		var tokens []wire.FenceToken
 		for _, r := range []ClaimRequest{a, b} {
 			c, err := s.Claim(ctx, r)
 			require.NoError(t, err)
@@ -493,7 +493,7 @@ func TestLockOrder(t *testing.T) {
 
 	t.Run("Renew", func(t *testing.T) {
 		t.Parallel()
-		run(t, func(s *Store, ids []uuid.UUID, tokens []int64) {
+		run(t, func(s *Store, ids []uuid.UUID, tokens []wire.FenceToken) {
 			renewed, err := s.Renew(ctx, []Held{{ids[0], tokens[0]}, {ids[1], tokens[1]}})
 			assert.NoError(t, err)
 			assert.Len(t, renewed, 2)
@@ -502,7 +502,7 @@ func TestLockOrder(t *testing.T) {
 
 	t.Run("CompleteMany", func(t *testing.T) {
 		t.Parallel()
-		run(t, func(s *Store, ids []uuid.UUID, tokens []int64) {
+		run(t, func(s *Store, ids []uuid.UUID, tokens []wire.FenceToken) {
 			res := s.CompleteMany(ctx, []Completion{{ids[0], tokens[0], wire.Output{Text: "a"}}, {ids[1], tokens[1], wire.Output{Text: "b"}}})
 			for _, r := range res {
 				assert.NoError(t, r.Err)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // Causes with which the renewer cancels an attempt's context.
@@ -36,7 +37,7 @@ type Renewer struct {
 }
 
 type heldLease struct {
-	token   int64
+	token   wire.FenceToken
 	expires time.Time
 	cancel  context.CancelCauseFunc
 }
@@ -48,7 +49,7 @@ func NewRenewer(store *Store, interval time.Duration, log *slog.Logger) *Renewer
 
 // Track adds a lease acquired at acquiredAt (taken before the claim was sent, so the local view of
 // expiry is never later than the database's).
-func (r *Renewer) Track(turnID uuid.UUID, token int64, acquiredAt time.Time, cancel context.CancelCauseFunc) {
+func (r *Renewer) Track(turnID uuid.UUID, token wire.FenceToken, acquiredAt time.Time, cancel context.CancelCauseFunc) {
 	r.mu.Lock()
 	r.held[turnID] = &heldLease{token: token, expires: acquiredAt.Add(r.store.TTL()), cancel: cancel}
 	r.mu.Unlock()
