@@ -49,7 +49,7 @@ func TestTakeoverCounted(t *testing.T) {
 
 	// expiredUnder claims the record's turn as owner with a lease that expires at once and waits
 	// until it has.
-	expiredUnder := func(t *testing.T, f *upstreamFixture, owner string, rec *lease.ClaimRequest) {
+	expiredUnder := func(t *testing.T, owner string, rec *lease.ClaimRequest) {
 		t.Helper()
 		dead := lease.NewStore(env.Pool, owner, 50*time.Millisecond, 3)
 		c, err := dead.Claim(ctx, *rec)
@@ -75,7 +75,7 @@ func TestTakeoverCounted(t *testing.T) {
 				owner = f.owner
 			}
 			turn.SessionID = turn.SessionKey().String() // as the executor claims it
-			expiredUnder(t, f, owner, &lease.ClaimRequest{Env: turn, Partition: rec.Partition, Offset: rec.Offset})
+			expiredUnder(t, owner, &lease.ClaimRequest{Env: turn, Partition: rec.Partition, Offset: rec.Offset})
 			require.Equal(t, consume.Commit, f.x.Handle(ctx, rec))
 			require.EqualValues(t, 1, takeovers.Load(), "taking over an expired lease is a takeover")
 			require.Zero(t, retries.Load())
