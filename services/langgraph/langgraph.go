@@ -39,8 +39,8 @@ func New(ctx context.Context, d *app.Deps) (*LangGraph, error) {
 	fd := frontdoor.New(frontdoor.FromConfig(cfg, d.LocalURL()))
 	h := api.New(api.Config{
 		Assistants: cfg.LangGraph.AssistantList(), Auth: cfg.Auth.Enabled(),
-		CORSOrigins: cfg.LangGraph.CORSOriginList(),
-		KeepAlive:   cfg.KeepAlive, MaxBody: cfg.MaxBody, RetryAfter: cfg.Intake.RetryAfter,
+		CORSOrigins: cfg.LangGraph.CORSOriginList(), Version: app.BuildInfo().Version,
+		KeepAlive: cfg.KeepAlive, MaxBody: cfg.MaxBody, RetryAfter: cfg.Intake.RetryAfter,
 		Region: place, ThreadsMax: cfg.LangGraph.ThreadsMax, MetadataMax: cfg.LangGraph.MetadataMax,
 	}, fd, pool, log, d.Registry)
 	return &LangGraph{handler: h, StreamShell: app.NewStreamShell(app.ShellConfig{

@@ -68,6 +68,9 @@ type Config struct {
 	ThreadsMax int
 	// MetadataMax bounds a thread's metadata in bytes (TURNSTILE_LANGGRAPH_METADATA_MAX).
 	MetadataMax int
+	// Version is the server version GET /info answers (pkg/app's build version). Defaults to
+	// "unknown".
+	Version string
 	// Region is this region (TURNSTILE_REGION and the region map): minted thread IDs carry its
 	// code (run IDs are turn IDs and carry it already), and another region's thread or run is
 	// answered 421. The zero value is single-region mode.
@@ -75,6 +78,9 @@ type Config struct {
 }
 
 func (c *Config) applyDefaults() {
+	if c.Version == "" {
+		c.Version = "unknown"
+	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = KeepAliveDefault
 	}

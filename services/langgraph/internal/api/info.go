@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"runtime/debug"
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 )
@@ -17,14 +16,6 @@ type info struct {
 	Host    map[string]any  `json:"host"`
 }
 
-// version is the module version of this binary ("(devel)" in a build from a work tree).
-var version = func() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
-}()
-
 func (h *Handler) getOK(w http.ResponseWriter, _ *http.Request) {
 	h.ok("ok")
 	httpx.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
@@ -33,7 +24,7 @@ func (h *Handler) getOK(w http.ResponseWriter, _ *http.Request) {
 func (h *Handler) getInfo(w http.ResponseWriter, _ *http.Request) {
 	h.ok("info")
 	httpx.WriteJSON(w, http.StatusOK, info{
-		Version: version,
+		Version: h.cfg.Version,
 		Flags:   map[string]bool{"assistants": false, "crons": false, "langsmith": false, "langsmith_tracing_replicas": false},
 		Host:    map[string]any{"kind": "self-hosted", "project_id": nil, "revision_id": nil, "tenant_id": nil},
 	})
