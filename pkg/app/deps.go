@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/turnstile-run/turnstile/pkg/admission"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
@@ -38,6 +39,9 @@ type Deps struct {
 	redisOnce sync.Once
 	redis     redis.UniversalClient
 
+	admissionOnce sync.Once
+	admission     *admission.Budget
+
 	// localURL is the process's own HTTP listener, set by Start before any role is built.
 	localURL string
 }
@@ -45,6 +49,30 @@ type Deps struct {
 // LocalURL is the base URL of the process's own HTTP listener ("http://127.0.0.1:8080"); Start
 // sets it before it builds the roles.
 func (d *Deps) LocalURL() string { return d.localURL }
+
+// Admission returns the process's stream budget (pkg/admission), made on first use from the
+// TURNSTILE_GATEWAY_MAX_* caps with its metrics on Registry: every role's long-lived streams —
+// the gateway's, A2A's, the AI SDK's, LangGraph's — count against it together, so roles composed
+// in one process share one cap and one tenant share.
+func (d *Deps) Admission() *admission.Budget {
+	d.admissionOnce.Do(func() {
+		gs := d.Config.Gateway
+		or := func(v, def int) int {
+			if v == 0 {
+				return def
+			}
+			return v
+		}
+		d.admission = admission.New(admission.Config{
+			MaxStreams:    or(gs.MaxConnections, config.GatewayMaxConnectionsDefault),
+			MaxPerSession: or(gs.MaxPerSession, config.GatewayMaxPerSessionDefault),
+			TenantShare:   or(gs.MaxTenantShare, config.GatewayMaxTenantShareDefault),
+			Retry:         gs.OverloadRetry,
+		})
+		d.admission.Register(d.Registry)
+	})
+	return d.admission
+}
 
 // NewDeps returns deps with a fresh metrics registry that also carries the Go and process
 // collectors and turnstile_build_info.

@@ -75,12 +75,18 @@ var (
 	// Quotas (429, with Retry-After).
 	ProblemRateLimited = ProblemType{"rate-limited", http.StatusTooManyRequests}
 	ProblemQueueQuota  = ProblemType{"queued-turns-quota", http.StatusTooManyRequests}
+	// ProblemTenantStreamShare refuses a long-lived stream of a tenant that holds its share of a
+	// replica's open streams (pkg/admission).
+	ProblemTenantStreamShare = ProblemType{"tenant-stream-share", http.StatusTooManyRequests}
 
 	// Capacity and dependencies (503, with a jittered Retry-After).
 	ProblemBacklog         = ProblemType{"backlog-too-old", http.StatusServiceUnavailable}
 	ProblemDeadlineUnreach = ProblemType{"deadline-unreachable", http.StatusServiceUnavailable}
 	ProblemKafkaUnavail    = ProblemType{"kafka-unavailable", http.StatusServiceUnavailable}
 	ProblemStoreUnavail    = ProblemType{"store-unavailable", http.StatusServiceUnavailable}
+	// ProblemOverCapacity refuses a long-lived stream of a replica, or a session, that holds as
+	// many open streams as its cap allows (pkg/admission).
+	ProblemOverCapacity = ProblemType{"over-capacity", http.StatusServiceUnavailable}
 	// ProblemRegionUnavailable is the router's answer when the region owning a request cannot be
 	// reached; the "region" member names it. Never "not found": the work still exists there.
 	ProblemRegionUnavailable = ProblemType{"region-unavailable", http.StatusServiceUnavailable}
@@ -94,6 +100,7 @@ func ProblemTypes() []ProblemType {
 		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemSessionNotFound,
 		ProblemTurnNotFound, ProblemPushConfigNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemNotFound, ProblemMethodNotAllowed,
 		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemThreadBusy, ProblemPushConfigsLimit, ProblemThreadsLimit, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
-		ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail, ProblemRegionUnavailable,
+		ProblemTenantStreamShare, ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail,
+		ProblemOverCapacity, ProblemRegionUnavailable,
 	}
 }

@@ -85,6 +85,7 @@ func NewContext(ctx context.Context, d *app.Deps) (*Gateway, error) {
 		MaxConnections: gs.MaxConnections, MaxPerSession: gs.MaxPerSession, MaxTenantShare: gs.MaxTenantShare,
 		DrainBatch: gs.DrainBatch, DrainInterval: gs.DrainInterval, WriteTimeout: gs.WriteTimeout,
 		CORSOrigins: gs.CORSOriginList(), Tokens: tokens, Revocations: revoked, Region: place,
+		Admission: d.Admission(),
 	}, h, reader, log, d.Registry)
 	d.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

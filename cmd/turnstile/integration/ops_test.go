@@ -56,6 +56,7 @@ func TestMetricsDocumented(t *testing.T) {
 		"turnstile_backlog_age_seconds", "turnstile_intake_requests_total",
 		"turnstile_worker_attempts_total", "turnstile_gateway_events_sent_total", "turnstile_gateway_delivery_lag_seconds",
 		"turnstile_a2a_requests_total", "turnstile_a2a_streams",
+		"turnstile_streams_admitted_total", "turnstile_streams_open",
 	} {
 		require.True(t, exposed[name], "%s is not exposed after a turn", name)
 	}

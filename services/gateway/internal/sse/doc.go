@@ -13,10 +13,10 @@
 // function, parseOpen in params.go. The session ID is checked first; the token next, so a caller
 // without a valid one learns nothing about its other parameters; then turn_id and the cursor.
 //
-// Answers. Anything retryable — draining, a replica or session over its connection cap, a tenant
-// over its share of the replica's cap (Config.MaxTenantShare, so one tenant cannot leave the others
-// no slot), a slow client cut loose, Redis briefly unavailable — ends a 200 stream with a jittered
-// "retry:" and a comment, because EventSource gives up for good on any non-200. Non-200 is kept for
+// Answers. Anything retryable — draining, a process or session over its cap of open streams, a
+// tenant over its share of that cap (pkg/admission, counting every front door's streams, so one
+// tenant cannot leave the others no slot), a slow client cut loose, Redis briefly unavailable —
+// ends a 200 stream with a jittered "retry:" and a comment, because EventSource gives up for good on any non-200. Non-200 is kept for
 // what must not be retried, each a problem type of pkg/httpx's catalog: 400 for a malformed session
 // ID, turn ID or cursor; 401 for a missing or invalid (unauthenticated) or expired
 // (stream-token-expired) stream token, or one whose API key was revoked (package revoke; an open
@@ -35,7 +35,9 @@
 // each with its own jittered retry, so clients return to other replicas without a herd.
 //
 // A request to open a stream goes through four steps in handler.go: parse (parseOpen), authorize
-// (auth.go), admit (package admission's caps, after the drain check) and open (subscribe, replay,
+// (auth.go), admit (pkg/admission's budget, after the drain check; the process's one budget,
+// shared with its other front doors, so a stream a front door of this process opened with its
+// slot's ticket rides on that slot) and open (subscribe, replay,
 // go live). From its admission a stream is one value of type stream (stream.go), tracked by the
 // handler's embedded lifecycle.Streams (Drain, Cut, Wait) and parked in a pkg/park lot.
 //

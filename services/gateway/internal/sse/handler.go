@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/turnstile-run/turnstile/pkg/admission"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
@@ -25,7 +26,6 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/wire"
-	"github.com/turnstile-run/turnstile/services/gateway/internal/admission"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/hub"
 	"github.com/turnstile-run/turnstile/services/gateway/internal/revoke"
 )
@@ -46,15 +46,19 @@ type Config struct {
 	OverloadRetry time.Duration
 	// ReplayBatch is how many entries one replay read fetches. Defaults to ReplayBatchDefault.
 	ReplayBatch int64
-	// MaxConnections caps this replica's open streams. Defaults to
+	// Admission is the process's stream budget, shared with the other front doors of the process
+	// (pkg/app's Deps.Admission). Nil makes the handler its own of MaxConnections, MaxPerSession
+	// and MaxTenantShare, its metrics on the handler's registry.
+	Admission *admission.Budget
+	// MaxConnections caps this replica's open streams when Admission is nil. Defaults to
 	// config.GatewayMaxConnectionsDefault.
 	MaxConnections int
-	// MaxPerSession caps one session's open streams on this replica. Defaults to
-	// config.GatewayMaxPerSessionDefault.
+	// MaxPerSession caps one session's open streams on this replica when Admission is nil.
+	// Defaults to config.GatewayMaxPerSessionDefault.
 	MaxPerSession int
 	// MaxTenantShare is the percentage of MaxConnections one tenant's streams may hold (at least
-	// one stream); it applies to streams whose token names a tenant. Defaults to
-	// config.GatewayMaxTenantShareDefault.
+	// one stream) when Admission is nil; it applies to streams whose token names a tenant.
+	// Defaults to config.GatewayMaxTenantShareDefault.
 	MaxTenantShare int
 	// DrainBatch streams are closed at once when draining, DrainInterval (jittered) apart.
 	// Default config.GatewayDrainBatchDefault and config.GatewayDrainIntervalDefault.
@@ -129,8 +133,8 @@ type Handler struct {
 	anyOK  bool
 
 	lifecycle.Streams
-	caps *admission.Caps
-	lot  *park.Lot
+	budget *admission.Budget
+	lot    *park.Lot
 
 	connections prometheus.Gauge
 	sent        prometheus.Counter
@@ -145,7 +149,7 @@ func New(cfg Config, h *hub.Hub, reader *streams.Reader, log *slog.Logger, reg p
 	hd := &Handler{
 		cfg: cfg, hub: h, reader: reader, log: log, cors: map[string]bool{},
 		Streams: lifecycle.Streams{DrainBatch: cfg.DrainBatch, DrainInterval: cfg.DrainInterval},
-		caps:    admission.New(cfg.MaxConnections, cfg.MaxPerSession, cfg.MaxTenantShare),
+		budget:  cfg.Admission,
 		lot: park.New(park.Config{
 			KeepAlive: cfg.KeepAlive, Log: log,
 			// The lot wakes the live streams of a newly revoked key.
@@ -180,6 +184,13 @@ func New(cfg Config, h *hub.Hub, reader *streams.Reader, log *slog.Logger, reg p
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 	})
 	reg.MustRegister(hd.connections, hd.sent, hd.resumes, hd.closed, hd.lag)
+	if hd.budget == nil {
+		hd.budget = admission.New(admission.Config{
+			MaxStreams: cfg.MaxConnections, MaxPerSession: cfg.MaxPerSession, TenantShare: cfg.MaxTenantShare,
+			Retry: cfg.OverloadRetry,
+		})
+		hd.budget.Register(reg)
+	}
 	return hd
 }
 
@@ -251,7 +262,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	st, refusal := h.admit(session, claims, o.TurnID)
+	st, refusal := h.admit(session, claims, o.TurnID, r.Header.Get(admission.TicketHeader))
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-store")
@@ -265,15 +276,20 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // admit takes a stream into the handler's books, or says why not: draining, or the cap that
-// refuses it (package admission).
-func (h *Handler) admit(session wire.SessionKey, claims streamtoken.Claims, turn string) (*stream, string) {
+// refuses it (pkg/admission). A stream a front door of this process opened with its ticket rides
+// on the front door's slot: it is counted once, as that front door's.
+func (h *Handler) admit(session wire.SessionKey, claims streamtoken.Claims, turn, ticket string) (*stream, string) {
 	if h.Draining() {
 		return nil, "draining"
 	}
-	if refusal := h.caps.Admit(session, claims.Tenant); refusal != "" {
-		return nil, string(refusal)
+	var slot *admission.Slot
+	if !h.budget.Backs(ticket, session) {
+		var refusal admission.Refusal
+		if slot, refusal = h.budget.Admit(admission.DoorGateway, session, claims.Tenant); refusal != "" {
+			return nil, string(refusal)
+		}
 	}
-	st := &stream{h: h, session: session, apiKey: claims.APIKeyID, tenant: claims.Tenant, turn: turn}
+	st := &stream{h: h, session: session, apiKey: claims.APIKeyID, turn: turn, slot: slot}
 	// Drain and Cut wake the stream once it opened; it sees tracked.Done in its next round, or in
 	// its first once live.
 	st.tracked = h.Track(func() {
@@ -284,7 +300,7 @@ func (h *Handler) admit(session wire.SessionKey, claims streamtoken.Claims, turn
 	if h.Draining() {
 		// The drain began after the check above: the stream is refused as it would have been.
 		st.tracked.Release()
-		h.caps.Release(session, claims.Tenant)
+		slot.Release()
 		return nil, "draining"
 	}
 	h.connections.Inc()

@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/turnstile-run/turnstile/pkg/admission"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/park"
 	"github.com/turnstile-run/turnstile/pkg/streams"
@@ -32,8 +33,8 @@ const (
 type stream struct {
 	h       *Handler
 	session wire.SessionKey
-	apiKey  string // the token's API key ID, "" for none
-	tenant  string // the token's tenant, "" without tokens
+	apiKey  string          // the token's API key ID, "" for none
+	slot    *admission.Slot // its place under the caps; nil when it rides on a front door's
 	tracked *lifecycle.Stream
 	parked  atomic.Pointer[park.Stream] // set once, when the stream opens
 	sub     *hub.Subscriber
@@ -110,7 +111,7 @@ func (s *stream) release() {
 	if s.sub != nil {
 		s.h.hub.Unsubscribe(s.sub)
 	}
-	s.h.caps.Release(s.session, s.tenant)
+	s.slot.Release()
 	s.h.connections.Dec()
 	s.tracked.Release()
 }
