@@ -26,22 +26,25 @@ type GatewaySettings struct {
 	// CORSOrigins is a comma list of origins allowed to open streams from a browser on another
 	// origin ("*" allows any). Defaults to none: same origin only.
 	CORSOrigins string `env:"TURNSTILE_GATEWAY_CORS_ORIGINS"`
-	// MaxConnections caps the open streams of one replica; beyond it a stream is answered inside
-	// a 200 with a retry hint. Defaults to 20000.
+	// MaxConnections caps the open long-lived streams of one process, every front door's together
+	// (pkg/admission): the gateway's event streams and the A2A, AI SDK and LangGraph streams,
+	// parked or not. Beyond it the gateway answers a stream inside a 200 with a retry hint, the
+	// other doors 503 over-capacity with Retry-After. Defaults to 20000.
 	MaxConnections int `env:"TURNSTILE_GATEWAY_MAX_CONNECTIONS"`
-	// MaxPerSession caps the open streams of one session on one replica, answered the same way
-	// beyond it. Defaults to 64.
+	// MaxPerSession caps the open streams of one session in one process, through any door,
+	// answered the same way beyond it. Defaults to 64.
 	MaxPerSession int `env:"TURNSTILE_GATEWAY_MAX_PER_SESSION"`
 	// MaxTenantShare is the percentage of TURNSTILE_GATEWAY_MAX_CONNECTIONS one tenant's streams
-	// may hold on one replica (at least one stream), so one tenant cannot take every slot from
-	// the others; beyond it a stream is answered like one over the cap. It applies with
+	// may hold in one process, through every door together (at least one stream), so one tenant
+	// cannot take every slot from the others; beyond it the gateway answers a stream like one over
+	// the cap, the other doors 429 tenant-stream-share with Retry-After. It applies with
 	// TURNSTILE_AUTH=on, where stream tokens name the tenant. Defaults to 80.
 	MaxTenantShare int `env:"TURNSTILE_GATEWAY_MAX_TENANT_SHARE"`
 	// Retry is the base of the jittered reconnect delay ("retry:") sent on every stream.
 	// Defaults to 1s.
 	Retry time.Duration `env:"TURNSTILE_GATEWAY_RETRY"`
-	// OverloadRetry is the base of the jittered reconnect delay sent when a cap refuses a stream.
-	// Defaults to 5s.
+	// OverloadRetry is the base of the jittered reconnect delay sent when a cap refuses a stream
+	// (the gateway's retry hint, the other doors' Retry-After). Defaults to 5s.
 	OverloadRetry time.Duration `env:"TURNSTILE_GATEWAY_OVERLOAD_RETRY"`
 	// DrainBatch is how many streams a draining replica closes at once. Defaults to 200.
 	DrainBatch int `env:"TURNSTILE_GATEWAY_DRAIN_BATCH"`

@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/turnstile-run/turnstile/pkg/admission"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
@@ -41,6 +42,15 @@ type Config struct {
 	HTTPClient *http.Client
 	// Timeout bounds every call but a stream. Defaults to TimeoutDefault.
 	Timeout time.Duration
+	// Admission is the process's stream budget (pkg/app's Deps.Admission): every stream OpenStream
+	// opens holds a slot of it, as Door's, until Close; a refusal is OpenStream's *Problem (503
+	// over-capacity, 429 tenant-stream-share). Nil admits every stream (tests of a door alone).
+	Admission *admission.Budget
+	// Door names the front door for the budget's metrics (admission.DoorA2A, …).
+	Door string
+	// Tenants says stream tokens name the tenant (TURNSTILE_AUTH=on): a stream counts against its
+	// tenant's share. Without it no tenant share applies, as at the gateway with auth off.
+	Tenants bool
 }
 
 // FromConfig is the Config a role builds from the process's settings: TURNSTILE_INTAKE_URL and
@@ -62,15 +72,19 @@ type Client struct {
 	intake, gateway string
 	http            *http.Client
 	timeout         time.Duration
+	admission       *admission.Budget
+	door            string
+	tenants         bool
 }
 
 // New returns a client for cfg.
 func New(cfg Config) *Client {
 	c := &Client{
-		intake:  strings.TrimRight(cfg.IntakeURL, "/"),
-		gateway: strings.TrimRight(cfg.GatewayURL, "/"),
-		http:    cfg.HTTPClient,
-		timeout: cfg.Timeout,
+		intake:    strings.TrimRight(cfg.IntakeURL, "/"),
+		gateway:   strings.TrimRight(cfg.GatewayURL, "/"),
+		http:      cfg.HTTPClient,
+		timeout:   cfg.Timeout,
+		admission: cfg.Admission, door: cfg.Door, tenants: cfg.Tenants,
 	}
 	if c.http == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()

@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/turnstile-run/turnstile/pkg/admission"
 	"github.com/turnstile-run/turnstile/pkg/sse"
+	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
@@ -72,6 +74,9 @@ type Stream struct {
 
 	mu   sync.Mutex // guards body against Close
 	body io.ReadCloser
+	// slot is the stream's place under the process's caps, from OpenStream to Close, connected to
+	// the gateway or between reconnects; nil without a budget.
+	slot *admission.Slot
 
 	rd       *sse.Reader
 	lastID   string
@@ -81,7 +86,9 @@ type Stream struct {
 }
 
 // OpenStream connects to the session's stream. A non-200 answer (a bad or revoked token, an
-// unknown session, a bad cursor) is a *Problem; so is a gateway that cannot be reached.
+// unknown session, a bad cursor) is a *Problem; so is a gateway that cannot be reached, and a
+// stream the client's admission budget refuses (503 over-capacity, 429 tenant-stream-share, with
+// a Retry-After). An admitted stream holds its slot until Close: call Close once done with it.
 //
 // The stream reconnects as a browser's EventSource does: when the gateway closes it without the
 // followed turn being over (a drain, a full replica answering inside a 200 with a retry hint) or
@@ -90,13 +97,38 @@ func (c *Client) OpenStream(ctx context.Context, req StreamRequest) (*Stream, er
 	if req.MaxReconnects <= 0 {
 		req.MaxReconnects = MaxReconnectsDefault
 	}
+	slot, err := c.admit(req)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Stream{c: c, req: req, ctx: ctx, cancel: cancel, lastID: req.LastEventID, retry: reconnectDelayDefault}
+	s := &Stream{c: c, req: req, ctx: ctx, cancel: cancel, lastID: req.LastEventID, retry: reconnectDelayDefault, slot: slot}
 	if err := s.connect(); err != nil {
 		cancel()
+		slot.Release()
 		return nil, err
 	}
 	return s, nil
+}
+
+// admit takes a slot of the client's budget for a stream, or answers the refusal as a *Problem.
+// The tenant is the stream token's (a token intake just issued; the gateway verifies it).
+func (c *Client) admit(req StreamRequest) (*admission.Slot, error) {
+	if c.admission == nil {
+		return nil, nil
+	}
+	tenant := ""
+	if c.tenants {
+		if claims, ok := streamtoken.Unverified(req.Token); ok {
+			tenant = claims.Tenant
+		}
+	}
+	slot, refusal := c.admission.Admit(c.door, wire.NewSessionKey(tenant, req.SessionID), tenant)
+	if refusal != "" {
+		p := refusal.Problem(c.admission.Retry())
+		return nil, &Problem{Status: p.Status, Type: p.Type, Title: http.StatusText(p.Status), Detail: p.Detail, RetryAfter: p.RetryAfter}
+	}
+	return slot, nil
 }
 
 // LastEventID is the ID of the last event Next returned (or the request's LastEventID).
@@ -156,10 +188,11 @@ func (s *Stream) Next() (Event, error) {
 	}
 }
 
-// Close ends the stream; a Next in progress returns an error.
+// Close ends the stream and gives back its slot; a Next in progress returns an error.
 func (s *Stream) Close() error {
 	s.cancel()
 	s.closeBody()
+	s.slot.Release()
 	return nil
 }
 
@@ -195,6 +228,10 @@ func (s *Stream) connect() error {
 	}
 	if s.lastID != "" {
 		req.Header.Set("Last-Event-ID", s.lastID)
+	}
+	if s.slot != nil {
+		// A gateway of this process lets the stream ride on the slot instead of counting it again.
+		req.Header.Set(admission.TicketHeader, s.slot.Ticket())
 	}
 	s.c.decorate(s.ctx, req, "")
 	resp, err := s.c.http.Do(req)

@@ -6,6 +6,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/turnstile-run/turnstile/pkg/admission"
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
 	"github.com/turnstile-run/turnstile/services/a2a/internal/card"
@@ -38,7 +39,10 @@ func New(d *app.Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd := frontdoor.New(frontdoor.FromConfig(cfg, d.LocalURL()))
+	// Its streams count against the process's one budget, with every other door's.
+	fdc := frontdoor.FromConfig(cfg, d.LocalURL())
+	fdc.Admission, fdc.Door, fdc.Tenants = d.Admission(), admission.DoorA2A, cfg.Auth.Enabled()
+	fd := frontdoor.New(fdc)
 	h := tasks.New(fd, tasks.Config{MaxBlock: cfg.A2A.MaxBlock, Region: cfg.Region.Code}, log)
 	return &Server{
 		StreamShell: app.NewStreamShell(app.ShellConfig{

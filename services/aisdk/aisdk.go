@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/turnstile-run/turnstile/pkg/admission"
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
 	"github.com/turnstile-run/turnstile/services/aisdk/internal/chat"
@@ -26,7 +27,10 @@ type AISDK struct {
 // New builds the role.
 func New(d *app.Deps) *AISDK {
 	cfg := d.Config
-	fd := frontdoor.New(frontdoor.FromConfig(cfg, d.LocalURL()))
+	// Its streams count against the process's one budget, with every other door's.
+	fdc := frontdoor.FromConfig(cfg, d.LocalURL())
+	fdc.Admission, fdc.Door, fdc.Tenants = d.Admission(), admission.DoorAISDK, cfg.Auth.Enabled()
+	fd := frontdoor.New(fdc)
 	h := chat.New(chat.Config{KeepAlive: cfg.KeepAlive, MaxBody: cfg.MaxBody}, fd, d.Log.With("role", "aisdk"), d.Registry)
 	return &AISDK{handler: h, StreamShell: app.NewStreamShell(app.ShellConfig{
 		Name: "aisdk", Drain: h.Drain, Wait: h.Wait,

@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/turnstile-run/turnstile/pkg/admission"
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
 	"github.com/turnstile-run/turnstile/services/langgraph/internal/api"
@@ -36,7 +37,10 @@ func New(ctx context.Context, d *app.Deps) (*LangGraph, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd := frontdoor.New(frontdoor.FromConfig(cfg, d.LocalURL()))
+	// Its streams count against the process's one budget, with every other door's.
+	fdc := frontdoor.FromConfig(cfg, d.LocalURL())
+	fdc.Admission, fdc.Door, fdc.Tenants = d.Admission(), admission.DoorLangGraph, cfg.Auth.Enabled()
+	fd := frontdoor.New(fdc)
 	h := api.New(api.Config{
 		Assistants: cfg.LangGraph.AssistantList(), Auth: cfg.Auth.Enabled(),
 		CORSOrigins: cfg.LangGraph.CORSOriginList(), Version: app.BuildInfo().Version,

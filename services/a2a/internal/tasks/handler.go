@@ -181,7 +181,7 @@ func (h *Handler) OnSendMessage(ctx context.Context, p *a2a.MessageSendParams) (
 	}
 	bctx, cancel := context.WithTimeout(ctx, h.cfg.MaxBlock)
 	defer cancel()
-	if err := h.follow(bctx, call, sub.contextID, sub.token, r, cursor{k: -1}, func(a2a.Event, error) bool { return true }); err != nil {
+	if err := h.follow(bctx, call, sub.contextID, sub.token, r, cursor{k: -1}, nil, func(a2a.Event, error) bool { return true }); err != nil {
 		// The task is durable whatever the stream did: answer it as far as the stream got.
 		h.log.LogAttrs(ctx, slog.LevelWarn, "a2a blocking send answered early", slog.String("task_id", string(sub.task)),
 			slog.String("session_id", sub.contextID), slog.String("err", err.Error()))
@@ -201,11 +201,11 @@ func (h *Handler) OnSendMessageStream(ctx context.Context, p *a2a.MessageSendPar
 			return
 		}
 		r := newRenderer(sub.task, sub.contextID, sub.turnID)
-		call.tag(startID)
-		if !yield(sub.snapshot(r), nil) {
-			return
+		first := func() bool {
+			call.tag(startID)
+			return yield(sub.snapshot(r), nil)
 		}
-		if err := h.follow(ctx, call, sub.contextID, sub.token, r, cursor{k: -1}, yield); err != nil {
+		if err := h.follow(ctx, call, sub.contextID, sub.token, r, cursor{k: -1}, first, yield); err != nil {
 			call.tag("")
 			yield(nil, err)
 		}
@@ -236,26 +236,35 @@ func (h *Handler) resubscribe(ctx context.Context, call *Call, id a2a.TaskID, yi
 	}
 	last := turns[len(turns)-1]
 	state := a2atask.Status(id, last).State
+	var first func() bool
 	if call.LastEventID == "" {
 		if state.Terminal() {
 			return call.fail(fmt.Errorf("task is %s: nothing more will stream: %w", state, a2a.ErrUnsupportedOperation))
 		}
-		call.tag(startID)
-		if !yield(a2atask.Build(turns, nil), nil) || a2atask.Interrupted(state) {
+		snapshot := a2atask.Build(turns, nil)
+		if a2atask.Interrupted(state) {
+			call.tag(startID)
+			yield(snapshot, nil)
 			return nil
+		}
+		first = func() bool {
+			call.tag(startID)
+			return yield(snapshot, nil)
 		}
 	}
 	grant, err := h.fd.StreamToken(ctx, call.Credential, last.SessionID)
 	if err != nil {
 		return call.native(err, a2a.ErrTaskNotFound)
 	}
-	return h.follow(ctx, call, last.SessionID, grant.StreamToken, newRenderer(id, last.SessionID, last.TurnID), cur, yield)
+	return h.follow(ctx, call, last.SessionID, grant.StreamToken, newRenderer(id, last.SessionID, last.TurnID), cur, first, yield)
 }
 
 // follow relays the renderer's turn's native stream from cur until the task's stream ends, the
 // client leaves or the replica drains. A cursor within one native event (k ≥ 0) replays the turn
-// from its start and skips up to it.
-func (h *Handler) follow(ctx context.Context, call *Call, sessionID, token string, r *renderer, cur cursor, yield func(a2a.Event, error) bool) error {
+// from its start and skips up to it. first, if set, yields what goes before the turn's events (the
+// task's snapshot) once the native stream is open: a stream the process's caps refuse
+// (pkg/admission) is answered before anything was written, so it can still be an HTTP 503 or 429.
+func (h *Handler) follow(ctx context.Context, call *Call, sessionID, token string, r *renderer, cur cursor, first func() bool, yield func(a2a.Event, error) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The replica's drain also ends the stream; ctx still bounds it.
@@ -276,6 +285,9 @@ func (h *Handler) follow(ctx context.Context, call *Call, sessionID, token strin
 	}
 	defer func() { _ = s.Close() }()
 	call.ready()
+	if first != nil && !first() {
+		return nil
+	}
 	for {
 		ev, err := s.Next()
 		switch {
