@@ -294,8 +294,11 @@ func TestStoreBatches(t *testing.T) {
 			rev[n-1-i] = reqs[i]
 		}
 		for round := range 5 {
+			// New sessions each round: the last round's turns still run, and a started turn holds
+			// its session.
 			for i := range reqs {
 				reqs[i].Env.TurnID = uuid.Must(uuid.NewV7())
+				reqs[i].Env.SessionID = fmt.Sprintf("race-%d-%d", round, i)
 				rev[n-1-i] = reqs[i]
 			}
 			a, b := NewStore(env.Pool, "a", time.Minute, 3), NewStore(env.Pool, "b", time.Minute, 3)
@@ -323,17 +326,19 @@ func TestStoreBatches(t *testing.T) {
 		s := NewStore(env.Pool, "a", 200*time.Millisecond, 3)
 		db := turnstore.New(env.Pool)
 		// Three turns of one session and one of another; the second turn's first attempt is a
-		// zombie: a newer attempt took over, so only the newer token completes it. The session's
-		// turns were accepted at one instant, so none waits for another at its claim.
+		// zombie: a newer attempt took over, so only the newer token completes it. A started turn
+		// holds its session, so the session's three run at once only as they are set up here: new,
+		// accepted at one instant and claimed in one statement, whose order check sees the turns as
+		// they were before it (a consumer never puts two turns of a session in one batch).
 		reqs := []ClaimRequest{request("cm"), request("cm"), request("cm"), request("cm-other")}
 		for i := range reqs {
 			reqs[i].Env.AcceptedAt = reqs[0].Env.AcceptedAt
 		}
 		var claims []Claim
-		for _, r := range reqs {
-			c, err := s.Claim(ctx, r)
-			require.NoError(t, err)
-			claims = append(claims, c)
+		for _, r := range s.ClaimMany(ctx, reqs) {
+			require.NoError(t, r.Err)
+			require.Equal(t, turnstore.ClaimAcquired, r.Val.Outcome)
+			claims = append(claims, r.Val)
 		}
 		waitExpired(t, env, reqs[1].Env.TurnID)
 		taken, err := s.Claim(ctx, reqs[1])
