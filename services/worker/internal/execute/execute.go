@@ -313,6 +313,10 @@ type turn struct {
 	rawMetadata json.RawMessage
 	// acq is the lease the turn's last claim acquired, set by claimLease for runAttempt.
 	acq acquired
+	// outrun says an attempt of this path lost the turn to another attempt (fenced, or its lease
+	// gone): the attempt that finished the turn published its terminal event, so a claim that then
+	// finds the turn done does not publish it again.
+	outrun bool
 }
 
 // claimRequest is the claim of the turn's record.

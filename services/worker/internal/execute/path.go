@@ -121,6 +121,10 @@ func (t *turn) claimLease() (consume.Result, bool) {
 	}
 	switch claim.Outcome {
 	case turnstore.ClaimDone:
+		if t.outrun {
+			t.endOutrun()
+			return consume.Commit, false
+		}
 		t.republishTerminal()
 		return consume.Commit, false
 	case turnstore.ClaimLeased:
@@ -183,6 +187,7 @@ func (x *Executor) runAttempt(t *turn) consume.Result {
 			return consume.HandOff
 		}
 	case attemptLost:
+		t.outrun = true
 	}
 	return again
 }

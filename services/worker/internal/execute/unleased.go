@@ -97,6 +97,23 @@ func (t *turn) republishTerminal() {
 	}
 }
 
+// endOutrun ends the way of a record whose attempt another attempt outran and finished. That
+// attempt published the turn's terminal event; publishing it again from here would, after Redis lost
+// its data (and the publish script's marker of it), put a second one in the session's new stream.
+// A dead letter the finishing worker did not get acknowledged is still written.
+func (t *turn) endOutrun() {
+	f, err := t.x.turns.ReadFinal(t.ctx, t.env.TurnID)
+	if err != nil {
+		t.log.WarnContext(t.ctx, "read finished turn failed", "err", err)
+		return
+	}
+	t.log.InfoContext(t.ctx, "another attempt finished the turn; its terminal event is not published again", "status", f.Status,
+		"final_attempt", f.Attempt)
+	if f.DeadLetter != "" {
+		t.attempt(f.Attempt, f.Token).deadLetter(f.DeadLetter, f.Error)
+	}
+}
+
 // deadLetter copies the failed turn's record to the dead-letter topic and then clears the turn's
 // pending dead-letter mark; a crash in between leaves the mark, and the redelivered record writes
 // the dead letter again (at least once).
