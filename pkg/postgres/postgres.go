@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"time"
 
@@ -80,7 +81,7 @@ func NewPool(ctx context.Context, url string, opts Options) (*pgxpool.Pool, erro
 
 // Migrate applies every pending migration and returns how many it applied.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
-	p, db, err := provider(pool)
+	p, db, err := provider(ctx, pool)
 	if err != nil {
 		return 0, err
 	}
@@ -94,7 +95,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 
 // Status lists every migration with whether it is applied.
 func Status(ctx context.Context, pool *pgxpool.Pool) ([]*goose.MigrationStatus, error) {
-	p, db, err := provider(pool)
+	p, db, err := provider(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +105,26 @@ func Status(ctx context.Context, pool *pgxpool.Pool) ([]*goose.MigrationStatus, 
 
 type closer interface{ Close() error }
 
-func provider(pool *pgxpool.Pool) (*goose.Provider, closer, error) {
-	locker, err := lock.NewPostgresSessionLocker()
+// migrationLockID is the advisory lock key of a schema's migrations: goose's default key for the
+// public schema (so an older process migrating it still excludes a newer one), a hash of the name
+// for any other.
+func migrationLockID(schema string) int64 {
+	if schema == "public" {
+		return lock.DefaultLockID
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("turnstile migrations " + schema))
+	return int64(h.Sum64() &^ (1 << 63))
+}
+
+func provider(ctx context.Context, pool *pgxpool.Pool) (*goose.Provider, closer, error) {
+	// The advisory lock is the schema's, not the database's: installations (and tests) in other
+	// schemas of one database migrate side by side instead of queueing behind one lock.
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&schema); err != nil {
+		return nil, nil, fmt.Errorf("read the current schema: %w", err)
+	}
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID(schema)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("create migration lock: %w", err)
 	}
