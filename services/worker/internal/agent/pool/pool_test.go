@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -194,33 +195,43 @@ func TestAffinityRetry(t *testing.T) {
 
 func TestLeastRequest(t *testing.T) {
 	t.Parallel()
-	p, _ := setup(t, Config{Policy: LeastRequest}, Static(addrs(4)))
-	// Hold requests on three endpoints: the idle one is chosen whenever it is drawn.
-	var held []upstream.Target
-	for range 200 {
-		tg, err := p.Pick(t.Context(), turn("s"), nil, nil)
-		require.NoError(t, err)
-		held = append(held, tg)
+	// Two choices keep in-flight counts level, with high probability rather than always: of 20
+	// pools holding 200 requests each, the median spread (most minus fewest in flight) is at most
+	// 2 and the widest at most 10. A simulation of the policy over 20,000 such runs never broke
+	// either bound, while one random choice per request spreads 200 requests by about 15.
+	gaps := make([]int64, 20)
+	for r := range gaps {
+		p, _ := setup(t, Config{Policy: LeastRequest}, Static(addrs(4)))
+		var held []upstream.Target
+		for range 200 {
+			tg, err := p.Pick(t.Context(), turn("s"), nil, nil)
+			require.NoError(t, err)
+			held = append(held, tg)
+		}
+		lo, hi := int64(1<<62), int64(0)
+		counts := map[string]int64{}
+		for _, e := range p.Stats().Endpoints {
+			counts[e.Address] = e.Inflight
+			lo, hi = min(lo, e.Inflight), max(hi, e.Inflight)
+		}
+		require.Len(t, counts, 4)
+		gaps[r] = hi - lo
+		if r == 0 {
+			prev := held[0]
+			for range 50 {
+				tg, err := p.Pick(t.Context(), turn("s"), prev, errReset)
+				require.NoError(t, err)
+				require.NotSame(t, prev, tg, "a retry goes elsewhere")
+				tg.Finished(upstream.Terminal, nil, 0)
+			}
+		}
+		for _, tg := range held {
+			tg.Finished(upstream.Terminal, nil, 0)
+		}
 	}
-	counts := map[string]int64{}
-	for _, e := range p.Stats().Endpoints {
-		counts[e.Address] = e.Inflight
-	}
-	lo, hi := int64(1<<62), int64(0)
-	for _, n := range counts {
-		lo, hi = min(lo, n), max(hi, n)
-	}
-	require.LessOrEqual(t, hi-lo, int64(3), "two choices keep in-flight counts level: %v", counts)
-	prev := held[0]
-	for range 50 {
-		tg, err := p.Pick(t.Context(), turn("s"), prev, errReset)
-		require.NoError(t, err)
-		require.NotSame(t, prev, tg, "a retry goes elsewhere")
-		tg.Finished(upstream.Terminal, nil, 0)
-	}
-	for _, tg := range held {
-		tg.Finished(upstream.Terminal, nil, 0)
-	}
+	slices.Sort(gaps)
+	require.LessOrEqual(t, gaps[len(gaps)/2], int64(2), "two choices keep in-flight counts level: spreads %v", gaps)
+	require.LessOrEqual(t, gaps[len(gaps)-1], int64(10), "two choices keep in-flight counts level: spreads %v", gaps)
 }
 
 // TestEjection ejects after EjectAfter failures, for longer each time, and brings the endpoint
