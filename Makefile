@@ -55,6 +55,10 @@ tidy: ## go mod tidy every module (each also builds on its own, outside the work
 docs: ## regenerate docs/CONFIGURATION.md from pkg/config's field comments (a pkg/config test fails when it is stale)
 	$(GO) run ./pkg/config/internal/gendoc -config pkg/config -out docs/CONFIGURATION.md
 
+.PHONY: a2apb
+a2apb: ## regenerate pkg/a2apb (A2A 1.0 types) from A2A_PROTO=path/to/specification/a2a.proto (see scripts/gen-a2apb.sh)
+	scripts/gen-a2apb.sh $(A2A_PROTO) $(A2A_VERSION)
+
 .PHONY: migrate
 migrate: build ## apply the database migrations to TURNSTILE_DATABASE_URL
 	./bin/turnstile migrate
