@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turnstile-run/turnstile/pkg/admission"
+	"github.com/turnstile-run/turnstile/pkg/agents"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/postgres"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
@@ -42,6 +43,10 @@ type Deps struct {
 	admissionOnce sync.Once
 	admission     *admission.Budget
 
+	agentsOnce sync.Once
+	agents     *agents.Watcher
+	agentsErr  error
+
 	// localURL is the process's own HTTP listener, set by Start before any role is built.
 	localURL string
 }
@@ -49,6 +54,21 @@ type Deps struct {
 // LocalURL is the base URL of the process's own HTTP listener ("http://127.0.0.1:8080"); Start
 // sets it before it builds the roles.
 func (d *Deps) LocalURL() string { return d.localURL }
+
+// Agents returns the process's agents catalog watcher (pkg/agents), loaded on first use from
+// TURNSTILE_AGENTS_FILE (or the TURNSTILE_AGENT settings without one): every role of the process
+// reads one catalog. A bad file is an error naming every problem. The roles that read it add it to
+// their parts, so it reloads while any of them runs (its Start and Stop are safe twice).
+func (d *Deps) Agents() (*agents.Watcher, error) {
+	d.agentsOnce.Do(func() {
+		var reg prometheus.Registerer
+		if d.Registry != nil {
+			reg = d.Registry
+		}
+		d.agents, d.agentsErr = agents.NewWatcher(d.Config, d.Log.With("component", "agents"), reg)
+	})
+	return d.agents, d.agentsErr
+}
 
 // Admission returns the process's stream budget (pkg/admission), made on first use from the
 // TURNSTILE_GATEWAY_MAX_* caps with its metrics on Registry: every role's long-lived streams —

@@ -16,38 +16,39 @@ import (
 
 // Defaults, exported so tests and docs can name them.
 const (
-	RolesDefault           = "broker,intake,worker,gateway,a2a,aisdk,langgraph,notifier"
-	HTTPAddrDefault        = "127.0.0.1:8080"
-	TrustedProxiesDefault  = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
-	LogFormatDefault       = "text"
-	LogLevelDefault        = "info"
-	MigrateDefault         = "auto"
-	DatabaseURLDefault     = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	RedisURLDefault        = "redis://127.0.0.1:6379/0"
-	KafkaBrokersDefault    = "127.0.0.1:9092"
-	BrokerAddrDefault      = "127.0.0.1:9092"
-	TopicDefault           = "turns"
-	DLQTopicDefault        = "turns.dlq"
-	PartitionsDefault      = 8
-	ConsumerGroupDefault   = "turnstile-workers"
-	KeyPrefixDefault       = "ts"
-	MaxInflightDefault     = 256
-	LeaseTTLDefault        = 15 * time.Second
-	HeartbeatDefault       = 3 * time.Second
-	MaxAttemptsDefault     = 3
-	MinUsefulTimeDefault   = time.Second
-	DefaultDeadlineDefault = 10 * time.Minute
-	DrainTimeoutDefault    = 30 * time.Second
-	RetentionDefault       = 7 * 24 * time.Hour
-	StreamRetentionDefault = 24 * time.Hour
-	StreamMaxLenDefault    = 10000
-	KeepAliveDefault       = 15 * time.Second
-	ProduceTimeoutDefault  = 5 * time.Second
-	MaxBodyDefault         = 256 << 10
-	AgentDefault           = "demo"
-	DemoDelayDefault       = 25 * time.Millisecond
-	DemoFaultsDefault      = "auto"
-	ShutdownTimeoutDefault = 45 * time.Second
+	RolesDefault                = "broker,intake,worker,gateway,a2a,aisdk,langgraph,notifier"
+	HTTPAddrDefault             = "127.0.0.1:8080"
+	TrustedProxiesDefault       = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
+	LogFormatDefault            = "text"
+	LogLevelDefault             = "info"
+	MigrateDefault              = "auto"
+	DatabaseURLDefault          = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	RedisURLDefault             = "redis://127.0.0.1:6379/0"
+	KafkaBrokersDefault         = "127.0.0.1:9092"
+	BrokerAddrDefault           = "127.0.0.1:9092"
+	TopicDefault                = "turns"
+	DLQTopicDefault             = "turns.dlq"
+	PartitionsDefault           = 8
+	ConsumerGroupDefault        = "turnstile-workers"
+	KeyPrefixDefault            = "ts"
+	MaxInflightDefault          = 256
+	LeaseTTLDefault             = 15 * time.Second
+	HeartbeatDefault            = 3 * time.Second
+	MaxAttemptsDefault          = 3
+	MinUsefulTimeDefault        = time.Second
+	DefaultDeadlineDefault      = 10 * time.Minute
+	DrainTimeoutDefault         = 30 * time.Second
+	RetentionDefault            = 7 * 24 * time.Hour
+	StreamRetentionDefault      = 24 * time.Hour
+	StreamMaxLenDefault         = 10000
+	KeepAliveDefault            = 15 * time.Second
+	ProduceTimeoutDefault       = 5 * time.Second
+	MaxBodyDefault              = 256 << 10
+	AgentDefault                = "demo"
+	DemoDelayDefault            = 25 * time.Millisecond
+	DemoFaultsDefault           = "auto"
+	AgentsReloadIntervalDefault = 5 * time.Second
+	ShutdownTimeoutDefault      = 45 * time.Second
 )
 
 // KnownRoles is every role a process may run, in start order.
@@ -201,7 +202,18 @@ type Config struct {
 	// "auto" (allow unless TURNSTILE_AUTH=on, so a tenant cannot fail its own turns at will).
 	// Defaults to auto.
 	DemoFaults string `env:"TURNSTILE_DEMO_FAULTS"`
-	Agents     AgentSettings
+	// AgentsFile is the agents catalog (pkg/agents; README, "Many agents"): a YAML or JSON file
+	// naming each agent with its adapter, settings, limits and what its front doors publish.
+	// Settings an agent leaves out take this section's values. Defaults to none: one agent named
+	// "agent", built from TURNSTILE_AGENT and the settings of this section.
+	AgentsFile string `env:"TURNSTILE_AGENTS_FILE"`
+	// AgentsReloadInterval is how often TURNSTILE_AGENTS_FILE is read again for changes; a bad
+	// file keeps the last good catalog. Defaults to 5s.
+	AgentsReloadInterval time.Duration `env:"TURNSTILE_AGENTS_RELOAD_INTERVAL"`
+	// WorkerAgents is the comma list of agents a worker serves: it consumes only their turns.
+	// Defaults to the catalog's default agent.
+	WorkerAgents string `env:"TURNSTILE_WORKER_AGENTS"`
+	Agents       AgentSettings
 
 	// # Gateway
 	//
@@ -330,6 +342,7 @@ func (c *Config) ApplyDefaults() {
 	}
 	str(&c.Agent, AgentDefault)
 	dur(&c.DemoDelay, DemoDelayDefault)
+	dur(&c.AgentsReloadInterval, AgentsReloadIntervalDefault)
 	str(&c.DemoFaults, DemoFaultsDefault)
 	dur(&c.ShutdownTimeout, ShutdownTimeoutDefault)
 	c.Auth.applyDefaults()
@@ -475,6 +488,7 @@ func (c Config) Validate() error {
 		{c.ProduceTimeout <= 0, "TURNSTILE_PRODUCE_TIMEOUT: must be positive"},
 		{c.MaxBody < 1024, "TURNSTILE_MAX_BODY: must be at least 1024 bytes"},
 		{c.DemoFaults != "auto" && c.DemoFaults != "allow" && c.DemoFaults != "deny", "TURNSTILE_DEMO_FAULTS: must be auto, allow or deny"},
+		{c.AgentsReloadInterval < 10*time.Millisecond, "TURNSTILE_AGENTS_RELOAD_INTERVAL: must be at least 10ms"},
 	}
 	for _, ch := range checks {
 		if ch.bad {
@@ -495,6 +509,9 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Region.validate()...)
 	return errors.Join(errs...)
 }
+
+// WorkerAgentList splits WorkerAgents.
+func (c Config) WorkerAgentList() []string { return splitList(c.WorkerAgents) }
 
 // DemoFaultsAllowed reports whether the demo agent obeys its fault knobs (see DemoFaults).
 func (c Config) DemoFaultsAllowed() bool {
