@@ -157,6 +157,8 @@ type Config struct {
 	// Defaults to 10m.
 	DefaultDeadline time.Duration `env:"TURNSTILE_DEFAULT_DEADLINE"`
 	Intake          IntakeSettings
+	// Schedules are intake's scheduled turns (the native /v1/schedules, LangGraph's crons).
+	Schedules ScheduleSettings
 
 	// # Worker
 	//
@@ -347,6 +349,7 @@ func (c *Config) ApplyDefaults() {
 	dur(&c.ShutdownTimeout, ShutdownTimeoutDefault)
 	c.Auth.applyDefaults()
 	c.Intake.applyDefaults()
+	c.Schedules.applyDefaults()
 	c.Worker.applyDefaults()
 	c.Gateway.applyDefaults()
 	c.Agents.applyDefaults()
@@ -497,6 +500,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.Auth.validate()...)
 	errs = append(errs, c.Intake.validate()...)
+	errs = append(errs, c.Schedules.validate()...)
 	errs = append(errs, c.Worker.validate()...)
 	errs = append(errs, c.Gateway.validate()...)
 	errs = append(errs, c.Agents.validate()...)

@@ -48,6 +48,8 @@ var (
 	// the tenant never created, an assistant ID no TURNSTILE_LANGGRAPH_ASSISTANTS entry names.
 	ProblemThreadNotFound    = ProblemType{"thread-not-found", http.StatusNotFound}
 	ProblemAssistantNotFound = ProblemType{"assistant-not-found", http.StatusNotFound}
+	// ProblemScheduleNotFound is a schedule (a LangGraph cron) the tenant does not have.
+	ProblemScheduleNotFound = ProblemType{"schedule-not-found", http.StatusNotFound}
 	// ProblemNotFound is a path no route serves.
 	ProblemNotFound = ProblemType{"not-found", http.StatusNotFound}
 
@@ -67,6 +69,11 @@ var (
 	ProblemPushConfigsLimit = ProblemType{"push-configs-limit", http.StatusConflict}
 	// ProblemThreadsLimit is POST /threads by a tenant that has TURNSTILE_LANGGRAPH_THREADS_MAX.
 	ProblemThreadsLimit = ProblemType{"threads-limit", http.StatusConflict}
+	// ProblemSchedulesLimit is a new schedule of a tenant that has TURNSTILE_SCHEDULES_MAX.
+	ProblemSchedulesLimit = ProblemType{"schedules-limit", http.StatusConflict}
+	// ProblemStoreItemsLimit is a new LangGraph store item of a tenant that has
+	// TURNSTILE_LANGGRAPH_STORE_ITEMS_MAX.
+	ProblemStoreItemsLimit = ProblemType{"store-items-limit", http.StatusConflict}
 
 	// ProblemMisdirected is an ID of another region sent to this one directly (421); the "region"
 	// member names the owner, where the request should have gone (see pkg/region).
@@ -98,8 +105,8 @@ func ProblemTypes() []ProblemType {
 		ProblemInvalidSession, ProblemInvalidBody, ProblemBodyTooLarge, ProblemUnsupportedType,
 		ProblemValidation, ProblemInvalidDeadline, ProblemInvalidTurnID, ProblemInvalidCursor,
 		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemSessionNotFound,
-		ProblemTurnNotFound, ProblemPushConfigNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemNotFound, ProblemMethodNotAllowed,
-		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemThreadBusy, ProblemPushConfigsLimit, ProblemThreadsLimit, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
+		ProblemTurnNotFound, ProblemPushConfigNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemScheduleNotFound, ProblemNotFound, ProblemMethodNotAllowed,
+		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemThreadBusy, ProblemPushConfigsLimit, ProblemThreadsLimit, ProblemSchedulesLimit, ProblemStoreItemsLimit, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
 		ProblemTenantStreamShare, ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail,
 		ProblemOverCapacity, ProblemRegionUnavailable,
 	}

@@ -10,7 +10,10 @@
 //
 //   - internal/api: the HTTP handlers, validation, admission control, idempotency, tenants;
 //   - internal/record: the batched writer of `queued` rows for accepted turns;
-//   - internal/backlog: the backlog-age monitor.
+//   - internal/backlog: the backlog-age monitor;
+//   - internal/schedule: scheduled turns (the native /v1/schedules, LangGraph's crons), whose
+//     ticks every replica's scheduler claims in Postgres, one replica a tick, and posts through
+//     this accept path.
 //
 // Intake also runs the backlog-age monitor (internal/backlog) — the workers' scale signal lives in the
 // role that never scales to zero — exports it as turnstile_backlog_age_seconds and as JSON at

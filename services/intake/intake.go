@@ -21,6 +21,7 @@ import (
 	"github.com/turnstile-run/turnstile/services/intake/internal/backlog"
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
 	"github.com/turnstile-run/turnstile/services/intake/internal/redrive"
+	"github.com/turnstile-run/turnstile/services/intake/internal/schedule"
 )
 
 // Role builds intake from shared deps. It brings the `apikey` command, which manages the API keys
@@ -48,7 +49,7 @@ var APIKeyCommand = app.Command{
 }
 
 // Intake is the running intake role: its shell (app.Shell) starts the queued-row recorder, the
-// backlog monitor and the re-driver, and its Stop also flushes and closes the producer, so a
+// backlog monitor, the re-driver and the scheduler of scheduled turns (package schedule), and its Stop also flushes and closes the producer, so a
 // stopped intake does not start again.
 type Intake struct {
 	*app.Shell
@@ -56,6 +57,8 @@ type Intake struct {
 	handler  *api.Handler
 	backlog  *backlog.Monitor
 	redriver *redrive.Redriver
+	// scheduler is nil without a Postgres pool.
+	scheduler *schedule.Scheduler
 }
 
 // Options tune New beyond the configuration.
@@ -137,6 +140,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		KeyPrefix:        cfg.KeyPrefix,
 		WebhookAllowHTTP: cfg.Notifier.AllowHTTP,
 		Region:           place,
+		SchedulesMax:     cfg.Schedules.Max,
 	}, api.Deps{
 		Producer: producer,
 		Pool:     pool,
@@ -152,6 +156,15 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	var parts lifecycle.Group
 	parts.Add("turns topic", lifecycle.StartFunc(i.readTopic)).
 		Add("queued-row recorder", rec).Add("backlog monitor", monitor).Add("re-driver", redriver)
+	if pool != nil {
+		// The scheduler lives here because its ticks go through this accept path, and intake
+		// never scales to zero (package schedule).
+		i.scheduler = schedule.New(schedule.Config{
+			Owner: cfg.InstanceID, PollInterval: cfg.Schedules.PollInterval, LeaseTTL: cfg.Schedules.TickLease,
+			MisfireGrace: cfg.Schedules.MisfireGrace, Region: cfg.Region.Code,
+		}, schedule.NewStore(pool), h.PostScheduled, log, d.Registry)
+		parts.Add("scheduler", i.scheduler)
+	}
 	i.Shell = app.NewShell(app.ShellConfig{
 		Name:  "intake",
 		Parts: &parts,

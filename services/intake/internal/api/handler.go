@@ -23,6 +23,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
+	"github.com/turnstile-run/turnstile/services/intake/internal/schedule"
 )
 
 // Defaults of the Config fields that no environment variable sets. The fields TURNSTILE_*
@@ -144,6 +145,9 @@ type Config struct {
 	QueuedCountTTL time.Duration
 	// RateLeaseTTL defaults to RateLeaseTTLDefault.
 	RateLeaseTTL time.Duration
+	// SchedulesMax is a tenant's most schedules (TURNSTILE_SCHEDULES_MAX). Defaults to
+	// SchedulesMaxDefault.
+	SchedulesMax int
 }
 
 func (c *Config) applyDefaults() {
@@ -186,6 +190,7 @@ func (c *Config) applyDefaults() {
 	defInt(&c.CacheEntries, CacheEntriesDefault)
 	def(&c.QueuedCountTTL, QueuedCountTTLDefault)
 	def(&c.RateLeaseTTL, RateLeaseTTLDefault)
+	defInt(&c.SchedulesMax, SchedulesMaxDefault)
 }
 
 // Producer is the part of a Kafka client the handler uses.
@@ -216,17 +221,19 @@ type Handler struct {
 	cfg Config
 	d   Deps
 	// store is nil without a pool: every check that needs Postgres then fails open or answers 503.
-	store    *turnstore.Store
-	limiter  *redis_rate.Limiter
-	idem     redis.Cmdable
-	autopipe io.Closer
-	keys     *keyCache
-	queued   queuedCounts
-	leases   rateLeases
-	requests *prometheus.CounterVec
-	failOpen *prometheus.CounterVec
-	produce  prometheus.Histogram
-	now      func() time.Time
+	store *turnstore.Store
+	// schedules is nil without a pool: the schedules routes then answer 503.
+	schedules *schedule.Store
+	limiter   *redis_rate.Limiter
+	idem      redis.Cmdable
+	autopipe  io.Closer
+	keys      *keyCache
+	queued    queuedCounts
+	leases    rateLeases
+	requests  *prometheus.CounterVec
+	failOpen  *prometheus.CounterVec
+	produce   prometheus.Histogram
+	now       func() time.Time
 
 	// postAccepted is requests{post_turn, accepted}, looked up once: it is counted on every accept.
 	postAccepted prometheus.Counter
@@ -255,6 +262,7 @@ func New(cfg Config, d Deps) *Handler {
 	h.postAccepted = h.requests.WithLabelValues("post_turn", "accepted")
 	if d.Pool != nil {
 		h.store = turnstore.New(d.Pool)
+		h.schedules = schedule.NewStore(d.Pool)
 	}
 	h.keys = &keyCache{pool: d.Pool, cfg: &h.cfg, m: map[[32]byte]keyEntry{}, clients: map[netip.Prefix]*missBucket{}, now: time.Now}
 	h.idem = d.Redis
@@ -300,5 +308,10 @@ func (h *Handler) Routes(r chi.Router) {
 		r.Post("/v1/turns/{turn_id}/cancel", h.cancelTurn)
 		r.Post("/v1/sessions/{session_id}/stream-token", h.streamToken)
 		r.Get("/v1/whoami", h.whoami)
+		r.Post("/v1/schedules", h.createSchedule)
+		r.Get("/v1/schedules", h.listSchedules)
+		r.Get("/v1/schedules/{schedule_id}", h.getSchedule)
+		r.Patch("/v1/schedules/{schedule_id}", h.updateSchedule)
+		r.Delete("/v1/schedules/{schedule_id}", h.deleteSchedule)
 	})
 }

@@ -26,7 +26,7 @@ func TestConfig(t *testing.T) {
 			LookupTimeout: LookupTimeoutDefault, StatusTimeout: StatusTimeoutDefault,
 			KeyTTL: KeyTTLDefault, KeyMissTTL: KeyMissTTLDefault, KeyMissRate: KeyMissRateDefault, KeyMissPerClient: KeyMissPerClientDefault,
 			CacheEntries:   CacheEntriesDefault,
-			QueuedCountTTL: QueuedCountTTLDefault, RateLeaseTTL: RateLeaseTTLDefault,
+			QueuedCountTTL: QueuedCountTTLDefault, RateLeaseTTL: RateLeaseTTLDefault, SchedulesMax: config.SchedulesMaxDefault,
 		}, c)
 	})
 	t.Run("MatchesEnvironmentDefaults", func(t *testing.T) {
