@@ -140,7 +140,7 @@ func TestChartDefaults(t *testing.T) {
 		kinds[o.kind()]++
 	}
 	require.Equal(t, map[string]int{
-		"Deployment": 7, "Service": 7, "PodDisruptionBudget": 7, "ConfigMap": 1,
+		"Deployment": 7, "Service": 7, "PodDisruptionBudget": 7, "ConfigMap": 2,
 		"Secret": 2, "Job": 1, "Ingress": 1, "ScaledObject": 1, "HorizontalPodAutoscaler": 2, "PrometheusRule": 1,
 	}, kinds)
 

@@ -57,6 +57,7 @@ type composeFile struct {
 		Environment map[string]string `yaml:"environment"`
 		Profiles    []string          `yaml:"profiles"`
 		StopGrace   string            `yaml:"stop_grace_period"`
+		Volumes     []string          `yaml:"volumes"`
 		DependsOn   map[string]struct {
 			Condition string `yaml:"condition"`
 		} `yaml:"depends_on"`

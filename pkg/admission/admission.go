@@ -129,6 +129,12 @@ func New(cfg Config) *Budget {
 			Help: "Gateway streams opened for a front door's stream of the same process, counted once under the front door's slot.",
 		}, []string{"door"}),
 	}
+	// Every door and reason has a series from the start, so a rate over it is 0 rather than absent.
+	for _, door := range []string{DoorGateway, DoorA2A, DoorAISDK, DoorLangGraph} {
+		for _, reason := range []Refusal{OverCapacity, OverTenantShare} {
+			m.Refused.WithLabelValues(door, string(reason))
+		}
+	}
 	return &Budget{
 		cfg: cfg, maxTenant: max(1, cfg.MaxStreams*cfg.TenantShare/100), m: m,
 		perSession: map[wire.SessionKey]int{}, perTenant: map[string]int{}, tickets: map[string]*Slot{},

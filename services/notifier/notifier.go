@@ -79,6 +79,10 @@ func build(cfg config.Config, pool *pgxpool.Pool, log *slog.Logger, reg promethe
 		dead:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "turnstile_notifier_dead_letters", Help: "Notifications given up, kept with their last error until retention."}),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "turnstile_notifier_breaker_state", Help: "Circuit state per destination: 0 closed, 1 half-open, 2 open."}, []string{"destination"}),
 	}
+	// Every outcome has a series from the start, so a rate over it is 0 rather than absent.
+	for _, o := range []string{string(deliver.Delivered), string(deliver.Retried), string(deliver.Deferred), string(deliver.Dead), "fenced", "unrecorded"} {
+		n.m.deliveries.WithLabelValues(o)
+	}
 	for _, c := range []prometheus.Collector{n.m.deliveries, n.m.latency, n.m.open, n.m.oldest, n.m.dead, n.m.breaker} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register notifier metrics: %w", err)

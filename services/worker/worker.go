@@ -520,6 +520,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, cause := range []string{execute.RetryReleased, execute.RetryOwnLease} {
 		m.retries.WithLabelValues(cause)
 	}
+	// Every reason and group has a series from the start, so a rate over it is 0 rather than absent.
+	for _, group := range []string{"terminal", "other"} {
+		m.publishRetries.WithLabelValues(group)
+	}
+	for _, reason := range []string{"failed", "attempts_exhausted", "undecodable", "unstorable"} {
+		m.deadLettered.WithLabelValues(reason)
+	}
+	for _, result := range []string{"ok", "error"} {
+		m.renewals.WithLabelValues(result)
+	}
 	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.retentionThreads, m.vacuums, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.retries, m.blocked, m.deadLettered, m.publishRetries)
 	return m
 }

@@ -92,6 +92,10 @@ func New(pool *pgxpool.Pool, interval time.Duration, log *slog.Logger, reg prome
 			Help: "Queued rows of accepted turns written to Postgres (a turn whose row existed already is not counted).",
 		}),
 	}
+	// Every reason has a series from the start, so a rate over it is 0 rather than absent.
+	for _, reason := range []string{"buffer_full", "no_database", "database_error", "database_timeout"} {
+		r.dropped.WithLabelValues(reason)
+	}
 	reg.MustRegister(r.dropped, r.written)
 	return r
 }
