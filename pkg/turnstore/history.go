@@ -39,8 +39,8 @@ func (s *Store) ReadHistory(ctx context.Context, session wire.SessionKey) ([]His
 	return out, nil
 }
 
-// historyAfterSQL reads, in one round trip, the session's last_seq and the entries numbered after
-// $2: a row per entry, or one row with NULL entry columns when there is none, and no row for a
+// historyAfterSQL reads, in one round trip, the session's last_seq, the first sequence number of
+// its history (its primary key's first entry) and the entries numbered after $2: a row per entry, or one row with NULL entry columns when there is none, and no row for a
 // session without a sessions row (no history). An entry holds one turn's question (seq - 1) and
 // answer (seq), so a history read up to an answer reads every entry either wholly or not at all.
 //
@@ -48,27 +48,32 @@ func (s *Store) ReadHistory(ctx context.Context, session wire.SessionKey) ([]His
 var historyAfterSQL string
 
 // ReadHistoryAfter returns the session history's last sequence number (sessions.last_seq, 0 for a
-// session without history) and its entries numbered after after, oldest first. A last sequence
-// number equal to after means nothing was appended since; one below it means the session was
-// deleted and recreated.
-func (s *Store) ReadHistoryAfter(ctx context.Context, session wire.SessionKey, after int64) (lastSeq int64, entries []HistoryEntry, err error) {
+// session without history), the sequence number of its first entry (0 for none) and its entries
+// numbered after after, oldest first. A last sequence number equal to after means nothing was
+// appended since; one below it means the session was deleted and recreated; a first entry other
+// than the one read before means the history was rewritten (RewriteHistory), which appends never
+// do.
+func (s *Store) ReadHistoryAfter(ctx context.Context, session wire.SessionKey, after int64) (lastSeq, firstSeq int64, entries []HistoryEntry, err error) {
 	rows, err := s.pool.Query(ctx, historyAfterSQL, session, after)
 	if err != nil {
-		return 0, nil, fmt.Errorf("read session history: %w", err)
+		return 0, 0, nil, fmt.Errorf("read session history: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var seq *int64
+		var seq, first *int64
 		var turnID, question, answer *string
-		if err := rows.Scan(&lastSeq, &seq, &turnID, &question, &answer); err != nil {
-			return 0, nil, fmt.Errorf("read session history: %w", err)
+		if err := rows.Scan(&lastSeq, &first, &seq, &turnID, &question, &answer); err != nil {
+			return 0, 0, nil, fmt.Errorf("read session history: %w", err)
+		}
+		if first != nil {
+			firstSeq = *first
 		}
 		if seq != nil {
 			entries = append(entries, HistoryEntry{Seq: *seq, TurnID: *turnID, Question: *question, Answer: *answer})
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return 0, nil, fmt.Errorf("read session history: %w", err)
+		return 0, 0, nil, fmt.Errorf("read session history: %w", err)
 	}
-	return lastSeq, entries, nil
+	return lastSeq, firstSeq, entries, nil
 }

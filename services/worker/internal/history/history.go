@@ -61,7 +61,7 @@ func (c *Cache) Get(ctx context.Context, session wire.SessionKey) ([]agent.Messa
 	// One round trip: the session's last_seq, and only the entries newer than the cached ones (none
 	// on a warm hit). A cached history ends with an answer, so an entry is either wholly cached or
 	// wholly newer.
-	lastSeq, entries, err := c.db.ReadHistoryAfter(ctx, session, after)
+	lastSeq, firstSeq, entries, err := c.db.ReadHistoryAfter(ctx, session, after)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +81,10 @@ func (c *Cache) Get(ctx context.Context, session wire.SessionKey) ([]agent.Messa
 	c.misses.Add(1)
 	var msgs []agent.Message
 	switch {
+	case cached != nil && len(cached.msgs) > 0 && cached.msgs[0].Seq+1 != firstSeq:
+		// The history's first entry changed, which appends never do: it was rewritten
+		// (turnstore.RewriteHistory, a LangGraph thread's state edited). Read it whole.
+		return c.reload(ctx, session)
 	case cached == nil:
 		msgs = fresh
 	case lastSeq > cached.lastSeq:

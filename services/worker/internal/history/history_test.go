@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/turnstile-run/turnstile/pkg/testenv"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/history"
@@ -128,6 +129,28 @@ func TestCache(t *testing.T) {
 		other := wire.NewSessionKey("t", "s-"+uuid.NewString())
 		c.Appended(other, 4, msg(3, "user", "q"), msg(4, "assistant", "a"))
 		require.Equal(t, 1, c.Len())
+	})
+	t.Run("RewrittenHistoryIsReadWhole", func(t *testing.T) {
+		t.Parallel()
+		// A LangGraph thread's state edited (turnstore.RewriteHistory) replaces the history; a cache
+		// holding the old one reads the new one whole, never the old one with the new appended.
+		s := wire.NewSessionKey("t", "rw-"+uuid.NewString())
+		complete(t, env, s, "q1", "a1")
+		complete(t, env, s, "q2", "a2")
+		c := history.New(env.Pool, 10)
+		require.Equal(t, []string{"user:q1", "assistant:a1", "user:q2", "assistant:a2"}, contents(t, c, s))
+		db := turnstore.New(env.Pool)
+		last, err := db.RewriteHistory(context.Background(), "t", s, []turnstore.HistoryPair{{Question: "q1", Answer: "edited"}})
+		require.NoError(t, err)
+		require.Equal(t, []string{"user:q1", "assistant:edited"}, contents(t, c, s))
+		msgs, err := c.GetAt(context.Background(), s, last)
+		require.NoError(t, err)
+		require.Len(t, msgs, 2, "GetAt at the rewritten last_seq answers the new history from memory")
+		complete(t, env, s, "q3", "a3")
+		require.Equal(t, []string{"user:q1", "assistant:edited", "user:q3", "assistant:a3"}, contents(t, c, s))
+		_, err = db.RewriteHistory(context.Background(), "t", s, nil)
+		require.NoError(t, err)
+		require.Empty(t, contents(t, c, s), "a history rewritten to nothing is empty")
 	})
 	t.Run("Bounded", func(t *testing.T) {
 		t.Parallel()
