@@ -31,6 +31,20 @@ type Knobs struct {
 	// EndState ends the turn waiting for the user: "input-required" or "auth-required" (see
 	// wire.Output.State); anything else is ignored.
 	EndState string `json:"end_state,omitempty"`
+	// Recall answers with the session history the agent was given (RecallReply) instead of its
+	// usual words, so a test sees what the turn's agent saw: an edited thread state, a copy.
+	Recall bool `json:"recall,omitempty"`
+}
+
+// RecallReply is the demo agent's answer with the Recall knob: its history's messages' contents
+// (the empty ones left out), oldest first, joined by " | " ("(none)" for no history), as the words it streams.
+func RecallReply(history []string) []string {
+	text := strings.Join(history, " | ")
+	if text == "" {
+		text = "(none)"
+	}
+	words := strings.SplitAfter(text, " ")
+	return words
 }
 
 // Bounded returns k with every knob within its maximum (see MaxTokens).
@@ -103,12 +117,16 @@ func knobsFromMap(m map[string]any) (Knobs, bool) {
 			}
 			k.EndState = s
 			continue
-		case "tool":
+		case "tool", "recall":
 			b, ok := v.(bool)
 			if !ok {
 				return Knobs{}, false
 			}
-			k.Tool = b
+			if key == "tool" {
+				k.Tool = b
+			} else {
+				k.Recall = b
+			}
 			continue
 		default:
 			return Knobs{}, false

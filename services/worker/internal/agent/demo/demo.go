@@ -25,7 +25,7 @@ type Agent struct {
 func New(delay time.Duration) *Agent { return &Agent{Delay: delay} }
 
 // Run streams the reply.
-func (a *Agent) Run(ctx context.Context, turn agent.Turn, _ []agent.Message, sink agent.Sink) (agent.Result, error) {
+func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Message, sink agent.Sink) (agent.Result, error) {
 	k := contract.KnobsFrom(turn.Metadata)
 	if a.NoFaults {
 		k = k.WithoutFaults()
@@ -37,6 +37,15 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, _ []agent.Message, sin
 		return agent.Result{}, fmt.Errorf("demo agent: failure requested for attempt %d", turn.Attempt)
 	}
 	words := contract.Reply(turn.Text, k)
+	if k.Recall {
+		seen := make([]string, 0, len(history))
+		for _, m := range history {
+			if m.Content != "" {
+				seen = append(seen, m.Content)
+			}
+		}
+		words = contract.RecallReply(seen)
+	}
 	delay := a.Delay
 	if k.DurationMs > 0 {
 		delay = time.Duration(k.DurationMs) * time.Millisecond / time.Duration(len(words))
