@@ -74,6 +74,9 @@ var (
 	// ProblemStoreItemsLimit is a new LangGraph store item of a tenant that has
 	// TURNSTILE_LANGGRAPH_STORE_ITEMS_MAX.
 	ProblemStoreItemsLimit = ProblemType{"store-items-limit", http.StatusConflict}
+	// ProblemStaleCheckpoint is a LangGraph run or state update from a checkpoint that is not its
+	// thread's latest: a thread continues from its latest state only.
+	ProblemStaleCheckpoint = ProblemType{"stale-checkpoint", http.StatusConflict}
 
 	// ProblemMisdirected is an ID of another region sent to this one directly (421); the "region"
 	// member names the owner, where the request should have gone (see pkg/region).
@@ -106,7 +109,7 @@ func ProblemTypes() []ProblemType {
 		ProblemValidation, ProblemInvalidDeadline, ProblemInvalidTurnID, ProblemInvalidCursor,
 		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemSessionNotFound,
 		ProblemTurnNotFound, ProblemPushConfigNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemScheduleNotFound, ProblemNotFound, ProblemMethodNotAllowed,
-		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemThreadBusy, ProblemPushConfigsLimit, ProblemThreadsLimit, ProblemSchedulesLimit, ProblemStoreItemsLimit, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
+		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemThreadBusy, ProblemPushConfigsLimit, ProblemThreadsLimit, ProblemSchedulesLimit, ProblemStoreItemsLimit, ProblemStaleCheckpoint, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
 		ProblemTenantStreamShare, ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail,
 		ProblemOverCapacity, ProblemRegionUnavailable,
 	}

@@ -250,3 +250,187 @@ test("another region's thread or run is misdirected (421), naming its owner", { 
   const { thread_id } = await client.threads.create();
   await assert.rejects(once.runs.get(thread_id, "use1-" + crypto.randomUUID()), (e) => e.status === 421);
 });
+
+test("threads.search: metadata, status and values filters, sort and paging, each with its values", async () => {
+  const suite = crypto.randomUUID();
+  const a = await client.threads.create({ metadata: { suite, n: 1 } });
+  const b = await client.threads.create({ metadata: { suite, n: 2 } });
+  const c = await client.threads.create({ metadata: { suite, n: 3 } });
+  await client.runs.wait(b.thread_id, "agent", { input: human("searched"), metadata: demo({ tokens: 2 }) });
+  const long = await client.runs.create(c.thread_id, "agent", { input: human("busy"), metadata: demo({ tokens: 50, duration_ms: 20000 }) });
+  await waitStatus(c.thread_id, long.run_id, ["running"]);
+
+  const all = await client.threads.search({ metadata: { suite }, limit: 10 });
+  assert.deepEqual(all.map((t) => t.thread_id), [c, b, a].map((t) => t.thread_id), "newest first by default");
+  const withRun = all.find((t) => t.thread_id === b.thread_id);
+  assert.deepEqual(withRun.values.messages.map((m) => [m.type, m.content]), [["human", "searched"], ["ai", "w0 w1"]]);
+  assert.deepEqual(all.find((t) => t.thread_id === a.thread_id).values, {});
+
+  const asc = await client.threads.search({ metadata: { suite }, sortBy: "created_at", sortOrder: "asc", limit: 2, offset: 1 });
+  assert.deepEqual(asc.map((t) => t.thread_id), [b.thread_id, c.thread_id]);
+  const busy = await client.threads.search({ metadata: { suite }, status: "busy" });
+  assert.deepEqual(busy.map((t) => t.thread_id), [c.thread_id]);
+  const idle = await client.threads.search({ metadata: { suite }, status: "idle", sortBy: "thread_id", sortOrder: "asc" });
+  assert.deepEqual(idle.map((t) => t.thread_id), [a.thread_id, b.thread_id].sort());
+  const byValues = await client.threads.search({ metadata: { suite }, values: { messages: [{ content: "searched" }] } });
+  assert.deepEqual(byValues.map((t) => t.thread_id), [b.thread_id]);
+  const byIds = await client.threads.search({ ids: [a.thread_id] });
+  assert.deepEqual(byIds.map((t) => t.thread_id), [a.thread_id]);
+  assert.deepEqual(await client.threads.search({ metadata: { suite, n: 9 } }), []);
+  await assert.rejects(client.threads.search({ sortBy: "color" }), (e) => e.status === 422);
+  await client.runs.cancel(c.thread_id, long.run_id, true);
+});
+
+test("threads.update merges metadata", async () => {
+  const { thread_id } = await client.threads.create({ metadata: { owner: "ann", topic: "x" } });
+  const updated = await client.threads.update(thread_id, { metadata: { topic: "y", pinned: true } });
+  assert.deepEqual(updated.metadata, { owner: "ann", topic: "y", pinned: true });
+  assert.deepEqual((await client.threads.get(thread_id)).metadata, { owner: "ann", topic: "y", pinned: true });
+  await assert.rejects(client.threads.update(crypto.randomUUID(), { metadata: { a: 1 } }), (e) => e.status === 404);
+});
+
+test("runs.delete: a finished run is gone from the thread's runs; a running one is refused", async () => {
+  const { thread_id } = await client.threads.create();
+  const run = await client.runs.create(thread_id, "agent", { input: human("del"), metadata: demo({ tokens: 2 }) });
+  await client.runs.join(thread_id, run.run_id);
+  await client.runs.delete(thread_id, run.run_id);
+  await assert.rejects(client.runs.get(thread_id, run.run_id), (e) => e.status === 404);
+  assert.deepEqual(await client.runs.list(thread_id), []);
+  // The thread's state keeps what the run did, as on the Platform.
+  assert.equal((await client.threads.getState(thread_id)).values.messages.length, 2);
+  const long = await client.runs.create(thread_id, "agent", { input: human("l"), metadata: demo({ tokens: 50, duration_ms: 20000 }) });
+  await waitStatus(thread_id, long.run_id, ["running"]);
+  await assert.rejects(client.runs.delete(thread_id, long.run_id), (e) => e.status === 409);
+  await client.runs.cancel(thread_id, long.run_id, true);
+});
+
+test("stateless runs: wait, stream and background on a throwaway thread", async () => {
+  const values = await client.runs.wait(null, "agent", { input: human("once"), metadata: demo({ tokens: 3 }) });
+  assert.deepEqual(values.messages.map((m) => m.content), ["once", "w0 w1 w2"]);
+  let created;
+  const parts = await collect(
+    client.runs.stream(null, "agent", {
+      input: human("s"), streamMode: ["messages-tuple", "values"], metadata: demo({ tokens: 4 }),
+      onRunCreated: (m) => (created = m),
+    }),
+  );
+  assert.deepEqual(chunks(parts), words(4));
+  assert.equal(parts.at(-1).event, "end");
+  assert.ok(created.thread_id, "the stream names its throwaway thread");
+  // on_completion=delete (the default): the thread is gone once the run ended.
+  await assert.rejects(client.threads.get(created.thread_id), (e) => e.status === 404);
+  const bg = await client.runs.create(null, "agent", { input: human("bg"), metadata: demo({ tokens: 2 }) });
+  assert.equal(bg.status, "pending");
+  const until = Date.now() + 20000;
+  for (;;) {
+    try {
+      await client.threads.get(bg.thread_id);
+    } catch (e) {
+      assert.equal(e.status, 404);
+      break;
+    }
+    assert.ok(Date.now() < until, "the background run's thread was not deleted after its end");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const kept = await client.runs.wait(null, "agent", { input: human("k"), onCompletion: "keep", metadata: demo({ tokens: 1 }), onRunCreated: (m) => (created = m) });
+  assert.equal(lastAI(kept).content, "w0");
+  assert.equal((await client.threads.get(created.thread_id)).values.messages.length, 2, "on_completion=keep keeps the thread");
+});
+
+test("checkpoint: the thread's head is accepted, an older one refused as stale", async () => {
+  const { thread_id } = await client.threads.create();
+  await client.runs.wait(thread_id, "agent", { input: human("one"), metadata: demo({ tokens: 1 }) });
+  const first = (await client.threads.getState(thread_id)).checkpoint;
+  const values = await client.runs.wait(thread_id, "agent", { input: human("two"), checkpoint: first, metadata: demo({ tokens: 1 }) });
+  assert.equal(values.messages.length, 4);
+  await assert.rejects(
+    client.runs.wait(thread_id, "agent", { input: human("three"), checkpoint: first }),
+    (e) => e.status === 409 && /not the thread's latest/.test(String(e.message)),
+  );
+  const head = (await client.threads.getHistory(thread_id, { limit: 1 }))[0].checkpoint;
+  const again = await client.runs.wait(thread_id, "agent", { input: human("three"), checkpointId: head.checkpoint_id, metadata: demo({ tokens: 1 }) });
+  assert.equal(again.messages.length, 6);
+});
+
+test("cancel with action=rollback: the run and its input are gone from the thread", async () => {
+  const { thread_id } = await client.threads.create();
+  await client.runs.wait(thread_id, "agent", { input: human("kept"), metadata: demo({ tokens: 1 }) });
+  const run = await client.runs.create(thread_id, "agent", { input: human("rolled back"), metadata: demo({ tokens: 50, duration_ms: 20000 }) });
+  await waitStatus(thread_id, run.run_id, ["running"]);
+  await client.runs.cancel(thread_id, run.run_id, true, "rollback");
+  await assert.rejects(client.runs.get(thread_id, run.run_id), (e) => e.status === 404);
+  assert.deepEqual((await client.runs.list(thread_id)).length, 1);
+  const state = await client.threads.getState(thread_id);
+  assert.deepEqual(state.values.messages.map((m) => m.content), ["kept", "w0"]);
+  assert.equal((await client.threads.getHistory(thread_id)).length, 1);
+  assert.equal((await client.threads.get(thread_id)).status, "idle");
+});
+
+test('onDisconnect: "cancel" cancels the run when the stream\'s client leaves', async () => {
+  const { thread_id } = await client.threads.create();
+  const abort = new AbortController();
+  let runId;
+  await collect(
+    client.runs.stream(thread_id, "agent", {
+      input: human("leave"), streamMode: ["messages-tuple"], onDisconnect: "cancel",
+      metadata: demo({ tokens: 50, duration_ms: 20000 }), signal: abort.signal,
+      onRunCreated: (m) => (runId = m.run_id),
+    }),
+    (_, ps) => chunks(ps).length === 2,
+  );
+  abort.abort();
+  const run = await waitStatus(thread_id, runId, ["interrupted", "success"]);
+  assert.equal(run.status, "interrupted");
+  // Without it (the default, continue) the run outlives its stream.
+  const cont = new AbortController();
+  let other;
+  await collect(
+    client.runs.stream(thread_id, "agent", {
+      input: human("stay"), streamMode: ["messages-tuple"], metadata: demo({ tokens: 4, duration_ms: 400 }), signal: cont.signal,
+      onRunCreated: (m) => (other = m.run_id),
+    }),
+    (_, ps) => chunks(ps).length === 1,
+  );
+  cont.abort();
+  assert.equal((await waitStatus(thread_id, other, ["interrupted", "success"])).status, "success");
+});
+
+test("threads.updateState: a human edits the thread, and the next run's agent sees the edit", async () => {
+  const { thread_id } = await client.threads.create();
+  await client.runs.wait(thread_id, "agent", { input: human("one"), metadata: demo({ tokens: 2 }) });
+  const state = await client.threads.getState(thread_id);
+  const answer = state.values.messages.find((m) => m.type === "ai");
+  const updated = await client.threads.updateState(thread_id, {
+    values: { messages: [{ type: "ai", id: answer.id, content: "edited answer" }, { type: "human", content: "added note" }] },
+    checkpoint: state.checkpoint,
+  });
+  assert.ok(updated.checkpoint.checkpoint_id);
+  const after = await client.threads.getState(thread_id);
+  assert.equal(after.checkpoint.checkpoint_id, updated.checkpoint.checkpoint_id, "the edit is the thread's head");
+  assert.deepEqual(after.values.messages.map((m) => m.content), ["one", "edited answer", "added note"]);
+  // The next run answers from the edited history (the demo agent's recall knob repeats it).
+  const values = await client.runs.wait(thread_id, "agent", { input: human("what did you see?"), metadata: demo({ recall: true }) });
+  assert.equal(lastAI(values).content, "one | edited answer | added note");
+  assert.deepEqual(values.messages.map((m) => m.content).slice(0, 4), ["one", "edited answer", "added note", "what did you see?"]);
+  // The history starts at the edit: the run after it, then the edit itself.
+  const history = await client.threads.getHistory(thread_id);
+  assert.deepEqual(history.map((s) => s.metadata.source), ["loop", "update"]);
+  assert.equal(history[0].parent_checkpoint.checkpoint_id, updated.checkpoint.checkpoint_id);
+  // A stale checkpoint is refused; a remove message deletes.
+  await assert.rejects(client.threads.updateState(thread_id, { values: { messages: [] }, checkpoint: state.checkpoint }), (e) => e.status === 409);
+  await client.threads.updateState(thread_id, { values: { messages: [{ type: "remove", id: answer.id }] } });
+  assert.ok(!(await client.threads.getState(thread_id)).values.messages.some((m) => m.id === answer.id));
+  await assert.rejects(client.threads.updateState(thread_id, { values: { counter: 1 } }), (e) => e.status === 422);
+});
+
+test("threads.copy: a new thread with the metadata and state, going on apart", async () => {
+  const { thread_id } = await client.threads.create({ metadata: { owner: "copy" } });
+  await client.runs.wait(thread_id, "agent", { input: human("original"), metadata: demo({ tokens: 1 }) });
+  const copy = await client.threads.copy(thread_id);
+  assert.notEqual(copy.thread_id, thread_id);
+  assert.equal(copy.metadata.owner, "copy");
+  assert.deepEqual(copy.values.messages.map((m) => m.content), ["original", "w0"]);
+  const values = await client.runs.wait(copy.thread_id, "agent", { input: human("in the copy"), metadata: demo({ recall: true }) });
+  assert.equal(lastAI(values).content, "original | w0");
+  assert.equal((await client.threads.getState(thread_id)).values.messages.length, 2, "the original is unchanged");
+});

@@ -156,11 +156,15 @@ func (h *Handler) Routes(r chi.Router) {
 	h.family(r, "/info", func(r chi.Router) { r.Get("/", h.getInfo) })
 	h.family(r, "/threads", func(r chi.Router) {
 		r.Post("/", h.createThread)
+		r.Post("/search", h.searchThreads)
 		r.Group(func(r chi.Router) {
 			r.Use(h.placed)
 			const thread = "/{thread_id}"
 			r.Get(thread, h.getThread)
 			r.Delete(thread, h.deleteThread)
+			r.Patch(thread, h.patchThread)
+			r.Post(thread+"/copy", h.copyThread)
+			r.Post(thread+"/state", h.updateState)
 			r.Get(thread+"/state", h.getState)
 			r.Post(thread+"/history", h.getHistory)
 			r.Get(thread+"/runs", h.listRuns)
@@ -168,14 +172,20 @@ func (h *Handler) Routes(r chi.Router) {
 			r.Post(thread+"/runs/stream", h.streamRun)
 			r.Post(thread+"/runs/wait", h.waitRun)
 			r.Get(thread+"/runs/{run_id}", h.getRun)
+			r.Delete(thread+"/runs/{run_id}", h.deleteRun)
 			r.Get(thread+"/runs/{run_id}/stream", h.joinStream)
 			r.Get(thread+"/runs/{run_id}/join", h.joinRun)
 			r.Post(thread+"/runs/{run_id}/cancel", h.cancelRun)
 		})
 	})
+	h.family(r, "/runs", func(r chi.Router) {
+		r.Post("/", h.createStatelessRun)
+		r.Post("/stream", h.streamStatelessRun)
+		r.Post("/wait", h.waitStatelessRun)
+	})
 	// The Platform's families this front door does not serve: answered 404 with CORS, so the SDK
 	// reads the problem instead of a CORS failure.
-	for _, prefix := range []string{"/assistants", "/runs", "/store", "/crons"} {
+	for _, prefix := range []string{"/assistants", "/store", "/crons"} {
 		h.family(r, prefix, nil)
 	}
 }

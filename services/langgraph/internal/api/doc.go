@@ -24,7 +24,17 @@
 //     messages-tuple and updates (internal/render), and inputs this front door cannot run (a
 //     command, no human text).
 //   - State and history are the thread's turns as messages: one checkpoint per finished turn, named
-//     by its run ID.
+//     by its run ID. A state set through the API (POST /threads/{id}/state, the copy of a thread)
+//     is stored on the thread row (a checkpoint of its own, followed by the runs after it) and
+//     rewritten into the session history the agent reads (turnstore.RewriteHistory), so the next
+//     run answers from it. A run or update naming a checkpoint other than the head is a 409
+//     stale-checkpoint: a thread goes on from its latest state only.
+//   - Deleted runs (runs.delete, cancel with action=rollback) are named in langgraph_deleted_runs
+//     and hidden; a rolled-back one from the state too. Their turns stay until retention.
+//   - Stateless runs (POST /runs…) run on a throwaway thread deleted once the run ended
+//     (stateless.go). on_disconnect=cancel cancels a run whose stream's client left before its end.
+//   - POST /threads/search filters in SQL (metadata containment, IDs, the status of the session's
+//     newest turn) and, for a values filter, over the threads' messages.
 //
 // Streams: the SSE id of each event is the native event's id ("<epoch>:<entry>"), so a join with
 // Last-Event-ID resumes the native stream exactly, with its epoch rule (a native stream.reset

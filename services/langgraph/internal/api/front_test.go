@@ -108,7 +108,7 @@ func TestCORS(t *testing.T) {
 		}{
 			{"GET", "/info", http.StatusOK},
 			{"GET", "/assistants/agent", http.StatusNotFound},
-			{"PATCH", "/threads/t1", http.StatusMethodNotAllowed},
+			{"PUT", "/threads/t1", http.StatusMethodNotAllowed},
 		} {
 			w := serve(h, tc.method, tc.path, http.Header{"Origin": {app}})
 			require.Equal(t, tc.code, w.Code, tc.path)
@@ -196,8 +196,8 @@ func TestUnroutedCounted(t *testing.T) {
 	}{
 		{"POST", "/assistants/search", http.StatusNotFound},
 		{"POST", "/assistants/search", http.StatusNotFound},
-		{"PATCH", "/threads/t1", http.StatusMethodNotAllowed},
-		{"POST", "/threads/search", http.StatusMethodNotAllowed},
+		{"PUT", "/threads/t1", http.StatusMethodNotAllowed},
+		{"GET", "/threads", http.StatusMethodNotAllowed},
 		{"TRACE", "/threads/t1", http.StatusMethodNotAllowed},
 		{"GET", "/threads/t1/runs/r1/nope", http.StatusNotFound},
 		{"PUT", "/store/items", http.StatusNotFound},
@@ -206,15 +206,15 @@ func TestUnroutedCounted(t *testing.T) {
 		require.Equal(t, tc.code, w.Code, tc.method+" "+tc.path)
 		require.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
 	}
-	w := serve(r, http.MethodPatch, "/threads/t1", nil)
-	require.Equal(t, "GET, DELETE", w.Header().Get("Allow"), "405 still names the methods the path serves")
+	w := serve(r, http.MethodPut, "/threads/t1", nil)
+	require.Equal(t, "GET, PATCH, DELETE", w.Header().Get("Allow"), "405 still names the methods the path serves")
 
 	count := func(family, method, code string) float64 {
 		return testutil.ToFloat64(h.unrouted.WithLabelValues(family, method, code))
 	}
 	require.Equal(t, 2.0, count("/assistants", "POST", "404"))
-	require.Equal(t, 2.0, count("/threads", "PATCH", "405"))
-	require.Equal(t, 1.0, count("/threads", "POST", "405"))
+	require.Equal(t, 2.0, count("/threads", "PUT", "405"))
+	require.Equal(t, 1.0, count("/threads", "GET", "405"))
 	require.Equal(t, 1.0, count("/threads", "other", "405"), "an unknown method is not a label value")
 	require.Equal(t, 1.0, count("/threads", "GET", "404"))
 	require.Equal(t, 1.0, count("/store", "PUT", "404"))

@@ -98,6 +98,8 @@ type runBody struct {
 	InterruptAfter  json.RawMessage `json:"interrupt_after"`
 	AfterSeconds    float64         `json:"after_seconds"`
 	Webhook         string          `json:"webhook"`
+	OnDisconnect    string          `json:"on_disconnect"` // continue or cancel
+	OnCompletion    string          `json:"on_completion"` // delete or keep (stateless runs)
 }
 
 // newRun is a validated run request.
@@ -107,11 +109,20 @@ type newRun struct {
 	text   string
 	modes  []render.Mode
 	body   runBody
+	// stateless: the thread is the run's throwaway one (POST /runs, /runs/stream, /runs/wait).
+	stateless bool
+}
+
+// cancelOnDisconnect says whether the run is cancelled when its stream's client leaves: asked
+// with on_disconnect=cancel, and the default of a stateless run, as on the Platform.
+func (nr newRun) cancelOnDisconnect() bool {
+	return nr.body.OnDisconnect == "cancel" || (nr.stateless && nr.body.OnDisconnect == "")
 }
 
 // parseRun authenticates, reads and checks a run-creating request, and finds (or, with
-// if_not_exists=create, makes) its thread. Nothing is queued before every check passed.
-func (h *Handler) parseRun(w http.ResponseWriter, r *http.Request, route string) (newRun, bool) {
+// if_not_exists=create, makes) its thread; a stateless run (no thread in the path) gets a
+// throwaway thread of its own. Nothing is queued before every check passed.
+func (h *Handler) parseRun(w http.ResponseWriter, r *http.Request, route string, stateless bool) (newRun, bool) {
 	c, p := h.authenticate(r)
 	if p != nil {
 		h.refuse(w, route, *p)
@@ -143,8 +154,12 @@ func (h *Handler) parseRun(w http.ResponseWriter, r *http.Request, route string)
 		refusal = "if_not_exists must be create or reject"
 	case isSet(body.Command):
 		refusal = "command (resuming an interrupt) is not supported: turnstile's runs do not pause for input"
-	case isSet(body.Checkpoint) || body.CheckpointID != "":
-		refusal = "checkpoint is not supported: a run always continues the thread's latest state"
+	case body.OnDisconnect != "" && body.OnDisconnect != "cancel" && body.OnDisconnect != "continue":
+		refusal = "on_disconnect must be cancel or continue"
+	case body.OnCompletion != "" && body.OnCompletion != "delete" && body.OnCompletion != "keep":
+		refusal = "on_completion must be delete or keep"
+	case stateless && (isSet(body.Checkpoint) || body.CheckpointID != ""):
+		refusal = "checkpoint is not supported on a stateless run: its thread is new"
 	case isSet(body.InterruptBefore) || isSet(body.InterruptAfter):
 		refusal = "interrupt_before and interrupt_after are not supported"
 	case body.AfterSeconds != 0:
@@ -167,6 +182,9 @@ func (h *Handler) parseRun(w http.ResponseWriter, r *http.Request, route string)
 		h.refuse(w, route, httpx.ProblemAssistantNotFound.Problem("no assistant "+body.AssistantID+" (TURNSTILE_LANGGRAPH_ASSISTANTS)"))
 		return newRun{}, false
 	}
+	if stateless {
+		return h.throwawayThread(w, r, route, newRun{caller: c, text: text, modes: modes, body: body})
+	}
 	threadID := chi.URLParam(r, "thread_id")
 	th, p := h.loadThread(r, c, threadID)
 	if p != nil && p.Type == httpx.ProblemThreadNotFound.Name && body.IfNotExists == "create" && wire.SessionIDValid(threadID) {
@@ -184,6 +202,9 @@ func (h *Handler) parseRun(w http.ResponseWriter, r *http.Request, route string)
 		default:
 			p = nil
 		}
+	}
+	if p == nil && (isSet(body.Checkpoint) || body.CheckpointID != "") {
+		p = h.checkHead(r, c, th.ID, body)
 	}
 	if p != nil {
 		h.refuse(w, route, *p)
@@ -304,14 +325,22 @@ func runPath(threadID, runID string) string { return "/threads/" + threadID + "/
 
 func (h *Handler) createRun(w http.ResponseWriter, r *http.Request) {
 	const route = "create_run"
-	nr, ok := h.parseRun(w, r, route)
+	nr, ok := h.parseRun(w, r, route, false)
 	if !ok {
 		return
 	}
+	h.createRunOf(w, r, route, nr)
+}
+
+func (h *Handler) createRunOf(w http.ResponseWriter, r *http.Request, route string, nr newRun) {
 	acc, err := h.post(r, nr)
 	if err != nil {
 		h.relay(w, r, route, err)
+		h.dropThrowaway(r, nr)
 		return
+	}
+	if nr.stateless && nr.body.OnCompletion != "keep" {
+		h.deleteWhenDone(r, nr, acc)
 	}
 	h.ok(route)
 	w.Header().Set("Content-Location", runPath(nr.thread.ID, acc.TurnID))
@@ -322,17 +351,23 @@ func (h *Handler) createRun(w http.ResponseWriter, r *http.Request) {
 // runs/wait); a failed run answers its error as __error__, as LangGraph does.
 func (h *Handler) waitRun(w http.ResponseWriter, r *http.Request) {
 	const route = "wait_run"
-	nr, ok := h.parseRun(w, r, route)
+	nr, ok := h.parseRun(w, r, route, false)
 	if !ok {
 		return
 	}
+	h.waitRunOf(w, r, route, nr)
+}
+
+func (h *Handler) waitRunOf(w http.ResponseWriter, r *http.Request, route string, nr newRun) {
 	acc, err := h.post(r, nr)
 	if err != nil {
 		h.relay(w, r, route, err)
+		h.dropThrowaway(r, nr)
 		return
 	}
 	w.Header().Set("Content-Location", runPath(nr.thread.ID, acc.TurnID))
-	h.answerWhenDone(w, r, route, nr.caller, nr.thread.ID, acc.TurnID, acc.StreamToken)
+	done := h.answerWhenDone(w, r, route, nr.caller, nr.thread.ID, acc.TurnID, acc.StreamToken)
+	h.afterStateless(r, nr, acc.TurnID, done)
 }
 
 // joinRun waits for a run to end and answers the thread's values (LangGraph's runs/join).
@@ -355,29 +390,30 @@ func (h *Handler) joinRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // answerWhenDone follows the run's native stream (when token is set) to its terminal event, then
-// answers the thread's values.
-func (h *Handler) answerWhenDone(w http.ResponseWriter, r *http.Request, route string, c caller, threadID, runID, token string) {
+// answers the thread's values; it says whether the run was seen to its end.
+func (h *Handler) answerWhenDone(w http.ResponseWriter, r *http.Request, route string, c caller, threadID, runID, token string) bool {
 	if token != "" {
 		tracked := h.Track(nil)
 		defer tracked.Release()
 		if err := h.waitTerminal(r.Context(), tracked.Done(), threadID, runID, token); err != nil {
 			h.relay(w, r, route, err)
-			return
+			return false
 		}
 	}
-	turns, err := h.threadTurns(r.Context(), c, threadID)
+	v, err := h.threadView(r.Context(), c, threadID)
 	if err != nil {
 		h.relay(w, r, route, err)
-		return
+		return true
 	}
-	out := map[string]any{"messages": render.ThreadMessages(renderTurns(turns))}
-	for _, t := range turns {
+	out := map[string]any{"messages": v.messages()}
+	for _, t := range v.turns {
 		if t.TurnID == runID && (t.Status == wire.StatusFailed || t.Status == wire.StatusExpired) {
 			out["__error__"] = map[string]string{"error": "AgentError", "message": t.Error}
 		}
 	}
 	h.ok(route)
 	httpx.WriteJSON(w, http.StatusOK, out)
+	return true
 }
 
 // waitTerminal reads the run's native stream until its terminal event.
@@ -432,19 +468,35 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) {
 		h.relay(w, r, route, err)
 		return
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StoreTimeout)
+	deleted, err := h.threads.DeletedRuns(ctx, c.tenant, th.ID)
+	cancel()
+	if err != nil {
+		h.log.WarnContext(r.Context(), "read deleted runs failed", "session_id", th.ID, "err", err)
+		h.refuse(w, route, h.storeDown("the runs cannot be read now"))
+		return
+	}
 	out := make([]runJSON, 0, len(page.Turns))
 	for _, t := range page.Turns {
-		out = append(out, viewRun(th.ID, t))
+		if _, gone := deleted[t.TurnID]; !gone {
+			out = append(out, viewRun(th.ID, t))
+		}
 	}
 	h.ok(route)
 	httpx.WriteJSON(w, http.StatusOK, out)
 }
 
+// cancelRun answers POST /threads/{thread_id}/runs/{run_id}/cancel. action=interrupt (the
+// default) cancels the run and keeps it, interrupted; action=rollback cancels it, waits for its
+// end and deletes it with its effects: it is gone from the thread's runs, state and history (its
+// input too). A run that succeeded before the cancel reached it has an answer the thread's next
+// runs already see, so its rollback is a 409 and nothing is deleted.
 func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request) {
 	const route = "cancel_run"
 	q := r.URL.Query()
-	if a := q.Get("action"); a != "" && a != "interrupt" {
-		h.refuse(w, route, httpx.ProblemValidation.Problem("action "+a+" is not supported: a cancelled run is interrupted and kept (action=interrupt)"))
+	action := q.Get("action")
+	if action != "" && action != "interrupt" && action != "rollback" {
+		h.refuse(w, route, httpx.ProblemValidation.Problem("action must be interrupt or rollback"))
 		return
 	}
 	c, th, t, ok := h.run(w, r, route)
@@ -452,21 +504,45 @@ func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	runID := t.TurnID
-	if _, err := h.fd.CancelTurn(r.Context(), c.cred, runID); err != nil {
-		h.relay(w, r, route, err)
-		return
+	if !t.Status.Terminal() {
+		if _, err := h.fd.CancelTurn(r.Context(), c.cred, runID); err != nil {
+			h.relay(w, r, route, err)
+			return
+		}
 	}
-	if q.Get("wait") == "1" || q.Get("wait") == "true" {
+	if (action == "rollback" || queryTrue(r, "wait")) && !t.Status.Terminal() {
 		g, err := h.fd.StreamToken(r.Context(), c.cred, th.ID)
 		if err == nil {
 			tracked := h.Track(nil)
 			err = h.waitTerminal(r.Context(), tracked.Done(), th.ID, runID, g.StreamToken)
 			tracked.Release()
 		}
+		if err == nil {
+			t, err = h.fd.GetTurn(r.Context(), c.cred, runID)
+		}
 		if err != nil {
 			h.relay(w, r, route, err)
 			return
 		}
+	}
+	if action == "rollback" {
+		switch {
+		case t.Status == wire.StatusSucceeded:
+			h.refuse(w, route, httpx.ProblemThreadBusy.Problem("run "+runID+" succeeded before it could be cancelled: its answer is in the thread's state, and nothing was rolled back"))
+			return
+		case !t.Status.Terminal():
+			h.refuse(w, route, httpx.ProblemThreadBusy.Problem("run "+runID+" has not ended yet: try the rollback again"))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StoreTimeout)
+		err := h.threads.DeleteRun(ctx, c.tenant, th.ID, runID, true)
+		cancel()
+		if err != nil {
+			h.log.WarnContext(r.Context(), "roll back run failed", "session_id", th.ID, "turn_id", runID, "err", err)
+			h.refuse(w, route, h.storeDown("the run cannot be rolled back now"))
+			return
+		}
+		h.log.InfoContext(r.Context(), "run rolled back", "session_id", th.ID, "turn_id", runID)
 	}
 	h.ok(route)
 	w.WriteHeader(http.StatusAccepted)
@@ -485,6 +561,18 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, route string) (cal
 	}
 	if t.SessionID != th.ID {
 		h.refuse(w, route, httpx.ProblemTurnNotFound.Problem("no run "+chi.URLParam(r, "run_id")+" on thread "+th.ID))
+		return caller{}, threads.Thread{}, frontdoor.Turn{}, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StoreTimeout)
+	deleted, err := h.threads.DeletedRuns(ctx, c.tenant, th.ID)
+	cancel()
+	if err != nil {
+		h.log.WarnContext(r.Context(), "read deleted runs failed", "session_id", th.ID, "err", err)
+		h.refuse(w, route, h.storeDown("the run cannot be read now"))
+		return caller{}, threads.Thread{}, frontdoor.Turn{}, false
+	}
+	if _, gone := deleted[t.TurnID]; gone {
+		h.refuse(w, route, httpx.ProblemTurnNotFound.Problem("run "+t.TurnID+" was deleted"))
 		return caller{}, threads.Thread{}, frontdoor.Turn{}, false
 	}
 	return c, th, t, true

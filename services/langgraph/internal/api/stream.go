@@ -58,22 +58,32 @@ type streamArgs struct {
 	from     cursor
 	// metadata sends the metadata event first (a stream from the run's start).
 	metadata bool
+	// cancelOnDisconnect cancels the run when the client leaves before its end (on_disconnect=
+	// cancel, a join's cancel_on_disconnect=1); a drain or cut does not cancel it.
+	cancelOnDisconnect bool
 }
 
 // streamRun queues a run and streams it (POST /threads/{thread_id}/runs/stream).
 func (h *Handler) streamRun(w http.ResponseWriter, r *http.Request) {
 	const route = "stream_run"
-	nr, ok := h.parseRun(w, r, route)
-	if !ok {
-		return
+	if nr, ok := h.parseRun(w, r, route, false); ok {
+		h.streamRunOf(w, r, route, nr)
 	}
+}
+
+func (h *Handler) streamRunOf(w http.ResponseWriter, r *http.Request, route string, nr newRun) {
 	acc, err := h.post(r, nr)
 	if err != nil {
 		h.relay(w, r, route, err)
+		h.dropThrowaway(r, nr)
 		return
 	}
 	run := &render.Run{RunID: acc.TurnID, ThreadID: nr.thread.ID, AssistantID: nr.body.AssistantID, Modes: nr.modes, Input: nr.text}
-	h.serveStream(w, r, route, streamArgs{caller: nr.caller, threadID: nr.thread.ID, run: run, token: acc.StreamToken, metadata: true})
+	ended := h.serveStream(w, r, route, streamArgs{
+		caller: nr.caller, threadID: nr.thread.ID, run: run, token: acc.StreamToken, metadata: true,
+		cancelOnDisconnect: nr.cancelOnDisconnect(),
+	})
+	h.afterStateless(r, nr, acc.TurnID, ended)
 }
 
 // joinStream streams an existing run from its start or from Last-Event-ID
@@ -116,7 +126,15 @@ func (h *Handler) joinStream(w http.ResponseWriter, r *http.Request) {
 	}
 	runID := t.TurnID
 	run := &render.Run{RunID: runID, ThreadID: th.ID, AssistantID: assistant, Modes: modes, Input: textOf(t.Input)}
-	h.serveStream(w, r, route, streamArgs{caller: c, threadID: th.ID, run: run, token: g.StreamToken, from: from, metadata: from == cursor{}})
+	h.serveStream(w, r, route, streamArgs{
+		caller: c, threadID: th.ID, run: run, token: g.StreamToken, from: from, metadata: from == cursor{},
+		cancelOnDisconnect: queryTrue(r, "cancel_on_disconnect"),
+	})
+}
+
+func queryTrue(r *http.Request, name string) bool {
+	v := r.URL.Query().Get(name)
+	return v == "1" || v == "true"
 }
 
 func runMetaOf(t frontdoor.Turn) runMeta {
@@ -129,8 +147,9 @@ func runMetaOf(t frontdoor.Turn) runMeta {
 
 // serveStream follows the run's native stream and writes it as LangGraph SSE until the run's
 // terminal event, the client leaving, or a drain (which ends the stream without an end event, so
-// the client rejoins).
-func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route string, a streamArgs) {
+// the client rejoins). It says whether the run's end was written; a client that left before it
+// has its run cancelled when a.cancelOnDisconnect.
+func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route string, a streamArgs) (ended bool) {
 	tracked := h.Track(nil)
 	defer tracked.Release()
 	ctx, cancel := context.WithCancel(r.Context())
@@ -140,8 +159,14 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route stri
 	})
 	if err != nil {
 		h.relay(w, r, route, err)
-		return
+		return false
 	}
+	clientLeft := false
+	defer func() {
+		if clientLeft && !ended && a.cancelOnDisconnect {
+			h.cancelOnLeave(r, a)
+		}
+	}()
 	events, stop := st.Pump(ctx)
 	defer stop()
 
@@ -164,7 +189,8 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route stri
 		sw.event("", a.run.Metadata(1))
 	}
 	if sw.flush() != nil {
-		return
+		clientLeft = true
+		return false
 	}
 
 	tick := time.NewTicker(h.cfg.KeepAlive)
@@ -176,13 +202,15 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route stri
 	for {
 		select {
 		case <-tracked.Done():
-			return
+			return false
 		case <-ctx.Done():
-			return
+			clientLeft = true
+			return false
 		case <-tick.C:
 			sw.comment("keepalive")
 			if sw.flush() != nil {
-				return
+				clientLeft = true
+				return false
 			}
 		case res := <-events:
 			if res.Err != nil {
@@ -191,7 +219,8 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route stri
 					sw.event("", render.Event{Name: "error", Data: errorData("StreamError", "the run's stream ended: "+res.Err.Error())})
 					_ = sw.flush()
 				}
-				return
+				clientLeft = r.Context().Err() != nil
+				return false
 			}
 			if !contextKnown {
 				h.loadRunContext(ctx, a, log)
@@ -210,22 +239,37 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, route stri
 				sw.event(id, o)
 			}
 			skip, prev = 0, res.Event.ID
-			if sw.flush() != nil || terminal {
-				return
+			if err := sw.flush(); err != nil {
+				clientLeft = true
+				return false
+			}
+			if terminal {
+				return true
 			}
 		}
 	}
 }
 
+// cancelOnLeave cancels the run of a stream whose client left before its end.
+func (h *Handler) cancelOnLeave(r *http.Request, a streamArgs) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.StoreTimeout)
+	defer cancel()
+	if _, err := h.fd.CancelTurn(ctx, a.cred, a.run.RunID); err != nil {
+		h.log.WarnContext(ctx, "cancel on disconnect failed", "session_id", a.threadID, "turn_id", a.run.RunID, "err", err)
+		return
+	}
+	h.log.InfoContext(ctx, "run cancelled: its stream's client left", "session_id", a.threadID, "turn_id", a.run.RunID)
+}
+
 // loadRunContext reads the thread's turns once the run has begun (every earlier turn of the
 // session is terminal by then): the messages before the run, and its input when not known yet.
 func (h *Handler) loadRunContext(ctx context.Context, a streamArgs, log *slog.Logger) {
-	turns, err := h.threadTurns(ctx, a.caller, a.threadID)
+	v, err := h.threadView(ctx, a.caller, a.threadID)
 	if err != nil {
 		log.WarnContext(ctx, "thread history unavailable; values carry the run's messages only", "err", err)
 		return
 	}
-	rts := renderTurns(turns)
+	rts := renderTurns(v.turns)
 	var prior []render.Turn
 	for _, t := range rts {
 		if t.ID == a.run.RunID {
@@ -236,7 +280,7 @@ func (h *Handler) loadRunContext(ctx context.Context, a streamArgs, log *slog.Lo
 		}
 		prior = append(prior, t)
 	}
-	a.run.Prior = render.ThreadMessages(prior)
+	a.run.Prior = append(append([]render.Message{}, v.base...), render.ThreadMessages(prior)...)
 }
 
 func errorData(name, message string) json.RawMessage {

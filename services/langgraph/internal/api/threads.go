@@ -148,17 +148,10 @@ func (h *Handler) getThread(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	turns, err := h.threadTurns(r.Context(), c, th.ID)
+	out, err := h.viewThread(r.Context(), c, th)
 	if err != nil {
 		h.relay(w, r, route, err)
 		return
-	}
-	out := threadJSON{
-		ThreadID: th.ID, CreatedAt: th.CreatedAt, UpdatedAt: th.UpdatedAt, Metadata: th.Metadata,
-		Status: threadStatus(turns), Values: map[string]any{}, Interrupts: map[string]any{},
-	}
-	if len(turns) > 0 {
-		out.Values = map[string]any{"messages": render.ThreadMessages(renderTurns(turns))}
 	}
 	h.ok(route)
 	httpx.WriteJSON(w, http.StatusOK, out)
@@ -196,25 +189,51 @@ type checkpointJSON struct {
 	CheckpointMap any    `json:"checkpoint_map"`
 }
 
-// states lists the thread's checkpoints newest first: after the k-th finished turn, the messages
-// of the turns up to it. A thread without a finished turn has none.
-func states(threadID string, turns []frontdoor.Turn) []stateJSON {
-	rts := renderTurns(turns)
+// view is a thread's state: the state set through the API (base, under its checkpoint; none when
+// its runs alone make it) and the runs after it, oldest first, rolled-back ones left out.
+type view struct {
+	base   []render.Message
+	baseCP string
+	baseAt time.Time
+	turns  []frontdoor.Turn
+}
+
+// messages are the thread's messages: the base's, then its runs'.
+func (v view) messages() []render.Message {
+	return append(append([]render.Message{}, v.base...), render.ThreadMessages(renderTurns(v.turns))...)
+}
+
+// states lists the thread's checkpoints newest first: the base (when set), then
+// one after each finished run with the messages up to it. A thread with neither has none.
+func (v view) states(threadID string) []stateJSON {
+	rts := renderTurns(v.turns)
 	var out []stateJSON
 	var parent *checkpointJSON
-	for i, t := range turns {
+	step := 0
+	if v.baseCP != "" {
+		cp := &checkpointJSON{ThreadID: threadID, CheckpointID: v.baseCP}
+		at := v.baseAt
+		out = append(out, stateJSON{
+			Values: map[string]any{"messages": v.base}, Next: []string{}, Tasks: []any{}, Checkpoint: cp,
+			Metadata: map[string]any{"source": "update", "step": 0, "thread_id": threadID}, CreatedAt: &at,
+		})
+		parent = cp
+	}
+	for i, t := range v.turns {
 		if !t.Status.Terminal() {
 			break
 		}
+		step++
 		cp := &checkpointJSON{ThreadID: threadID, CheckpointID: rts[i].ID}
 		at := t.AcceptedAt
 		if t.FinishedAt != nil {
 			at = *t.FinishedAt
 		}
+		msgs := append(append([]render.Message{}, v.base...), render.ThreadMessages(rts[:i+1])...)
 		out = append(out, stateJSON{
-			Values: map[string]any{"messages": render.ThreadMessages(rts[:i+1])},
+			Values: map[string]any{"messages": msgs},
 			Next:   []string{}, Tasks: []any{}, Checkpoint: cp, ParentCheckpoint: parent,
-			Metadata:  map[string]any{"source": "loop", "step": i + 1, "run_id": rts[i].ID, "thread_id": threadID},
+			Metadata:  map[string]any{"source": "loop", "step": step, "run_id": rts[i].ID, "thread_id": threadID},
 			CreatedAt: &at,
 		})
 		parent = cp
@@ -223,19 +242,67 @@ func states(threadID string, turns []frontdoor.Turn) []stateJSON {
 	return out
 }
 
+// head is the checkpoint ID of the thread's latest state, "" when it has none.
+func (v view) head(threadID string) string {
+	if st := v.states(threadID); len(st) > 0 {
+		return st[0].Checkpoint.CheckpointID
+	}
+	return ""
+}
+
+// states lists the checkpoints of a thread whose runs alone make its state (view.states).
+func states(threadID string, turns []frontdoor.Turn) []stateJSON {
+	return view{turns: turns}.states(threadID)
+}
+
+// threadView reads the thread's state: its row (for a state set through the API) and its runs.
+func (h *Handler) threadView(ctx context.Context, c caller, threadID string) (view, error) {
+	sctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
+	th, err := h.threads.Get(sctx, c.tenant, threadID)
+	cancel()
+	if err != nil && !errors.Is(err, threads.ErrNotFound) {
+		return view{}, err
+	}
+	return h.viewOf(ctx, c, th, threadID)
+}
+
+// viewOf reads the state of th (the zero Thread for one without a row: its runs alone).
+func (h *Handler) viewOf(ctx context.Context, c caller, th threads.Thread, threadID string) (view, error) {
+	all, deleted, err := h.sessionTurns(ctx, c, threadID)
+	if err != nil {
+		return view{}, err
+	}
+	v := view{}
+	if th.StateCheckpoint != "" {
+		v.baseCP = th.StateCheckpoint
+		if th.StateAt != nil {
+			v.baseAt = *th.StateAt
+		}
+		_ = json.Unmarshal(th.State, &v.base)
+		if i := slices.IndexFunc(all, func(t frontdoor.Turn) bool { return t.TurnID == th.StateAfterRun }); i >= 0 {
+			all = all[i+1:]
+		} else if th.StateAfterRun != "" {
+			// That run is gone (retention): the runs accepted after the state was set follow it.
+			all = slices.DeleteFunc(all, func(t frontdoor.Turn) bool { return !t.AcceptedAt.After(v.baseAt) })
+		}
+	}
+	v.turns = slices.DeleteFunc(all, func(t frontdoor.Turn) bool { return deleted[t.TurnID] })
+	return v, nil
+}
+
 func (h *Handler) getState(w http.ResponseWriter, r *http.Request) {
 	const route = "get_state"
 	c, th, ok := h.thread(w, r, route)
 	if !ok {
 		return
 	}
-	turns, err := h.threadTurns(r.Context(), c, th.ID)
+	v, err := h.viewOf(r.Context(), c, th, th.ID)
 	if err != nil {
 		h.relay(w, r, route, err)
 		return
 	}
 	h.ok(route)
-	if st := states(th.ID, turns); len(st) > 0 {
+	if st := v.states(th.ID); len(st) > 0 {
 		httpx.WriteJSON(w, http.StatusOK, st[0])
 		return
 	}
@@ -266,12 +333,12 @@ func (h *Handler) getHistory(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, httpx.ProblemValidation.Problem("limit must be between 1 and 1000"))
 		return
 	}
-	turns, err := h.threadTurns(r.Context(), c, th.ID)
+	v, err := h.viewOf(r.Context(), c, th, th.ID)
 	if err != nil {
 		h.relay(w, r, route, err)
 		return
 	}
-	st := states(th.ID, turns)
+	st := v.states(th.ID)
 	if body.Before != nil && body.Before.CheckpointID != "" {
 		i := slices.IndexFunc(st, func(s stateJSON) bool { return s.Checkpoint.CheckpointID == body.Before.CheckpointID })
 		if i < 0 {
@@ -326,9 +393,16 @@ func (h *Handler) loadThread(r *http.Request, c caller, id string) (threads.Thre
 	return th, nil
 }
 
-// threadTurns reads the session's turns through the native API, oldest first, at most
-// historyTurns of the newest.
-func (h *Handler) threadTurns(ctx context.Context, c caller, sessionID string) ([]frontdoor.Turn, error) {
+// sessionTurns reads the session's turns through the native API, oldest first, at most
+// historyTurns of the newest, and the thread's deleted runs, each with whether it was rolled back
+// (cancelled with action=rollback: no part of the thread's state).
+func (h *Handler) sessionTurns(ctx context.Context, c caller, sessionID string) ([]frontdoor.Turn, map[string]bool, error) {
+	sctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
+	deleted, err := h.threads.DeletedRuns(sctx, c.tenant, sessionID)
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
 	var out []frontdoor.Turn
 	cursor := ""
 	for len(out) < historyTurns {
@@ -338,7 +412,7 @@ func (h *Handler) threadTurns(ctx context.Context, c caller, sessionID string) (
 			if errors.As(err, &p) && p.Status == http.StatusNotFound {
 				break // a session without turns yet
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, page.Turns...)
 		if page.NextCursor == "" || len(page.Turns) == 0 {
@@ -347,7 +421,7 @@ func (h *Handler) threadTurns(ctx context.Context, c caller, sessionID string) (
 		cursor = page.NextCursor
 	}
 	slices.Reverse(out)
-	return out, nil
+	return out, deleted, nil
 }
 
 // renderTurns maps turns to what rendering needs of them.

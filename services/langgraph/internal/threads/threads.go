@@ -30,6 +30,14 @@ type Thread struct {
 	Metadata  json.RawMessage // a JSON object, never null
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// State is the thread's messages as set through the API (an edit or a copy), a JSON array, or
+	// nil when its runs alone make its state. StateCheckpoint names that state's checkpoint;
+	// StateAfterRun is the newest run (turn ID) it includes, the runs after it follow it; StateAt is
+	// when it was set.
+	State           json.RawMessage
+	StateCheckpoint string
+	StateAfterRun   string
+	StateAt         *time.Time
 }
 
 // Store reads and writes threads over a pool.
@@ -38,15 +46,19 @@ type Store struct{ pool *pgxpool.Pool }
 // New returns a store over pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-const columns = `tenant, thread_id, metadata, created_at, updated_at`
+const columns = `tenant, thread_id, metadata, created_at, updated_at, state, coalesce(state_checkpoint, ''), coalesce(state_after_run, ''), state_at`
 
 func scan(row pgx.Row) (Thread, error) {
 	var t Thread
-	err := row.Scan(&t.Tenant, &t.ID, &t.Metadata, &t.CreatedAt, &t.UpdatedAt)
+	err := row.Scan(t.dest()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Thread{}, ErrNotFound
 	}
 	return t, err
+}
+
+func (t *Thread) dest() []any {
+	return []any{&t.Tenant, &t.ID, &t.Metadata, &t.CreatedAt, &t.UpdatedAt, &t.State, &t.StateCheckpoint, &t.StateAfterRun, &t.StateAt}
 }
 
 // Create stores a new thread and reports whether it was created. When the thread exists already
