@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -164,7 +165,27 @@ func TestCommands(t *testing.T) {
 	t.Run("UnknownListsEvery", func(t *testing.T) {
 		t.Parallel()
 		err := runCommand(ctx, CommandEnv{}, available, []string{"nope"})
-		require.EqualError(t, err, `unknown command "nope" (want: migrate [status], greet NAME)`)
+		require.EqualError(t, err, `unknown command "nope" (want: migrate [status], config [-output text|json], greet NAME)`)
+	})
+
+	t.Run("ConfigRedacted", func(t *testing.T) {
+		t.Parallel()
+		cfg := config.Default()
+		cfg.Agents.OpenAIAPIKey = "sk-do-not-print"
+		cfg.RedisURL = "redis://:hunter2@cache:6379/0"
+		var text, js bytes.Buffer
+		require.NoError(t, runCommand(ctx, CommandEnv{Config: cfg, Stdout: &text}, available, []string{"config"}))
+		require.Contains(t, text.String(), "\nTURNSTILE_OPENAI_API_KEY="+config.Redacted+"\n")
+		require.Contains(t, text.String(), "\nTURNSTILE_REDIS_URL=redis://:xxxxx@cache:6379/0\n")
+		require.NoError(t, runCommand(ctx, CommandEnv{Config: cfg, Stdout: &js}, available, []string{"config", "-output", "json"}))
+		var view []config.Setting
+		require.NoError(t, json.Unmarshal(js.Bytes(), &view))
+		require.Len(t, view, strings.Count(text.String(), "\n"))
+		for _, out := range []string{text.String(), js.String()} {
+			require.NotContains(t, out, "sk-do-not-print")
+			require.NotContains(t, out, "hunter2")
+		}
+		require.Error(t, runCommand(ctx, CommandEnv{Config: cfg, Stdout: &js}, available, []string{"config", "-output", "yaml"}))
 	})
 }
 

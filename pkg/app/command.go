@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -81,11 +83,42 @@ var MigrateCommand = Command{
 	},
 }
 
-// commands are a binary's subcommands: migrate, then the roles' in role order; the first of a name
-// wins.
+// ConfigCommand prints the configuration the process would run with, defaults applied and secrets
+// redacted (config.View): `config` as NAME=value lines, `config -output json` as a JSON array.
+var ConfigCommand = Command{
+	Name:  "config",
+	Usage: "config [-output text|json]",
+	Run: func(_ context.Context, env CommandEnv, args []string) error {
+		fs := flag.NewFlagSet("config", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		output := fs.String("output", "text", "text or json")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		view := config.View(env.Config)
+		switch *output {
+		case "json":
+			enc := json.NewEncoder(env.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(view)
+		case "text":
+			var b strings.Builder
+			for _, s := range view {
+				fmt.Fprintf(&b, "%s=%s\n", s.Name, s.Value)
+			}
+			_, err := io.WriteString(env.Stdout, b.String())
+			return err
+		default:
+			return fmt.Errorf("-output %q: want text or json", *output)
+		}
+	},
+}
+
+// commands are a binary's subcommands: migrate and config, then the roles' in role order; the
+// first of a name wins.
 func commands(available []Role) []Command {
-	out := []Command{MigrateCommand}
-	seen := map[string]bool{MigrateCommand.Name: true}
+	out := []Command{MigrateCommand, ConfigCommand}
+	seen := map[string]bool{MigrateCommand.Name: true, ConfigCommand.Name: true}
 	for _, r := range available {
 		for _, c := range r.Commands {
 			if !seen[c.Name] {

@@ -26,6 +26,7 @@ func TestHelpAndVersion(t *testing.T) {
 		require.Contains(t, out.String(), "Usage: turnstile-x [command [args]]", arg)
 		require.Contains(t, out.String(), "  greet NAME\n", arg)
 		require.Contains(t, out.String(), "  migrate [status]\n", arg)
+		require.Contains(t, out.String(), "  config [-output text|json]\n", arg)
 		require.Contains(t, out.String(), "default: a", arg)
 	}
 	for _, arg := range []string{"version", "--version", "-version"} {

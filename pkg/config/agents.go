@@ -40,7 +40,7 @@ type AgentSettings struct {
 	OpenAIBaseURL string `env:"TURNSTILE_OPENAI_BASE_URL"`
 	// OpenAIAPIKey is the bearer token sent to the OpenAI-compatible API, when it needs one.
 	// Defaults to none.
-	OpenAIAPIKey string `env:"TURNSTILE_OPENAI_API_KEY"`
+	OpenAIAPIKey string `env:"TURNSTILE_OPENAI_API_KEY" secret:"true"`
 	// OpenAIModel is the model name, required for TURNSTILE_AGENT=openai. Defaults to none.
 	OpenAIModel string `env:"TURNSTILE_OPENAI_MODEL"`
 	// OpenAISystem is the system prompt of every conversation of the openai adapter. Defaults to
@@ -52,7 +52,7 @@ type AgentSettings struct {
 	HTTPAgentURL string `env:"TURNSTILE_HTTP_AGENT_URL"`
 	// HTTPAgentAuthorization is the Authorization header value the http adapter sends with every
 	// turn. Defaults to none.
-	HTTPAgentAuthorization string `env:"TURNSTILE_HTTP_AGENT_AUTHORIZATION"`
+	HTTPAgentAuthorization string `env:"TURNSTILE_HTTP_AGENT_AUTHORIZATION" secret:"true"`
 	// HTTPAgentIdleTimeout bounds the silence between two events of an http agent's answer.
 	// Defaults to 60s.
 	HTTPAgentIdleTimeout time.Duration `env:"TURNSTILE_HTTP_AGENT_IDLE_TIMEOUT"`

@@ -24,7 +24,7 @@ type AuthSettings struct {
 	// StreamTokenKeys is a comma list of "<key id>:<base64 secret>"; the first signs new stream
 	// tokens and all verify, so keys rotate by prepending a new one. Required with
 	// TURNSTILE_AUTH=on. Defaults to none, and with auth off to a random key made per process.
-	StreamTokenKeys string `env:"TURNSTILE_STREAM_TOKEN_KEYS"`
+	StreamTokenKeys string `env:"TURNSTILE_STREAM_TOKEN_KEYS" secret:"true"`
 	// StreamTokenTTL is how long a stream token is valid. Defaults to 1h.
 	StreamTokenTTL time.Duration `env:"TURNSTILE_STREAM_TOKEN_TTL"`
 }

@@ -55,7 +55,7 @@ type NotifierSettings struct {
 	// SigningSecret is the Standard Webhooks secret ("whsec_" and base64) every delivery is
 	// signed with. Set your own in production; the Helm chart puts a random one in its Secret at
 	// install and keeps it on upgrade. Defaults to a published development secret.
-	SigningSecret string `env:"TURNSTILE_NOTIFIER_SIGNING_SECRET"`
+	SigningSecret string `env:"TURNSTILE_NOTIFIER_SIGNING_SECRET" secret:"true"`
 	// AllowNetworks is a comma list of CIDRs webhooks may reach although they are not public
 	// (loopback, private, link-local). Defaults to none: public addresses only.
 	AllowNetworks string `env:"TURNSTILE_NOTIFIER_ALLOW_NETWORKS"`
