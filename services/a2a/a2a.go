@@ -58,9 +58,11 @@ func New(d *app.Deps) (*Server, error) {
 	}, nil
 }
 
-// Routes mounts the JSON-RPC endpoint and the Agent Card.
+// Routes mounts the JSON-RPC endpoint (protocol 0.3 and 1.0, by A2A-Version), the HTTP+JSON
+// binding (1.0) and the Agent Card.
 func (s *Server) Routes(r chi.Router) {
 	r.Handle(rpc.Path, s.rpc)
+	r.Handle(rpc.RESTPath+"/*", s.rpc.REST(rpc.RESTPath))
 	r.Handle(a2asrv.WellKnownAgentCardPath, s.card)
 }
 

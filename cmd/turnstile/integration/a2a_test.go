@@ -230,10 +230,20 @@ func TestA2A(t *testing.T) {
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
-		dec := json.NewDecoder(resp.Body)
+		// The card also carries protocol 1.0's members (TestA2AV1SDK reads them with the 1.0
+		// client); without them, every field is the 0.3 SDK's.
+		var members map[string]json.RawMessage
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&members))
+		for _, v1 := range []string{"supportedInterfaces", "securityRequirements"} {
+			require.Contains(t, members, v1)
+			delete(members, v1)
+		}
+		rest, err := json.Marshal(members)
+		require.NoError(t, err)
+		dec := json.NewDecoder(bytes.NewReader(rest))
 		dec.DisallowUnknownFields()
 		var card a2a.AgentCard
-		require.NoError(t, dec.Decode(&card), "the card decodes into the SDK's AgentCard, every field known")
+		require.NoError(t, dec.Decode(&card), "the card decodes into the SDK's AgentCard, every 0.3 field known")
 		require.Equal(t, "turnstile-test", card.Name)
 		require.Equal(t, "9.9.9", card.Version)
 		require.Equal(t, s.base+"/a2a", card.URL)
@@ -550,7 +560,7 @@ func TestA2A(t *testing.T) {
 		}
 		versionReq, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/a2a",
 			bytes.NewBufferString(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`))
-		versionReq.Header.Set("A2A-Version", "1.0")
+		versionReq.Header.Set("A2A-Version", "0.5")
 		versionReq.Header.Set("Authorization", "Bearer "+s.keyA)
 		resp, err := http.DefaultClient.Do(versionReq)
 		require.NoError(t, err)

@@ -22,7 +22,7 @@
 //     method not found (-32601), invalid params (-32602: params that are not the method's shape,
 //     a message without messageId or parts, a task query without id, a member named twice within
 //     params; the SDK would call these parse errors), and version not supported (-32009) for an
-//     A2A-Version header other than 0.3.
+//     A2A-Version (header, or query parameter) whose Major.Minor is neither 0.3 nor 1.0.
 //   - Notifications (a request without an id member) are run and never answered (HTTP 204, no
 //     body), as JSON-RPC 2.0 says: a message is accepted as its turn without waiting for it
 //     (message/stream too), a cancel or a push config change is made, a read is not made (it
@@ -32,8 +32,18 @@
 //     request and the SDK servers refuse batches. It is answered as JSON-RPC 2.0 answers a batch,
 //     an array with one Invalid Request (-32600) per element (with its id; notifications left out,
 //     204 when nothing is left); an empty array is one Invalid Request.
-//   - It accepts A2A 1.0's method names where they map one to one onto 0.3's (SendMessage,
-//     SendStreamingMessage, GetTask, CancelTask, SubscribeToTask).
+//   - A request with A2A-Version 1.0 is protocol 1.0 (v1.go, v1ops.go): its params are the
+//     method's request message of package a2apb (the types generated from the specification's
+//     proto), decoded and its result encoded by the proto JSON mapping; each method runs on the
+//     same handler of package tasks as its 0.3 counterpart (ListTasks on tasks.Handler.ListTasks),
+//     its errors the JSON-RPC codes of 1.0's section 5.4 with a google.rpc.ErrorInfo in data.
+//     Without the header, 1.0's method names that map one to one onto 0.3's (SendMessage,
+//     SendStreamingMessage, GetTask, CancelTask, SubscribeToTask) are accepted with 0.3 bodies.
+//   - The HTTP+JSON binding of 1.0 (rest.go) is served under RESTPath (/a2a/rest) with the same
+//     checks in the same order (preflight, key, version), its routes mapped onto the same 1.0
+//     methods, its errors google.rpc.Status bodies with the statuses of section 5.4. REST takes
+//     its base path as a parameter, as the JSON-RPC endpoint's answers depend on no path, so an
+//     agent's own prefix can mount both.
 //   - Each SSE event carries the id package tasks gave it (the native event id, see tasks' doc)
 //     instead of the SDK's random one, and streams get keep-alive comments every
 //     TURNSTILE_KEEPALIVE; the stream's headers go out as soon as the stream is open, and a client

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -31,8 +30,9 @@ const (
 	WriteTimeoutDefault = 10 * time.Second
 )
 
-// Versions are the A2A-Version header values this endpoint speaks (an absent header means 0.3).
-var Versions = []string{"0.3", "0.3.0"}
+// Versions are the protocol versions this endpoint speaks, by A2A-Version's Major.Minor (an
+// absent header means 0.3 on JSON-RPC): 0.3 through the a2a-go SDK, 1.0 through v1Methods.
+var Versions = []string{"0.3", V1}
 
 // The protocol 0.3 method names, and the 1.0 names that map one to one onto them.
 var (
@@ -71,9 +71,11 @@ type Config struct {
 // Server is the JSON-RPC endpoint.
 type Server struct {
 	cfg      Config
+	h        *tasks.Handler
 	sdk      http.Handler
 	keys     *keyCheck
 	cors     *httpx.CORS
+	restCORS *httpx.CORS
 	requests *prometheus.CounterVec
 }
 
@@ -90,13 +92,16 @@ func New(cfg Config, h *tasks.Handler, who Authenticator, reg prometheus.Registe
 		cfg.WriteTimeout = WriteTimeoutDefault
 	}
 	s := &Server{
-		cfg: cfg, sdk: a2asrv.NewJSONRPCHandler(h),
+		cfg: cfg, h: h, sdk: a2asrv.NewJSONRPCHandler(h),
 		cors: httpx.NewCORS(cfg.CORSOrigins, "POST, OPTIONS",
 			"Authorization, Content-Type, A2A-Version, A2A-Extensions, X-A2A-Extensions, Last-Event-ID, X-Deadline-Epoch-Ms",
 			"WWW-Authenticate, Retry-After"),
+		restCORS: httpx.NewCORS(cfg.CORSOrigins, "GET, POST, DELETE, OPTIONS",
+			"Authorization, Content-Type, A2A-Version, A2A-Extensions, Last-Event-ID, X-Deadline-Epoch-Ms",
+			"WWW-Authenticate, Retry-After"),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_a2a_requests_total",
-			Help: "A2A JSON-RPC requests by method (the protocol 0.3 name, or unknown) and outcome (ok or the JSON-RPC error's name).",
+			Help: "A2A requests (0.3 and 1.0, JSON-RPC and HTTP+JSON) by method (the protocol 0.3 name, or unknown) and outcome (ok or the A2A error's name).",
 		}, []string{"method", "outcome"}),
 	}
 	if cfg.Auth {
@@ -158,6 +163,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusOK, req.ID, call, err)
 		return
 	}
+	v, err := version(r.Header.Get("A2A-Version"), r.URL.Query().Get("A2A-Version"), "0.3")
+	if err != nil {
+		if req.notification() {
+			call.SetOutcome(tasks.Outcome(err))
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		writeError(w, http.StatusOK, req.ID, call, err)
+		return
+	}
+	if v == V1 {
+		method = s.serveV1(w, r, req, call)
+		return
+	}
 	if m, ok := aliases[req.Method]; ok {
 		req.Method = m
 	}
@@ -194,15 +213,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw.finish(nullResult(req.ID))
 }
 
-// check refuses a request this layer can tell is wrong without the SDK: an unknown method
-// (-32601), an A2A-Version this endpoint does not speak (-32009), params that are not the
-// method's (-32602).
-func (s *Server) check(r *http.Request, req envelope) error {
+// check refuses a 0.3 request this layer can tell is wrong without the SDK: an unknown method
+// (-32601), params that are not the method's (-32602).
+func (s *Server) check(_ *http.Request, req envelope) error {
 	if !methods[req.Method] {
 		return fmt.Errorf("%q: %w", req.Method, a2a.ErrMethodNotFound)
-	}
-	if v := strings.TrimSpace(r.Header.Get("A2A-Version")); v != "" && !speaks(v) {
-		return fmt.Errorf("A2A-Version %q: this agent speaks %s: %w", v, strings.Join(Versions, ", "), tasks.ErrVersionNotSupported)
 	}
 	if len(req.Params) > 0 {
 		if name := duplicateMember(req.Params); name != "" {
@@ -242,6 +257,12 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, req envelope, ca
 		return
 	}
 	s.dispatch(discard{h: http.Header{}}, r, req, call)
+	s.answerNotification(w, call)
+}
+
+// answerNotification answers a notification that ran: 204, or the refusal the handler asked for
+// (429/503 with Retry-After, 401 with its challenge), without a body.
+func (s *Server) answerNotification(w http.ResponseWriter, call *tasks.Call) {
 	status, retry := call.Refusal()
 	if status == 0 {
 		w.WriteHeader(http.StatusNoContent)
@@ -337,15 +358,6 @@ func nullResult(id json.RawMessage) []byte {
 		Result  any             `json:"result"`
 	}{"2.0", id, nil})
 	return append(b, '\n')
-}
-
-func speaks(v string) bool {
-	for _, s := range Versions {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // validID reports whether a JSON-RPC id is absent, null, a string or a number.
