@@ -50,6 +50,9 @@ var (
 	ProblemAssistantNotFound = ProblemType{"assistant-not-found", http.StatusNotFound}
 	// ProblemScheduleNotFound is a schedule (a LangGraph cron) the tenant does not have.
 	ProblemScheduleNotFound = ProblemType{"schedule-not-found", http.StatusNotFound}
+	// ProblemAgentNotFound is a turn or a read naming an agent the catalog does not hold
+	// (pkg/agents).
+	ProblemAgentNotFound = ProblemType{"agent-not-found", http.StatusNotFound}
 	// ProblemNotFound is a path no route serves.
 	ProblemNotFound = ProblemType{"not-found", http.StatusNotFound}
 
@@ -108,7 +111,7 @@ func ProblemTypes() []ProblemType {
 		ProblemInvalidSession, ProblemInvalidBody, ProblemBodyTooLarge, ProblemUnsupportedType,
 		ProblemValidation, ProblemInvalidDeadline, ProblemInvalidTurnID, ProblemInvalidCursor,
 		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemSessionNotFound,
-		ProblemTurnNotFound, ProblemPushConfigNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemScheduleNotFound, ProblemNotFound, ProblemMethodNotAllowed,
+		ProblemTurnNotFound, ProblemPushConfigNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemScheduleNotFound, ProblemAgentNotFound, ProblemNotFound, ProblemMethodNotAllowed,
 		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemThreadBusy, ProblemPushConfigsLimit, ProblemThreadsLimit, ProblemSchedulesLimit, ProblemStoreItemsLimit, ProblemStaleCheckpoint, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
 		ProblemTenantStreamShare, ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail,
 		ProblemOverCapacity, ProblemRegionUnavailable,

@@ -22,8 +22,18 @@ var backlogAgeSQL string
 // lease. A turn past its deadline cannot start (it expires; intake's re-driver marks it so) and a
 // turn whose cancel was requested will not: neither is backlog, so neither holds the signal up. It is 0 when there is none (or Postgres's clock is behind the accepting replica's).
 func (s *Store) BacklogAge(ctx context.Context) (time.Duration, error) {
+	return s.backlogAge(ctx, nil, false)
+}
+
+// BacklogAgeOf is BacklogAge of one agent's turns (pkg/agents); with isDefault, the turns of no
+// agent (written before agents had names) are its too.
+func (s *Store) BacklogAgeOf(ctx context.Context, agent string, isDefault bool) (time.Duration, error) {
+	return s.backlogAge(ctx, &agent, isDefault)
+}
+
+func (s *Store) backlogAge(ctx context.Context, agent *string, isDefault bool) (time.Duration, error) {
 	var secs *float64
-	if err := s.pool.QueryRow(ctx, backlogAgeSQL).Scan(&secs); err != nil {
+	if err := s.pool.QueryRow(ctx, backlogAgeSQL, agent, isDefault).Scan(&secs); err != nil {
 		return 0, fmt.Errorf("query backlog age: %w", err)
 	}
 	if secs == nil || *secs <= 0 {

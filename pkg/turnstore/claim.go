@@ -60,6 +60,9 @@ type ClaimParams struct {
 	// row keeps the row's webhook when its record names none (a re-driven record, produced again
 	// from the row, carries none) and sets the task its record names, as it sets the metadata.
 	Notifications Notifications
+	// Agents are the turns' agents (wire.Envelope.Agent), NULL (an invalid element) for the
+	// default agent of a record that names none.
+	Agents pgarray.Texts
 }
 
 // args are claimSQL's arguments.
@@ -67,7 +70,7 @@ func (p *ClaimParams) args() []any {
 	urls, tokens, configs, tasks := p.Notifications.args()
 	return []any{
 		p.TurnIDs, p.SessionKeys, p.Tenants, p.Inputs, p.Metadata, p.AcceptedAt, p.Deadlines, p.Partitions,
-		p.Offsets, p.Owner, p.TTL.Milliseconds(), p.MaxAttempts, p.ClientTurnIDs, urls, tokens, configs, tasks,
+		p.Offsets, p.Owner, p.TTL.Milliseconds(), p.MaxAttempts, p.ClientTurnIDs, urls, tokens, configs, tasks, p.Agents,
 	}
 }
 

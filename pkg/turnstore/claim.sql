@@ -1,8 +1,8 @@
 WITH req AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[],
-        $7::timestamptz[], $8::integer[], $9::bigint[], $13::uuid[], $14::text[], $15::text[], $16::jsonb[], $17::uuid[])
+        $7::timestamptz[], $8::integer[], $9::bigint[], $13::uuid[], $14::text[], $15::text[], $16::jsonb[], $17::uuid[], $18::text[])
         AS r(turn_id, session_id, tenant, input_text, metadata, accepted_at, deadline, kpart, koff, client_turn_id,
-            webhook_url, webhook_token, push_configs, task_id)
+            webhook_url, webhook_token, push_configs, task_id, agent)
 ), blocked AS (
     -- Requests that must not start yet, whatever the consumer holds in memory (per-session order).
     -- A turn that has started holds its session until it is terminal: two posts of a session in
@@ -32,10 +32,10 @@ WITH req AS (
 ), claimed AS (
     INSERT INTO turns AS t (turn_id, session_id, tenant, status, attempt, fencing_token, lease_owner,
         lease_expires_at, input, metadata, accepted_at, deadline, started_at, kafka_partition, kafka_offset,
-        client_turn_id, webhook_url, webhook_token, task_id)
+        client_turn_id, webhook_url, webhook_token, task_id, agent)
     SELECT r.turn_id, r.session_id, r.tenant, 'running', 1, nextval('fencing_token_seq'), $10,
         now() + $11 * interval '1 millisecond', jsonb_build_object('text', r.input_text), r.metadata, r.accepted_at,
-        r.deadline, now(), r.kpart, r.koff, r.client_turn_id, r.webhook_url, r.webhook_token, r.task_id
+        r.deadline, now(), r.kpart, r.koff, r.client_turn_id, r.webhook_url, r.webhook_token, r.task_id, NULLIF(r.agent, '')
     FROM req r WHERE r.turn_id NOT IN (SELECT b.turn_id FROM blocked b) ORDER BY r.turn_id
     ON CONFLICT (turn_id) DO UPDATE SET
         status = 'running',

@@ -42,6 +42,8 @@ type QueuedParams struct {
 	// statement inserts (a row that exists already keeps its own); the push configs are stored
 	// for every turn of p.
 	Notifications Notifications
+	// Agents are the turns' agents (pkg/agents); an empty element is the default agent (NULL).
+	Agents pgarray.Texts
 }
 
 // The insert takes the rows as arrays. DISTINCT ON keeps one row per turn (the earliest) when
@@ -78,7 +80,7 @@ func (s *Store) InsertQueued(ctx context.Context, p *QueuedParams) (int64, error
 	urls, tokens, configs, tasks := p.Notifications.args()
 	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionKeys, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession,
 		p.ClientTurnIDs, p.Inputs, p.Metadata, p.Multitasks, p.Traceparents, p.Partitions, p.Offsets, p.TopicIDs,
-		urls, tokens, configs, tasks)
+		urls, tokens, configs, tasks, p.Agents)
 	if err != nil {
 		return 0, fmt.Errorf("record queued turns: %w", err)
 	}

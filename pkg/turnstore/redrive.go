@@ -56,6 +56,10 @@ type LostParams struct {
 	UnknownBefore  time.Time
 	Hold           time.Duration
 	Limit          int
+	// Agent is the agent whose turns are taken, the one whose topic Topic is; with Default set
+	// the rows of no agent (NULL, written before agents had names) are its too.
+	Agent   string
+	Default bool
 }
 
 // LostTurn is an unfinished turn whose record is lost, as its row holds it.
@@ -81,7 +85,7 @@ func (s *Store) TakeLost(ctx context.Context, p *LostParams) ([]LostTurn, error)
 		topicID = &p.Topic.ID
 	}
 	rows, err := s.pool.Query(ctx, takeLostSQL, p.AcceptedBefore, topicID, p.Topic.StartOffsets, p.Topic.EndOffsets,
-		p.UnknownBefore, p.Limit, p.Hold.Milliseconds())
+		p.UnknownBefore, p.Limit, p.Hold.Milliseconds(), p.Agent, p.Default)
 	if err != nil {
 		return nil, fmt.Errorf("take lost turns: %w", err)
 	}
@@ -93,9 +97,10 @@ func (s *Store) TakeLost(ctx context.Context, p *LostParams) ([]LostTurn, error)
 		var client *uuid.UUID
 		var input, metadata []byte
 		var deadline *time.Time
+		var agent *string
 		e := &l.Envelope
 		if err := rows.Scan(&e.TurnID, &l.Session, &e.Tenant, &client, &status, &input, &metadata, &e.Multitask,
-			&l.Traceparent, &deadline, &e.AcceptedAt, &l.Redrives); err != nil {
+			&l.Traceparent, &deadline, &e.AcceptedAt, &l.Redrives, &agent); err != nil {
 			return nil, fmt.Errorf("take lost turns: %w", err)
 		}
 		l.Status = wire.Status(status)
@@ -105,6 +110,9 @@ func (s *Store) TakeLost(ctx context.Context, p *LostParams) ([]LostTurn, error)
 		}
 		if deadline != nil {
 			e.Deadline = *deadline
+		}
+		if agent != nil {
+			e.Agent = *agent
 		}
 		var in map[string]json.RawMessage
 		if json.Unmarshal(input, &in) == nil {

@@ -210,7 +210,7 @@ func TestTakeLost(t *testing.T) {
 	p := &LostParams{
 		Topic:          Topic{ID: topic, StartOffsets: []int64{2}, EndOffsets: []int64{10}},
 		AcceptedBefore: now.Add(-30 * time.Second), UnknownBefore: now.Add(-2 * time.Minute),
-		Hold: time.Minute, Limit: 100,
+		Hold: time.Minute, Limit: 100, Default: true,
 	}
 	lost, err := s.TakeLost(ctx, p)
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ WITH lost AS (
     SELECT t.turn_id FROM turns t
     WHERE (t.status = 'queued' OR (t.status = 'running' AND t.lease_expires_at < now()))
       AND NOT t.cancel_requested
+      AND (t.agent = $8 OR ($9 AND t.agent IS NULL))
       AND (t.deadline IS NULL OR t.deadline > now())
       AND (t.redriven_at IS NULL OR t.redriven_at < now() - $7 * interval '1 millisecond')
       AND (
@@ -22,4 +23,4 @@ WITH lost AS (
 UPDATE turns t SET redriven_at = now(), redrives = t.redrives + 1
 FROM lost l WHERE t.turn_id = l.turn_id
 RETURNING t.turn_id, t.session_id, t.tenant, t.client_turn_id, t.status, t.input, t.metadata,
-    coalesce(t.multitask, ''), coalesce(t.traceparent, ''), t.deadline, t.accepted_at, t.redrives
+    coalesce(t.multitask, ''), coalesce(t.traceparent, ''), t.deadline, t.accepted_at, t.redrives, t.agent

@@ -82,6 +82,9 @@ type Envelope struct {
 	// PushConfigs are the A2A push-notification configs sent with the turn, stored with the turn's
 	// task by the first statement that writes the turn (pkg/turnstore); none for most turns.
 	PushConfigs []PushConfig `json:"push_configs,omitempty"`
+	// Agent names the agent the turn goes to (pkg/agents); empty in a record written before
+	// agents had names, which is the default agent's.
+	Agent string `json:"agent,omitempty"`
 }
 
 // Webhook is a turn's native webhook: every status the turn takes is POSTed to URL, with Token in

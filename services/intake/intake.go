@@ -98,6 +98,10 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		log.Warn("TURNSTILE_AUTH=off: API keys are NOT checked and every request acts as tenant \"" +
 			wire.DefaultTenant + "\"; set TURNSTILE_AUTH=on outside development")
 	}
+	catalog, err := d.Agents()
+	if err != nil {
+		return nil, err
+	}
 	rec := record.New(pool, cfg.Intake.QueueFlushInterval, log, d.Registry)
 	var events *streams.Publisher
 	if rdb != nil {
@@ -110,12 +114,14 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	// The re-driver lives here for the reason the backlog monitor does, and because it produces
 	// through intake's producer (package redrive).
 	redriver := redrive.New(redrive.Config{
-		Topic: cfg.Topic, Region: cfg.Region.Code, Interval: cfg.Intake.RedriveInterval, ProduceTimeout: cfg.ProduceTimeout,
+		Topic: cfg.Topic, Agents: catalog.Catalog, Partitions: cfg.Partitions, Region: cfg.Region.Code, Interval: cfg.Intake.RedriveInterval, ProduceTimeout: cfg.ProduceTimeout,
 	}, pool, producer, events, log, d.Registry)
 	// The backlog-age signal lives here because intake does not scale to zero with the workers.
-	monitor := backlog.New(backlog.Config{Interval: cfg.Ops.BacklogInterval}, pool, log, d.Registry)
-	backlogAge := opts.BacklogAge
-	if backlogAge == nil {
+	monitor := backlog.New(backlog.Config{Interval: cfg.Ops.BacklogInterval, Agents: catalog.Catalog}, pool, log, d.Registry)
+	backlogAge, backlogAgeOf := opts.BacklogAge, monitor.AgeOf
+	if backlogAge != nil {
+		backlogAgeOf = nil
+	} else {
 		backlogAge = monitor.Age
 	}
 	proxies, err := cfg.TrustedProxyList()
@@ -124,6 +130,8 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	}
 	h := api.New(api.Config{
 		Topic:            cfg.Topic,
+		Agents:           catalog.Catalog,
+		BacklogAgeOf:     backlogAgeOf,
 		MaxBody:          cfg.MaxBody,
 		DefaultDeadline:  cfg.DefaultDeadline,
 		MinUsefulTime:    cfg.MinUsefulTime,
@@ -148,13 +156,16 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		Signer:   streamtoken.New(streamtoken.Options{Keys: keys, TTL: cfg.Auth.StreamTokenTTL}),
 		Recorder: rec,
 		TopicID:  redriver.TopicID,
+		EnsureTopic: func(ctx context.Context, topic string) error {
+			return kafka.EnsureTopics(ctx, cfg.BrokerList(), int32(cfg.Partitions), topic)
+		},
 		Events:   events,
 		Log:      log,
 		Registry: d.Registry,
 	})
 	i := &Intake{deps: d, handler: h, backlog: monitor, redriver: redriver}
 	var parts lifecycle.Group
-	parts.Add("turns topic", lifecycle.StartFunc(i.readTopic)).
+	parts.Add("agents catalog", catalog).Add("turns topic", lifecycle.StartFunc(i.readTopic)).
 		Add("queued-row recorder", rec).Add("backlog monitor", monitor).Add("re-driver", redriver)
 	if pool != nil {
 		// The scheduler lives here because its ticks go through this accept path, and intake
@@ -191,9 +202,14 @@ func (i *Intake) Routes(r chi.Router) {
 // BacklogAge is the current backlog age (see internal/backlog).
 func (i *Intake) BacklogAge() time.Duration { return i.backlog.Age() }
 
-// serveBacklog answers KEDA's metrics-api scaler: {"backlog_age_seconds": 12.5}.
-func (i *Intake) serveBacklog(w http.ResponseWriter, _ *http.Request) {
-	httpx.WriteJSON(w, http.StatusOK, map[string]float64{"backlog_age_seconds": i.backlog.Age().Seconds()})
+// serveBacklog answers KEDA's metrics-api scaler: {"backlog_age_seconds": 12.5}, the oldest
+// agent's age, or with ?agent=NAME that agent's (each agent's ScaledObject asks for its own).
+func (i *Intake) serveBacklog(w http.ResponseWriter, r *http.Request) {
+	age := i.backlog.Age()
+	if name := r.URL.Query().Get("agent"); name != "" {
+		age = i.backlog.AgeOf(name)
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]float64{"backlog_age_seconds": age.Seconds()})
 }
 
 // readTopic reads the turns topic's ID, which goes with every queued row (package redrive), before

@@ -64,7 +64,7 @@ func BenchmarkThroughput(b *testing.B) {
 	done := make(chan struct{})
 	var target atomic.Int64
 	target.Store(int64(cfg.Partitions))
-	w.consumer.OnFinish(func() {
+	w.lanes[0].consumer.OnFinish(func() {
 		if finished.Add(1) == target.Load() {
 			done <- struct{}{}
 		}

@@ -14,12 +14,14 @@ import (
 func TestAttemptEnded(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
-	m.attemptEnded("succeeded", 2*time.Second)
-	m.attemptEnded("succeeded", time.Second)
-	m.attemptEnded("failed", 500*time.Millisecond)
+	m.attemptEnded("agent", "succeeded", 2*time.Second)
+	m.attemptEnded("agent", "succeeded", time.Second)
+	m.attemptEnded("agent", "failed", 500*time.Millisecond)
+	m.attemptEnded("other", "failed", time.Second)
 
-	require.InDelta(t, 2, testutil.ToFloat64(m.attempts.WithLabelValues("succeeded")), 0)
-	require.InDelta(t, 1, testutil.ToFloat64(m.attempts.WithLabelValues("failed")), 0)
+	require.InDelta(t, 2, testutil.ToFloat64(m.attempts.WithLabelValues("agent", "succeeded")), 0)
+	require.InDelta(t, 1, testutil.ToFloat64(m.attempts.WithLabelValues("agent", "failed")), 0)
+	require.InDelta(t, 1, testutil.ToFloat64(m.attempts.WithLabelValues("other", "failed")), 0)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	sums := map[string]float64{}
@@ -29,11 +31,11 @@ func TestAttemptEnded(t *testing.T) {
 			continue
 		}
 		for _, mt := range mf.GetMetric() {
-			outcome := mt.GetLabel()[0].GetValue()
+			outcome := mt.GetLabel()[0].GetValue() + "/" + mt.GetLabel()[1].GetValue()
 			sums[outcome], counts[outcome] = mt.GetHistogram().GetSampleSum(), mt.GetHistogram().GetSampleCount()
 		}
 	}
-	require.Equal(t, map[string]uint64{"succeeded": 2, "failed": 1}, counts)
-	require.InDelta(t, 3, sums["succeeded"], 1e-9)
-	require.InDelta(t, 0.5, sums["failed"], 1e-9)
+	require.Equal(t, map[string]uint64{"agent/succeeded": 2, "agent/failed": 1, "other/failed": 1}, counts)
+	require.InDelta(t, 3, sums["agent/succeeded"], 1e-9)
+	require.InDelta(t, 0.5, sums["agent/failed"], 1e-9)
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -151,6 +152,25 @@ func newPoolObserver(name string) *poolObserver {
 		Help:    "Time from an endpoint request's start to its answer's first byte (or its failure), by outcome.",
 		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"upstream", "endpoint", "outcome"})}
+}
+
+// upstreamMetrics are the upstream collectors of every agent a worker serves, registered once:
+// each agent's guard and pool are added under its upstream name.
+type upstreamMetrics struct {
+	reg       prometheus.Registerer
+	collector *upstreamCollector
+	observer  *poolObserver
+	once      sync.Once
+}
+
+// forName returns the pool observer of upstream name, registering the collectors on first use.
+func (u *upstreamMetrics) forName(name string) *poolObserver {
+	u.once.Do(func() { u.reg.MustRegister(u.collector, u.observer) })
+	return &poolObserver{name: name, latency: u.observer.latency}
+}
+
+func newUpstreamMetrics(reg prometheus.Registerer) *upstreamMetrics {
+	return &upstreamMetrics{reg: reg, collector: newUpstreamCollector(), observer: newPoolObserver("")}
 }
 
 func (o *poolObserver) Request(endpoint string, class upstream.Class, err error, latency time.Duration) {

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/turnstile-run/turnstile/pkg/agents"
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
@@ -40,25 +44,35 @@ import (
 var Role = app.Role{Name: "worker", New: func(ctx context.Context, d *app.Deps) (app.Component, error) { return New(ctx, d) }}
 
 // Worker is the running worker role: its shell (app.Shell) starts its parts, in order the Kafka
-// check, the agent's upstream pool (for the adapters that call one), the lease renewer, the
-// batchers, the cancel watcher, the dead-letter producer, the consumer and the table upkeep
-// (retention, and the vacuumer unless TURNSTILE_WORKER_VACUUM=off), and returns at once: the
-// consumer joins the group in the background. Stopping in reverse drains the consumer (see
-// consume.Consumer.Stop) before the dead-letter producer, the batchers and the renewer its turns
-// use. A stopped worker does not start again: the drain tells the executor to hand off waiting
-// turns at once, for good.
+// check, the agents catalog, and for each agent it serves (TURNSTILE_WORKER_AGENTS) a lane — the
+// agent's upstream pool (for the adapters that call one), lease renewer, batchers and consumer —
+// then the cancel watcher, the dead-letter producer and the table upkeep (retention, and the
+// vacuumer unless TURNSTILE_WORKER_VACUUM=off), and returns at once: the consumers join their
+// groups in the background. Stopping in reverse drains the consumers (see consume.Consumer.Stop)
+// before the dead-letter producer, the batchers and the renewers their turns use. A stopped worker
+// does not start again: the drain tells the executors to hand off waiting turns at once, for good.
+//
+// Each lane is the agent's own: its own topic and consumer group (pkg/agents), its own turns in
+// flight (the agent's limits.in_flight), attempts and claim and completion statements, so a slow
+// or saturated agent never delays another's turns (invariant 16).
 type Worker struct {
 	*app.Shell
-	deps     *app.Deps
+	deps    *app.Deps
+	lanes   []*lane
+	parts   lifecycle.Group
+	kafka   kafkaCheck
+	metrics *metrics
+}
+
+// lane is the part of a worker that serves one agent.
+type lane struct {
+	agent    string
 	consumer *consume.Consumer
-	parts    lifecycle.Group
-	kafka    kafkaCheck
-	metrics  *metrics
 }
 
 // New builds a worker: it connects to Postgres (migrating when configured) and prepares the Redis
-// publisher, the executor with every collaborator its turns use, and then the consumer that hands
-// it records.
+// publisher, and for each agent it serves the executor with every collaborator its turns use and
+// the consumer that hands it records.
 func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	cfg := d.Config
 	log := d.Log.With("role", "worker")
@@ -70,22 +84,18 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	ag, upstreams, err := buildAgent(ctx, cfg, d.Registry, log)
+	catalog, err := d.Agents()
 	if err != nil {
 		return nil, err
 	}
-	m := newMetrics(d.Registry)
-	turns := turnstore.New(pool)
-	store := lease.NewStore(pool, cfg.InstanceID, cfg.LeaseTTL, cfg.MaxAttempts)
-	renewer := lease.NewRenewer(store, cfg.Heartbeat, log)
-	renewer.OnRenew = func(n int, err error) {
-		result := "ok"
-		if err != nil {
-			result = "error"
-		}
-		m.renewals.WithLabelValues(result).Inc()
-		m.renewedLeases.Add(float64(n))
+	cat := catalog.Catalog()
+	served := cfg.WorkerAgentList()
+	if len(served) == 0 {
+		served = []string{cat.Default}
 	}
+	m := newMetrics(d.Registry)
+	um := newUpstreamMetrics(d.Registry)
+	turns := turnstore.New(pool)
 	// The publisher's fences are anchored in Postgres's tokens, so they hold through a Redis loss.
 	pub := streams.NewPublisher(rdb, cfg.KeyPrefix, cfg.StreamMaxLen, cfg.StreamRetention).WithFencer(turnstore.New(pool))
 	cleaner := retention.New(pool, retention.Config{
@@ -106,28 +116,102 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 			m.vacuums.WithLabelValues(table, result).Observe(took.Seconds())
 		}}, log))
 	}
-	watcher := cancelwatch.New(pool, func(id uuid.UUID) { renewer.CancelRequested(id) }, log)
-	claims, completions, publishes := newBatchers(store, turns, pub, log, m)
 	w := &Worker{deps: d, metrics: m}
 	deadLetters := deadletter.New(cfg.BrokerList())
+	var renewers []*lease.Renewer
+	watcher := cancelwatch.New(pool, func(id uuid.UUID) {
+		for _, r := range renewers {
+			r.CancelRequested(id)
+		}
+	}, log)
+	topics := []string{cfg.DLQTopic}
+	w.parts.Add("kafka check", &w.kafka).Add("agents catalog", catalog)
+	seen := map[string]bool{}
+	for _, name := range served {
+		spec, ok := cat.Get(name)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("TURNSTILE_WORKER_AGENTS: no agent named %q in the catalog (%s)", name, strings.Join(cat.Names(), ", "))
+		case seen[name]:
+			continue
+		}
+		seen[name] = true
+		l, renewer, err := w.newLane(ctx, laneDeps{cfg: cfg, spec: spec, cat: cat, pool: pool, rdb: rdb, turns: turns, pub: pub, dead: deadLetters, um: um, log: log})
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", name, err)
+		}
+		renewers = append(renewers, renewer)
+		topics = append(topics, cat.Topic(cfg.Topic, name))
+		w.lanes = append(w.lanes, l)
+	}
+	w.kafka.init(cfg, topics, log)
+	w.parts.Add("cancel watcher", watcher).Add("dead-letter producer", deadLetters)
+	// The consumers last: they start after everything their turns use, and stop first.
+	for _, l := range w.lanes {
+		w.parts.Add("consumer "+l.agent, l.consumer)
+	}
+	for _, h := range housekeeping {
+		w.parts.Add("table upkeep", h)
+	}
+	log.Info("worker serves agents", "agents", served, "topics", topics[1:])
+	w.Shell = app.NewShell(app.ShellConfig{Name: "worker", Parts: &w.parts, Ready: w.ready})
+	return w, nil
+}
+
+// laneDeps are what a lane shares with the worker's other lanes.
+type laneDeps struct {
+	cfg   config.Config
+	spec  agents.Agent
+	cat   *agents.Catalog
+	pool  *pgxpool.Pool
+	rdb   redis.UniversalClient
+	turns *turnstore.Store
+	pub   *streams.Publisher
+	dead  *deadletter.Producer
+	um    *upstreamMetrics
+	log   *slog.Logger
+}
+
+// newLane builds the parts serving one agent and adds all but its consumer to w.parts; it returns
+// the lane and its renewer (which the cancel watcher tells of cancels).
+func (w *Worker) newLane(ctx context.Context, ld laneDeps) (*lane, *lease.Renewer, error) {
+	cfg, spec, m := ld.cfg, ld.spec, w.metrics
+	log := ld.log.With("agent", spec.Name)
+	ag, upstreams, err := buildAgentFor(ctx, cfg, spec, ld.um, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	store := lease.NewStore(ld.pool, cfg.InstanceID, cfg.LeaseTTL, spec.Limits.MaxAttempts)
+	renewer := lease.NewRenewer(store, cfg.Heartbeat, log)
+	renewer.OnRenew = func(n int, err error) {
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		m.renewals.WithLabelValues(result).Inc()
+		m.renewedLeases.Add(float64(n))
+	}
+	claims, completions, publishes := newBatchers(store, ld.turns, ld.pub, log, m)
+	name := spec.Name
+	inflight := m.inflight.WithLabelValues(name)
 	exec := execute.New(execute.Config{
 		Leases:        store,
-		Turns:         turns,
-		Streams:       pub,
+		Turns:         ld.turns,
+		Streams:       ld.pub,
 		Agent:         ag,
 		Renewer:       renewer,
-		DeadLetters:   deadLetters,
+		DeadLetters:   ld.dead,
 		Log:           log,
-		MaxAttempts:   cfg.MaxAttempts,
+		MaxAttempts:   spec.Limits.MaxAttempts,
 		MinUsefulTime: cfg.MinUsefulTime,
 		DLQTopic:      cfg.DLQTopic,
-		History:       history.New(pool, cfg.Agents.HistoryCacheSessions),
-		Prior:         history.NewPriorReader(streams.NewReader(rdb, cfg.KeyPrefix)),
+		History:       history.New(ld.pool, cfg.Agents.HistoryCacheSessions),
+		Prior:         history.NewPriorReader(streams.NewReader(ld.rdb, cfg.KeyPrefix)),
 		Claims:        claims,
 		Completions:   completions,
 		Publishes:     publishes,
 		Hooks: execute.Hooks{
-			AttemptEnded: func(outcome string, _ int, took time.Duration) { m.attemptEnded(outcome, took) },
+			AttemptEnded: func(outcome string, _ int, took time.Duration) { m.attemptEnded(name, outcome, took) },
 			DeadLettered: func(reason string) { m.deadLettered.WithLabelValues(reason).Inc() },
 			Takeover:     func() { m.takeovers.Inc() },
 			Retry:        func(cause string) { m.retries.WithLabelValues(cause).Inc() },
@@ -143,44 +227,42 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	})
 	cons, err := consume.New(consume.Config{
 		Brokers:          cfg.BrokerList(),
-		Topic:            cfg.Topic,
-		Group:            cfg.ConsumerGroup,
+		Topic:            ld.cat.Topic(cfg.Topic, name),
+		Group:            agents.ConsumerGroup(cfg.ConsumerGroup, ld.cat.Default, name),
 		InstanceID:       cfg.InstanceID,
-		MaxInflight:      cfg.MaxInflight,
+		MaxInflight:      spec.Limits.InFlight,
 		DrainTimeout:     cfg.DrainTimeout,
 		SessionTimeout:   cfg.Worker.SessionTimeout,
 		RebalanceTimeout: cfg.Worker.RebalanceTimeout,
 		Draining:         exec.Drain,
 	}, func(ctx context.Context, rec *kgo.Record) consume.Result {
-		m.inflight.Inc()
-		defer m.inflight.Dec()
+		inflight.Inc()
+		defer inflight.Dec()
 		return exec.Handle(ctx, rec)
 	}, log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	w.consumer = cons
-	w.kafka.init(cfg, log)
-	w.parts.Add("kafka check", &w.kafka)
 	if upstreams != nil {
-		w.parts.Add("upstream pool", upstreams)
+		w.parts.Add("upstream pool "+name, upstreams)
 	}
-	w.parts.Add("lease renewer", renewer).
-		Add("claim batcher", claims).Add("completion batcher", completions).Add("publish batcher", publishes).
-		Add("cancel watcher", watcher).Add("dead-letter producer", deadLetters).Add("consumer", cons)
-	for _, h := range housekeeping {
-		w.parts.Add("table upkeep", h)
-	}
-	w.Shell = app.NewShell(app.ShellConfig{Name: "worker", Parts: &w.parts, Ready: w.ready})
-	return w, nil
+	w.parts.Add("lease renewer "+name, renewer).
+		Add("claim batcher "+name, claims).Add("completion batcher "+name, completions).Add("publish batcher "+name, publishes)
+	return &lane{agent: name, consumer: cons}, renewer, nil
 }
 
-// buildAgent returns the agent TURNSTILE_AGENT names and, for the adapters that call an
+// buildAgent is buildAgentFor the single agent of an installation without an agents file.
+func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registerer, log *slog.Logger) (agent.Agent, *pool.Pool, error) {
+	def, _ := agents.FromConfig(cfg).Get("")
+	return buildAgentFor(ctx, cfg, def, newUpstreamMetrics(reg), log)
+}
+
+// buildAgentFor returns the adapter of a catalog agent and, for the adapters that call an
 // upstream, the pool of its endpoints (a component the worker starts and stops). Every turn that
 // calls the upstream shares one guard: the agent's total limit and retry budget, balancing its
 // requests over the pool, whose endpoints each have their own adaptive limit and budget.
-func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registerer, log *slog.Logger) (agent.Agent, *pool.Pool, error) {
-	a := cfg.Agents
+func buildAgentFor(ctx context.Context, cfg config.Config, spec agents.Agent, um *upstreamMetrics, log *slog.Logger) (agent.Agent, *pool.Pool, error) {
+	a := spec.Settings
 	var p *pool.Pool
 	guard := func(single, probe string, parse func([]string) ([]pool.Source, error)) (*upstream.Guard, error) {
 		entries := a.AgentEndpointList()
@@ -198,11 +280,13 @@ func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registere
 		default:
 			probe = a.AgentProbePath
 		}
+		// The upstream's name labels its metrics: the URL for the single agent of an installation
+		// without an agents file, as before agents had names, and the agent's name otherwise.
 		name := single
-		if name == "" {
-			name = cfg.Agent
+		if name == "" || cfg.AgentsFile != "" {
+			name = spec.Name
 		}
-		obs := newPoolObserver(name)
+		obs := um.forName(name)
 		p = pool.New(pool.Config{
 			Name: name, Policy: pool.Policy(a.AgentPolicy), LoadFactor: a.AgentLoadFactor,
 			EjectAfter: a.AgentEjectFailures, EjectTime: a.AgentEjectTime, EjectMaxTime: a.AgentEjectMaxTime,
@@ -222,16 +306,14 @@ func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registere
 			MinUseful: cfg.MinUsefulTime,
 			Limiter:   upstream.LimiterConfig{Initial: total, Min: total, Max: total},
 		})
-		c := newUpstreamCollector()
-		c.add(name, g, p)
-		reg.MustRegister(c, obs)
+		um.collector.add(name, g, p)
 		return g, nil
 	}
 	plain := func(entries []string) ([]pool.Source, error) { return pool.Parse(entries, nil) }
 	pooled := len(a.AgentEndpointList()) > 0
-	switch cfg.Agent {
+	switch spec.Adapter {
 	case "demo":
-		return &demo.Agent{Delay: cfg.DemoDelay, NoFaults: !cfg.DemoFaultsAllowed()}, nil, nil
+		return &demo.Agent{Delay: spec.DemoDelay, NoFaults: !cfg.DemoFaultsAllowed()}, nil, nil
 	case "openai":
 		if (a.OpenAIBaseURL == "" && !pooled) || a.OpenAIModel == "" {
 			return nil, nil, errors.New("TURNSTILE_AGENT=openai needs TURNSTILE_OPENAI_BASE_URL (or TURNSTILE_AGENT_ENDPOINTS) and TURNSTILE_OPENAI_MODEL")
@@ -273,7 +355,7 @@ func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registere
 		ag, err := a2a.New(ctx, a2a.Config{URL: a.A2AURL, HeaderTimeout: a.HeaderTimeout, Guard: g})
 		return ag, p, err
 	default:
-		return nil, nil, fmt.Errorf("TURNSTILE_AGENT: unknown agent %q (demo, openai, http, a2a)", cfg.Agent)
+		return nil, nil, fmt.Errorf("TURNSTILE_AGENT: unknown agent %q (demo, openai, http, a2a)", spec.Adapter)
 	}
 }
 
@@ -284,7 +366,12 @@ func (w *Worker) ready() error {
 	if err := w.kafka.ready(); err != nil {
 		return err
 	}
-	return w.consumer.Waiting()
+	for _, l := range w.lanes {
+		if err := l.consumer.Waiting(); err != nil {
+			return fmt.Errorf("agent %s: %w", l.agent, err)
+		}
+	}
+	return nil
 }
 
 // kafkaCheck makes sure, in the background, that Kafka answers and the topics exist (creating
@@ -303,8 +390,8 @@ type kafkaCheck struct {
 	ok  bool
 }
 
-func (k *kafkaCheck) init(cfg config.Config, log *slog.Logger) {
-	k.brokers, k.partitions, k.topics, k.log = cfg.BrokerList(), int32(cfg.Partitions), []string{cfg.Topic, cfg.DLQTopic}, log
+func (k *kafkaCheck) init(cfg config.Config, topics []string, log *slog.Logger) {
+	k.brokers, k.partitions, k.topics, k.log = cfg.BrokerList(), int32(cfg.Partitions), topics, log
 	k.Runner = lifecycle.Runner{Name: "kafka check", Run: k.run}
 }
 
@@ -407,7 +494,7 @@ func newBatchers(store *lease.Store, turns *turnstore.Store, pub *streams.Publis
 }
 
 type metrics struct {
-	inflight      prometheus.Gauge
+	inflight      *prometheus.GaugeVec
 	attempts      *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	renewals      *prometheus.CounterVec
@@ -438,13 +525,15 @@ type attemptSeries struct {
 	duration prometheus.Observer
 }
 
-// attemptEnded counts an ended attempt and observes its duration under its outcome. Each outcome's
-// two series are looked up in their vectors once and kept: WithLabelValues checks and hashes the
-// label and takes the vector's lock on every call, and every turn ends an attempt.
-func (m *metrics) attemptEnded(outcome string, took time.Duration) {
-	v, ok := m.byOutcome.Load(outcome)
+// attemptEnded counts an ended attempt of agent and observes its duration under its outcome. Each
+// agent and outcome's two series are looked up in their vectors once and kept: WithLabelValues
+// checks and hashes the labels and takes the vector's lock on every call, and every turn ends an
+// attempt.
+func (m *metrics) attemptEnded(agent, outcome string, took time.Duration) {
+	key := [2]string{agent, outcome}
+	v, ok := m.byOutcome.Load(key)
 	if !ok {
-		v, _ = m.byOutcome.LoadOrStore(outcome, attemptSeries{m.attempts.WithLabelValues(outcome), m.duration.WithLabelValues(outcome)})
+		v, _ = m.byOutcome.LoadOrStore(key, attemptSeries{m.attempts.WithLabelValues(agent, outcome), m.duration.WithLabelValues(agent, outcome)})
 	}
 	s := v.(attemptSeries)
 	s.attempts.Inc()
@@ -453,18 +542,18 @@ func (m *metrics) attemptEnded(outcome string, took time.Duration) {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "turnstile_worker_inflight_turns",
-			Help: "Turn records being handled by this worker (running, or waiting for another worker's lease).",
-		}),
+			Help: "Turn records being handled by this worker (running, or waiting for another worker's lease), by agent.",
+		}, []string{"agent"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_worker_attempts_total",
-			Help: "Turn attempts by outcome.",
-		}, []string{"outcome"}),
+			Help: "Turn attempts by agent and outcome (an attempt started is counted when it ends).",
+		}, []string{"agent", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "turnstile_worker_attempt_duration_seconds",
-			Help: "Duration of turn attempts by outcome.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
-		}, []string{"outcome"}),
+			Help: "Duration of turn attempts by agent and outcome.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}, []string{"agent", "outcome"}),
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_worker_lease_renewal_rounds_total",
 			Help: "Batched lease renewal statements by result.",

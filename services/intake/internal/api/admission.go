@@ -18,11 +18,16 @@ const (
 	rateChunkMax   = 64
 )
 
-func (h *Handler) backlogAge() (time.Duration, bool) {
-	if h.cfg.BacklogAge == nil {
-		return 0, false
+// backlogAge is the backlog age admission judges a turn of agent by: its own agent's, so a
+// saturated agent never refuses another's turns (invariant 16).
+func (h *Handler) backlogAge(agent string) (time.Duration, bool) {
+	switch {
+	case h.cfg.BacklogAgeOf != nil:
+		return h.cfg.BacklogAgeOf(agent), true
+	case h.cfg.BacklogAge != nil:
+		return h.cfg.BacklogAge(), true
 	}
-	return h.cfg.BacklogAge(), true
+	return 0, false
 }
 
 // allowRate applies the tenant's GCRA rate limit; when Redis does not answer it admits.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -16,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/turnstile-run/turnstile/pkg/agents"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/openapi"
 	"github.com/turnstile-run/turnstile/pkg/region"
@@ -79,8 +81,13 @@ const (
 type Config struct {
 	// WebhookAllowHTTP accepts http:// webhooks (TURNSTILE_NOTIFIER_ALLOW_HTTP); https only otherwise.
 	WebhookAllowHTTP bool
-	// Topic is the Kafka topic of turns. Defaults to config.TopicDefault.
+	// Topic is the Kafka topic of the default agent's turns; another agent's is Topic.<agent>
+	// (pkg/agents). Defaults to config.TopicDefault.
 	Topic string
+	// Agents is the current agents catalog. Defaults to the catalog of one default agent.
+	Agents func() *agents.Catalog
+	// BacklogAgeOf, when set, is one agent's backlog age; it wins over BacklogAge.
+	BacklogAgeOf func(agent string) time.Duration
 	// MaxBody bounds a POST's body in bytes. Defaults to config.MaxBodyDefault.
 	MaxBody int64
 	// DefaultDeadline is a turn's deadline when the request names none. Defaults to
@@ -151,6 +158,10 @@ type Config struct {
 }
 
 func (c *Config) applyDefaults() {
+	if c.Agents == nil {
+		one := agents.FromConfig(config.Default())
+		c.Agents = func() *agents.Catalog { return one }
+	}
 	def := func(p *time.Duration, d time.Duration) {
 		if *p == 0 {
 			*p = d
@@ -209,7 +220,10 @@ type Deps struct {
 	// TopicID, when set, returns the ID of the turns topic as intake last saw it (the zero UUID
 	// when it does not know it); each queued row records the ID read before its record was
 	// produced, which names the topic incarnation the record went to (package redrive).
-	TopicID func() uuid.UUID
+	TopicID func(topic string) uuid.UUID
+	// EnsureTopic, when set, creates an agent's topic unless it exists; intake calls it once per
+	// topic before the first record goes to it (agents added to a running installation).
+	EnsureTopic func(ctx context.Context, topic string) error
 	// Events, when set, publishes the terminal events of queued turns a cancel ends at once.
 	Events   *streams.Publisher
 	Log      *slog.Logger
@@ -237,6 +251,10 @@ type Handler struct {
 
 	// postAccepted is requests{post_turn, accepted}, looked up once: it is counted on every accept.
 	postAccepted prometheus.Counter
+	// accepted counts accepted turns by agent.
+	accepted *prometheus.CounterVec
+	// topics are the agents' topics known to exist (ensureTopic).
+	topics sync.Map
 }
 
 // New returns a handler.
@@ -260,6 +278,10 @@ func New(cfg Config, d Deps) *Handler {
 		}),
 	}
 	h.postAccepted = h.requests.WithLabelValues("post_turn", "accepted")
+	h.accepted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turnstile_intake_accepted_turns_total",
+		Help: "Turns accepted (acknowledged by Kafka), by agent.",
+	}, []string{"agent"})
 	if d.Pool != nil {
 		h.store = turnstore.New(d.Pool)
 		h.schedules = schedule.NewStore(d.Pool)
@@ -276,7 +298,7 @@ func New(cfg Config, d Deps) *Handler {
 	if d.Redis != nil {
 		h.limiter = redis_rate.NewLimiter(rateRedis{d.Redis})
 	}
-	d.Registry.MustRegister(h.requests, h.failOpen, h.produce)
+	d.Registry.MustRegister(h.requests, h.failOpen, h.produce, h.accepted)
 	return h
 }
 
@@ -313,5 +335,7 @@ func (h *Handler) Routes(r chi.Router) {
 		r.Get("/v1/schedules/{schedule_id}", h.getSchedule)
 		r.Patch("/v1/schedules/{schedule_id}", h.updateSchedule)
 		r.Delete("/v1/schedules/{schedule_id}", h.deleteSchedule)
+		r.Get("/v1/agents", h.listAgents)
+		r.Get("/v1/agents/{name}", h.getAgent)
 	})
 }

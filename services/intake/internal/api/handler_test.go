@@ -15,6 +15,8 @@ func TestConfig(t *testing.T) {
 		t.Parallel()
 		var c Config
 		c.applyDefaults()
+		require.Equal(t, []string{"agent"}, c.Agents().Names(), "one default agent")
+		c.Agents = nil
 		require.Equal(t, Config{
 			Topic: config.TopicDefault, MaxBody: config.MaxBodyDefault,
 			DefaultDeadline: config.DefaultDeadlineDefault, MinUsefulTime: config.MinUsefulTimeDefault,

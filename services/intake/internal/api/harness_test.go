@@ -51,6 +51,8 @@ type options struct {
 	redis redis.UniversalClient
 	// now, when set, is the handler's clock for its key cache.
 	now func() time.Time
+	// deps, when set, changes the handler's dependencies.
+	deps func(*Deps)
 }
 
 func testConfig(env *testenv.Env) Config {
@@ -85,10 +87,14 @@ func setup(t *testing.T, opts options) *bundle {
 	b.recorder = record.New(pool, 2*time.Millisecond, env.Log, b.registry)
 	require.NoError(t, b.recorder.Start(context.Background()))
 	b.signer = streamtoken.New(streamtoken.Options{TTL: time.Hour})
-	b.h = New(cfg, Deps{
+	deps := Deps{
 		Producer: producer, Pool: pool, Redis: rdb, Signer: b.signer, Recorder: b.recorder,
 		Log: env.Log, Registry: b.registry,
-	})
+	}
+	if opts.deps != nil {
+		opts.deps(&deps)
+	}
+	b.h = New(cfg, deps)
 	if opts.now != nil {
 		b.h.keys.now = opts.now
 	}

@@ -52,8 +52,13 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, *bad)
 		return
 	}
+	agent, found := h.agents().Get(req.Agent)
+	if !found {
+		h.refuse(w, route, httpx.ProblemAgentNotFound.Problem(fmt.Sprintf("no agent named %q (GET /v1/agents lists them)", req.Agent)))
+		return
+	}
 	now := h.now()
-	deadline, err := h.deadline(r, req, now)
+	deadline, err := h.deadline(r, req, now, agent.Limits.DefaultDeadline)
 	if err != nil {
 		h.refuse(w, route, httpx.ProblemInvalidDeadline.Problem(err.Error()))
 		return
@@ -67,7 +72,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 
 	// Admission, cheapest first: local signals, then Redis, then Postgres. Nothing is written
 	// before the quotas admitted the request.
-	if age, ok := h.backlogAge(); ok {
+	if age, ok := h.backlogAge(agent.Name); ok {
 		if age > h.cfg.MaxBacklogAge {
 			h.refuse(w, route, httpx.ProblemBacklog.Problem(fmt.Sprintf("the backlog is %s old, over the limit of %s", age.Round(time.Millisecond), h.cfg.MaxBacklogAge)))
 			return
@@ -110,6 +115,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		TurnID: turnID, SessionID: sessionID, Tenant: tenant, Input: *req.Input,
 		Metadata: req.Metadata, Multitask: req.Multitask, Deadline: deadline, AcceptedAt: now,
 		Region: h.cfg.Region.Code, Webhook: envelopeWebhook(req), PushConfigs: envelopePushConfigs(req.PushConfigs),
+		Agent: agent.Name,
 	}
 	if req.TurnID != "" {
 		env.ClientTurnID, _ = h.parseTurnID(req.TurnID) // turnID parsed it
@@ -122,12 +128,17 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	// Read before the record is produced, so the ID recorded with the row names the topic the
 	// record went to or an older incarnation of it, never a newer one (package redrive).
+	topic := h.agents().Topic(h.cfg.Topic, agent.Name)
 	var topicID uuid.UUID
 	if h.d.TopicID != nil {
-		topicID = h.d.TopicID()
+		topicID = h.d.TopicID(topic)
 	}
-	rec := &kgo.Record{Topic: h.cfg.Topic, Key: []byte(key.String()), Value: value}
-	if err := h.produceRecord(ctx, rec); err != nil {
+	rec := &kgo.Record{Topic: topic, Key: []byte(key.String()), Value: value}
+	err = h.ensureTopic(ctx, topic)
+	if err == nil {
+		err = h.produceRecord(ctx, rec)
+	}
+	if err != nil {
 		h.d.Log.WarnContext(ctx, "produce failed", "session_id", sessionID, "turn_id", turnID, "err", err)
 		h.refuse(w, route, httpx.ProblemKafkaUnavail.Problem("the turn could not be durably queued in time; retry with the same Idempotency-Key"))
 		return
@@ -137,6 +148,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		h.interrupt(ctx, key, turnID, now)
 	}
 	h.postAccepted.Inc()
+	h.accepted.WithLabelValues(agent.Name).Inc()
 	if token == "" {
 		token = h.d.Signer.SignKey(keyID, tenant, sessionID)
 	}
@@ -206,7 +218,7 @@ func (h *Handler) recordQueued(env wire.Envelope, rec *kgo.Record, topicID uuid.
 		AcceptedAt: env.AcceptedAt, Deadline: env.Deadline,
 		Input: env.Input.Text, Metadata: env.Metadata, Multitask: env.Multitask,
 		Webhook: env.Webhook, PushConfigs: env.PushConfigs,
-		Partition: rec.Partition, Offset: rec.Offset, TopicID: topicID,
+		Partition: rec.Partition, Offset: rec.Offset, TopicID: topicID, Agent: env.Agent,
 	}
 	for _, hd := range rec.Headers {
 		if hd.Key == "traceparent" {

@@ -29,6 +29,8 @@ type postTurnRequest struct {
 	// PushConfigs are push-notification configs of the turn's task (the A2A front door's
 	// configuration.pushNotificationConfig): stored with the task from the turn's first write on.
 	PushConfigs []pushConfigRequest `json:"push_configs,omitempty"`
+	// Agent names the agent of the catalog the turn goes to; empty for the default agent.
+	Agent string `json:"agent,omitempty"`
 }
 
 // maxDeadlineMs is the latest deadline accepted, 9999-12-31 in milliseconds since the epoch.
@@ -103,7 +105,7 @@ func problem(t httpx.ProblemType, detail string) *httpx.Problem {
 
 // deadline is the header X-Deadline-Epoch-Ms, else the body's deadline (epoch ms), else now plus
 // the default. A malformed or past deadline is refused.
-func (h *Handler) deadline(r *http.Request, req postTurnRequest, now time.Time) (time.Time, error) {
+func (h *Handler) deadline(r *http.Request, req postTurnRequest, now time.Time, def time.Duration) (time.Time, error) {
 	var ms int64
 	switch v := r.Header.Get("X-Deadline-Epoch-Ms"); {
 	case v != "":
@@ -118,7 +120,10 @@ func (h *Handler) deadline(r *http.Request, req postTurnRequest, now time.Time) 
 		}
 		ms = *req.Deadline
 	default:
-		return now.Add(h.cfg.DefaultDeadline), nil
+		if def <= 0 {
+			def = h.cfg.DefaultDeadline
+		}
+		return now.Add(def), nil
 	}
 	if ms > maxDeadlineMs {
 		return time.Time{}, errors.New("the deadline is too far in the future")

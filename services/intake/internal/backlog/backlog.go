@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/turnstile-run/turnstile/pkg/agents"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
@@ -29,6 +31,9 @@ type Config struct {
 	Interval time.Duration
 	// Timeout of one query. Defaults to the interval, at least 1s.
 	Timeout time.Duration
+	// Agents is the current agents catalog: each agent's backlog is measured on its own (label
+	// agent). Nil is the catalog of one default agent.
+	Agents func() *agents.Catalog
 }
 
 // Monitor polls the backlog age and serves it as a gauge and through Age.
@@ -38,10 +43,10 @@ type Monitor struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	age      time.Duration
-	measured chan struct{} // closed after the first successful measurement
+	ages     map[string]time.Duration // by agent
+	measured chan struct{}            // closed after the first successful measurement
 
-	gauge    prometheus.GaugeFunc
+	gauge    *prometheus.GaugeVec
 	failures prometheus.Counter
 
 	loop lifecycle.Loop
@@ -56,12 +61,15 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Regist
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = max(cfg.Interval, time.Second)
 	}
-	m := &Monitor{cfg: cfg, pool: pool, log: log, measured: make(chan struct{})}
-	m.gauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	if cfg.Agents == nil {
+		one := agents.FromConfig(config.Default())
+		cfg.Agents = func() *agents.Catalog { return one }
+	}
+	m := &Monitor{cfg: cfg, pool: pool, log: log, measured: make(chan struct{}), ages: map[string]time.Duration{}}
+	m.gauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "turnstile_backlog_age_seconds",
-		Help: "Age of the oldest accepted turn that could start now but has not (queued, or its lease expired, and not behind its own session's running turn).",
-	},
-		func() float64 { return m.Age().Seconds() })
+		Help: "Age of the oldest accepted turn of the agent that could start now but has not (queued, or its lease expired, and not behind its own session's running turn).",
+	}, []string{"agent"})
 	m.failures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "turnstile_backlog_query_failures_total",
 		Help: "Backlog-age queries that failed (the gauge then holds its last value).",
@@ -86,42 +94,83 @@ func (m *Monitor) run(ctx context.Context) {
 	lifecycle.Every(ctx, m.cfg.Interval, m.Refresh)
 }
 
-// Refresh queries once and updates the value; the loop calls it every interval.
+// Refresh queries every agent's backlog once and updates the values; the loop calls it every
+// interval. An agent whose query fails keeps its last value; an agent no longer in the catalog
+// loses its series.
 func (m *Monitor) Refresh(ctx context.Context) {
-	qctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
-	defer cancel()
-	age, err := Oldest(qctx, m.pool)
-	if err != nil {
-		if ctx.Err() == nil {
-			m.failures.Inc()
-			m.log.WarnContext(ctx, "backlog age query failed; holding the last value", "err", err)
+	cat := m.cfg.Agents()
+	store := (*turnstore.Store)(nil)
+	if m.pool != nil {
+		store = turnstore.New(m.pool)
+	}
+	got := make(map[string]time.Duration, len(cat.Names()))
+	ok := true
+	for _, name := range cat.Names() {
+		qctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+		var age time.Duration
+		var err error
+		if store == nil {
+			err = errors.New("query backlog age: no Postgres pool")
+		} else {
+			age, err = store.BacklogAgeOf(qctx, name, name == cat.Default)
 		}
-		return
+		cancel()
+		if err != nil {
+			ok = false
+			if ctx.Err() == nil {
+				m.failures.Inc()
+				m.log.WarnContext(ctx, "backlog age query failed; holding the last value", "agent", name, "err", err)
+			}
+			continue
+		}
+		got[name] = age
 	}
 	m.mu.Lock()
-	m.age = age
-	select {
-	case <-m.measured:
-	default:
-		close(m.measured)
+	defer m.mu.Unlock()
+	for name := range m.ages {
+		if !slices.Contains(cat.Names(), name) {
+			delete(m.ages, name)
+			m.gauge.DeleteLabelValues(name)
+		}
 	}
-	m.mu.Unlock()
+	for name, age := range got {
+		m.ages[name] = age
+		m.gauge.WithLabelValues(name).Set(age.Seconds())
+	}
+	if ok {
+		select {
+		case <-m.measured:
+		default:
+			close(m.measured)
+		}
+	}
+}
+
+// AgeOf is one agent's backlog age at its last successful measurement (0 before one).
+func (m *Monitor) AgeOf(agent string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ages[agent]
 }
 
 // Measured is closed once the first measurement succeeded.
 func (m *Monitor) Measured() <-chan struct{} { return m.measured }
 
-// Age is the backlog age at the last successful measurement. During a Postgres outage it holds that
-// value rather than guessing: admission control reads it, and intake must keep accepting turns while
-// Postgres is down.
+// Age is the oldest agent's backlog age at the last successful measurement. During a Postgres
+// outage it holds that value rather than guessing: admission control reads it, and intake must
+// keep accepting turns while Postgres is down.
 func (m *Monitor) Age() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.age
+	var oldest time.Duration
+	for _, a := range m.ages {
+		oldest = max(oldest, a)
+	}
+	return oldest
 }
 
 // Gauge is the turnstile_backlog_age_seconds collector.
-func (m *Monitor) Gauge() prometheus.Collector { return m.gauge }
+func (m *Monitor) Gauge() *prometheus.GaugeVec { return m.gauge }
 
 // Failures is the turnstile_backlog_query_failures_total counter.
 func (m *Monitor) Failures() prometheus.Counter { return m.failures }

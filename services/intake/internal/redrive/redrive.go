@@ -2,6 +2,7 @@ package redrive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -11,8 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/turnstile-run/turnstile/pkg/agents"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/pgarray"
@@ -41,8 +44,17 @@ const ExpiredError = "the deadline passed before the turn started"
 
 // Config tunes a Redriver.
 type Config struct {
-	// Topic is the turns topic.
+	// Topic is the turns topic, the default agent's; every other agent's is Topic.<agent>
+	// (pkg/agents).
 	Topic string
+	// Agents is the current agents catalog; each round re-drives every agent's turns to its own
+	// topic. Nil is the catalog of one default agent. The turns of an agent no longer in the
+	// catalog are not re-driven: they wait, as their records do, until it returns or their
+	// deadline passes (README, "Many agents").
+	Agents func() *agents.Catalog
+	// Partitions is how many partitions an agent's topic is created with when a round finds it
+	// missing (a restarted embedded broker). Defaults to config.PartitionsDefault.
+	Partitions int
 	// Region is this region's code (TURNSTILE_REGION), stamped on re-driven envelopes so their
 	// events show the turn's prefixed ID; empty in single-region mode.
 	Region string
@@ -82,6 +94,13 @@ func (c *Config) applyDefaults() {
 	if c.ProduceTimeout <= 0 {
 		c.ProduceTimeout = config.ProduceTimeoutDefault
 	}
+	if c.Partitions <= 0 {
+		c.Partitions = config.PartitionsDefault
+	}
+	if c.Agents == nil {
+		one := agents.FromConfig(config.Default())
+		c.Agents = func() *agents.Catalog { return one }
+	}
 }
 
 // Redriver re-drives lost turns and ends unstartable ones; see the package doc.
@@ -93,9 +112,9 @@ type Redriver struct {
 	events *streams.Publisher
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	topicID uuid.UUID
-	rounds  int
+	mu       sync.Mutex
+	topicIDs map[string]uuid.UUID // by topic
+	rounds   map[string]int       // by topic
 
 	redriven prometheus.Counter
 	orphans  prometheus.Counter
@@ -113,6 +132,7 @@ func New(cfg Config, pool *pgxpool.Pool, client *kgo.Client, events *streams.Pub
 	cfg.applyDefaults()
 	r := &Redriver{
 		cfg: cfg, client: client, adm: kadm.NewClient(client), events: events, log: log,
+		topicIDs: map[string]uuid.UUID{}, rounds: map[string]int{},
 		redriven: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "turnstile_intake_redriven_total",
 			Help: "Accepted turns whose Kafka record was lost and was produced again from Postgres.",
@@ -137,20 +157,20 @@ func New(cfg Config, pool *pgxpool.Pool, client *kgo.Client, events *streams.Pub
 	return r
 }
 
-// TopicID is the turns topic's ID as the last round read it, or the zero UUID before the first
-// read (or when the broker reports none). Intake records it with each queued row, read before the
-// row's record is produced. Safe for concurrent use.
-func (r *Redriver) TopicID() uuid.UUID {
+// TopicID is the ID of topic (an agent's topic) as the last round read it, or the zero UUID
+// before the first read (or when the broker reports none). Intake records it with each queued
+// row, read before the row's record is produced. Safe for concurrent use.
+func (r *Redriver) TopicID(topic string) uuid.UUID {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.topicID
+	return r.topicIDs[topic]
 }
 
 // ReadTopic reads the turns topic's state once, so TopicID knows the topic's ID; intake calls it
 // as it starts, before it accepts turns, so the rows of its first turns know where their records
 // went.
 func (r *Redriver) ReadTopic(ctx context.Context) error {
-	_, err := r.readTopic(ctx)
+	_, err := r.readTopic(ctx, r.cfg.Topic)
 	return err
 }
 
@@ -216,17 +236,34 @@ func (r *Redriver) Round(ctx context.Context) Result {
 		return res
 	}
 	r.endUnstartable(ctx, &res)
-	topic, err := r.readTopic(ctx)
+	cat := r.cfg.Agents()
+	for _, name := range cat.Names() {
+		r.redriveAgent(ctx, cat, name, &res)
+	}
+	if res.Redriven > 0 {
+		r.log.InfoContext(ctx, "re-drove accepted turns whose Kafka record was lost", "turns", res.Redriven)
+	}
+	return res
+}
+
+// redriveAgent re-drives one agent's lost turns to its topic.
+func (r *Redriver) redriveAgent(ctx context.Context, cat *agents.Catalog, name string, res *Result) {
+	topicName := cat.Topic(r.cfg.Topic, name)
+	topic, err := r.readTopic(ctx, topicName)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.failures.Inc()
-			r.log.WarnContext(ctx, "re-driver: the turns topic's state is unreadable; nothing re-driven this round", "err", err)
+			r.log.WarnContext(ctx, "re-driver: an agent's topic state is unreadable; nothing of it re-driven this round",
+				"agent", name, "topic", topicName, "err", err)
 		}
-		return res
+		return
 	}
-	res.TopicRead = true
+	if name == cat.Default {
+		res.TopicRead = true
+	}
+	where := lostWhere{topic: topicName, agent: name, isDefault: name == cat.Default}
 	for range MaxBatchesPerRound {
-		n, err := r.redriveBatch(ctx, topic, &res)
+		n, err := r.redriveBatch(ctx, topic, where, res)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.failures.Inc()
@@ -238,10 +275,12 @@ func (r *Redriver) Round(ctx context.Context) Result {
 			break
 		}
 	}
-	if res.Redriven > 0 {
-		r.log.InfoContext(ctx, "re-drove accepted turns whose Kafka record was lost", "turns", res.Redriven)
-	}
-	return res
+}
+
+// lostWhere is whose lost turns a batch takes and where their records go.
+type lostWhere struct {
+	topic, agent string
+	isDefault    bool
 }
 
 // endUnstartable ends the turns that can no longer start and announces them.
@@ -278,58 +317,68 @@ func (r *Redriver) endUnstartable(ctx context.Context, res *Result) {
 	}
 }
 
-// readTopic reads the turns topic's ID and offsets, and remembers the ID for TopicID.
-func (r *Redriver) readTopic(ctx context.Context) (turnstore.Topic, error) {
+// readTopic reads topic's ID and offsets, and remembers the ID for TopicID. A topic missing from
+// the metadata (an agent's topic on a restarted embedded broker, or before its first turn) is
+// created first.
+func (r *Redriver) readTopic(ctx context.Context, topic string) (turnstore.Topic, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.ProduceTimeout)
 	defer cancel()
-	details, err := r.adm.ListTopics(ctx, r.cfg.Topic)
+	details, err := r.adm.ListTopics(ctx, topic)
 	if err != nil {
-		return turnstore.Topic{}, fmt.Errorf("read topic %s: %w", r.cfg.Topic, err)
+		return turnstore.Topic{}, fmt.Errorf("read topic %s: %w", topic, err)
 	}
-	d, ok := details[r.cfg.Topic]
-	if !ok {
-		return turnstore.Topic{}, fmt.Errorf("read topic %s: not in the metadata", r.cfg.Topic)
+	d, ok := details[topic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		if _, err := r.adm.CreateTopic(ctx, int32(r.cfg.Partitions), -1, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return turnstore.Topic{}, fmt.Errorf("create topic %s: %w", topic, err)
+		}
+		if details, err = r.adm.ListTopics(ctx, topic); err != nil {
+			return turnstore.Topic{}, fmt.Errorf("read topic %s: %w", topic, err)
+		}
+		if d, ok = details[topic]; !ok {
+			return turnstore.Topic{}, fmt.Errorf("read topic %s: not in the metadata", topic)
+		}
 	}
 	if d.Err != nil {
-		return turnstore.Topic{}, fmt.Errorf("read topic %s: %w", r.cfg.Topic, d.Err)
+		return turnstore.Topic{}, fmt.Errorf("read topic %s: %w", topic, d.Err)
 	}
-	starts, err := r.adm.ListStartOffsets(ctx, r.cfg.Topic)
+	starts, err := r.adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return turnstore.Topic{}, fmt.Errorf("read start offsets of %s: %w", r.cfg.Topic, err)
+		return turnstore.Topic{}, fmt.Errorf("read start offsets of %s: %w", topic, err)
 	}
-	ends, err := r.adm.ListEndOffsets(ctx, r.cfg.Topic)
+	ends, err := r.adm.ListEndOffsets(ctx, topic)
 	if err != nil {
-		return turnstore.Topic{}, fmt.Errorf("read end offsets of %s: %w", r.cfg.Topic, err)
+		return turnstore.Topic{}, fmt.Errorf("read end offsets of %s: %w", topic, err)
 	}
 	n := len(d.Partitions)
 	t := turnstore.Topic{ID: uuid.UUID(d.ID), StartOffsets: make([]int64, n), EndOffsets: make([]int64, n)}
 	for p := range n {
-		s, sok := starts.Lookup(r.cfg.Topic, int32(p))
-		e, eok := ends.Lookup(r.cfg.Topic, int32(p))
+		s, sok := starts.Lookup(topic, int32(p))
+		e, eok := ends.Lookup(topic, int32(p))
 		if !sok || !eok || s.Err != nil || e.Err != nil {
-			return turnstore.Topic{}, fmt.Errorf("read offsets of %s/%d: missing or failed", r.cfg.Topic, p)
+			return turnstore.Topic{}, fmt.Errorf("read offsets of %s/%d: missing or failed", topic, p)
 		}
 		t.StartOffsets[p], t.EndOffsets[p] = s.Offset, e.Offset
 	}
 	r.mu.Lock()
-	if r.topicID != t.ID && r.rounds > 0 {
-		r.log.WarnContext(ctx, "the turns topic has a new ID (recreated, or the broker restarted without its records); "+
-			"unfinished turns are re-driven from Postgres", "topic", r.cfg.Topic, "was", r.topicID, "now", t.ID)
+	if was := r.topicIDs[topic]; was != t.ID && r.rounds[topic] > 0 {
+		r.log.WarnContext(ctx, "a turns topic has a new ID (recreated, or the broker restarted without its records); "+
+			"unfinished turns are re-driven from Postgres", "topic", topic, "was", was, "now", t.ID)
 	}
-	r.topicID = t.ID
-	r.rounds++
+	r.topicIDs[topic] = t.ID
+	r.rounds[topic]++
 	r.mu.Unlock()
 	return t, nil
 }
 
 // redriveBatch takes one batch of lost turns, fails its orphans and produces the others' records
 // again in acceptance order, and returns how many turns it took.
-func (r *Redriver) redriveBatch(ctx context.Context, topic turnstore.Topic, res *Result) (int, error) {
+func (r *Redriver) redriveBatch(ctx context.Context, topic turnstore.Topic, where lostWhere, res *Result) (int, error) {
 	now := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.Interval+time.Second)
 	lost, err := r.store.TakeLost(cctx, &turnstore.LostParams{
 		Topic: topic, AcceptedBefore: now.Add(-r.cfg.Grace), UnknownBefore: now.Add(-r.cfg.UnknownAfter),
-		Hold: r.cfg.Hold, Limit: r.cfg.Batch,
+		Hold: r.cfg.Hold, Limit: r.cfg.Batch, Agent: where.agent, Default: where.isDefault,
 	})
 	cancel()
 	if err != nil || len(lost) == 0 {
@@ -350,7 +399,10 @@ func (r *Redriver) redriveBatch(ctx context.Context, topic turnstore.Topic, res 
 			r.orphan(ctx, l, res)
 			continue
 		}
-		rec := &kgo.Record{Topic: r.cfg.Topic, Key: []byte(l.Session.String()), Value: value}
+		if l.Envelope.Agent == "" {
+			l.Envelope.Agent = where.agent
+		}
+		rec := &kgo.Record{Topic: where.topic, Key: []byte(l.Session.String()), Value: value}
 		if l.Traceparent != "" {
 			rec.Headers = []kgo.RecordHeader{{Key: "traceparent", Value: []byte(l.Traceparent)}}
 		}
@@ -382,7 +434,7 @@ func (r *Redriver) redriveBatch(ctx context.Context, topic turnstore.Topic, res 
 		done.Offsets = append(done.Offsets, pgarray.Int(pr.Record.Offset))
 		r.log.InfoContext(ctx, "turn re-driven: its Kafka record was lost", "turn_id", l.Envelope.ShownTurnID(),
 			"session_id", l.Envelope.SessionID, "tenant", l.Envelope.Tenant, "status", l.Status,
-			"accepted_at", l.Envelope.AcceptedAt, "redrives", l.Redrives)
+			"accepted_at", l.Envelope.AcceptedAt, "redrives", l.Redrives, "agent", where.agent)
 	}
 	res.Redriven += len(done.TurnIDs)
 	r.redriven.Add(float64(len(done.TurnIDs)))

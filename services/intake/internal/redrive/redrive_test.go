@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/turnstile-run/turnstile/pkg/agents"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle/lifecycletest"
@@ -78,9 +79,12 @@ func TestRedriverDefaults(t *testing.T) {
 	t.Parallel()
 	c := Config{}
 	c.applyDefaults()
+	require.Equal(t, []string{agents.DefaultName}, c.Agents().Names(), "one default agent")
+	c.Agents = nil
 	require.Equal(t, Config{
 		Interval: config.RedriveIntervalDefault, Grace: GraceDefault, UnknownAfter: UnknownAfterDefault,
 		Hold: HoldDefault, Batch: BatchDefault, ProduceTimeout: config.ProduceTimeoutDefault,
+		Partitions: config.PartitionsDefault,
 	}, c)
 }
 
@@ -94,7 +98,7 @@ func TestRedriver(t *testing.T) {
 	r, b := setup(t, Config{})
 	ctx := context.Background()
 	require.NoError(t, r.ReadTopic(ctx))
-	current := r.TopicID()
+	current := r.TopicID(b.env.Config.Topic)
 	require.NotEqual(t, uuid.Nil, current, "kfake reports the topic's ID")
 
 	now := time.Now()

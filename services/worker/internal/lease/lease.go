@@ -238,6 +238,7 @@ type claimRow struct {
 	webhook *wire.Webhook
 	configs []wire.PushConfig
 	task    *uuid.UUID
+	agent   string
 }
 
 // encodeClaim lays out req as the claim statement takes it. The input goes as its text, and the
@@ -267,6 +268,7 @@ func encodeClaim(req ClaimRequest) (claimRow, error) {
 		id: e.TurnID, session: e.SessionKey(), tenant: tenant, input: e.Input.Text, metadata: md, asIs: asIs,
 		accepted: e.AcceptedAt, deadline: e.Deadline, partition: req.Partition, offset: req.Offset,
 		client: clientTurnID(e.ClientTurnID), webhook: e.Webhook, configs: e.PushConfigs, task: turnstore.TaskOf(e.Metadata),
+		agent: e.Agent,
 	}, nil
 }
 
@@ -302,6 +304,7 @@ func (s *Store) claimParams(rows []claimRow, pos []int) turnstore.ClaimParams {
 		Inputs: make(pgarray.Texts, n), Metadata: make([][]byte, n), AcceptedAt: make(pgarray.Times, n),
 		Deadlines: make(pgarray.Times, n), Partitions: make(pgarray.Ints, n), Offsets: make(pgarray.Ints, n),
 		Owner: s.owner, TTL: s.ttl, MaxAttempts: s.maxAttempts, ClientTurnIDs: make([]*uuid.UUID, n),
+		Agents: make(pgarray.Texts, n),
 	}
 	for i, k := range pos {
 		r := rows[k]
@@ -311,6 +314,9 @@ func (s *Store) claimParams(rows []claimRow, pos []int) turnstore.ClaimParams {
 		p.AcceptedAt[i], p.Deadlines[i] = pgarray.Time(r.accepted), pgarray.Time(r.deadline)
 		p.Partitions[i], p.Offsets[i] = pgarray.Int(r.partition), pgarray.Int(r.offset)
 		p.Notifications.Add(i, r.webhook, r.configs, r.task, n)
+		if r.agent != "" {
+			p.Agents[i] = pgarray.Text(r.agent)
+		}
 	}
 	return p
 }
