@@ -34,6 +34,9 @@ type Knobs struct {
 	// Recall answers with the session history the agent was given (RecallReply) instead of its
 	// usual words, so a test sees what the turn's agent saw: an edited thread state, a copy.
 	Recall bool `json:"recall,omitempty"`
+	// Custom emits that many custom events (turn.custom, named "progress", data
+	// {"step": i, "of": n}), one before each of the first words, the rest after the last.
+	Custom int `json:"custom,omitempty"`
 }
 
 // RecallReply is the demo agent's answer with the Recall knob: its history's messages' contents
@@ -55,6 +58,7 @@ func (k Knobs) Bounded() Knobs {
 	k.FailAttempts = clamp(k.FailAttempts, MaxFaultAttempts)
 	k.PanicAttempts = clamp(k.PanicAttempts, MaxFaultAttempts)
 	k.FailAfterToolAttempts = clamp(k.FailAfterToolAttempts, MaxFaultAttempts)
+	k.Custom = clamp(k.Custom, MaxTokens)
 	if k.EndState != EndInputRequired && k.EndState != EndAuthRequired {
 		k.EndState = ""
 	}
@@ -110,6 +114,8 @@ func knobsFromMap(m map[string]any) (Knobs, bool) {
 			n = &k.PanicAttempts
 		case "fail_after_tool_attempts":
 			n = &k.FailAfterToolAttempts
+		case "custom":
+			n = &k.Custom
 		case "end_state":
 			s, ok := v.(string)
 			if !ok {

@@ -24,6 +24,10 @@ const (
 	// EventWaiting says a running turn waits on its upstream (see WaitingData); it is not terminal,
 	// and the turn goes on (or ends) with its usual events.
 	EventWaiting EventType = "turn.waiting"
+	// EventCustom is an event of the agent's own (see CustomData): a progress note, a UI hint. It
+	// is not terminal and no part of the turn's output; front doors relay it where their protocol
+	// has a place for it (LangGraph's custom stream mode).
+	EventCustom EventType = "turn.custom"
 	// EventStreamReset is sent by the gateway, never stored: the client's cursor points at history
 	// that no longer exists, so it must re-read state through the API.
 	EventStreamReset EventType = "stream.reset"
@@ -121,6 +125,13 @@ type ToolCallData struct {
 	// IdempotencyKey is stable across attempts (turn ID and step), so a tool can deduplicate a call
 	// that a taken-over attempt repeats.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// CustomData is the payload of turn.custom: a name the agent chose and its JSON value.
+type CustomData struct {
+	EventBase
+	Name string          `json:"name,omitempty"`
+	Data json.RawMessage `json:"data"`
 }
 
 // ToolResultData is the payload of turn.tool_result.

@@ -434,3 +434,31 @@ test("threads.copy: a new thread with the metadata and state, going on apart", a
   assert.equal(lastAI(values).content, "original | w0");
   assert.equal((await client.threads.getState(thread_id)).values.messages.length, 2, "the original is unchanged");
 });
+
+test("stream mode custom: the agent's own events, in order, resumed like the rest", async () => {
+  const { thread_id } = await client.threads.create();
+  let runId;
+  const modes = ["messages-tuple", "custom"];
+  const parts = await collect(
+    client.runs.stream(thread_id, "agent", {
+      input: human("progress"), streamMode: modes, metadata: demo({ tokens: 4, custom: 3 }),
+      onRunCreated: (m) => (runId = m.run_id),
+    }),
+  );
+  const seq = parts.filter((p) => p.event === "custom" || p.event === "messages")
+    .map((p) => (p.event === "custom" ? `c${p.data.step}/${p.data.of}` : p.data[0].content));
+  assert.deepEqual(seq, ["c1/3", "w0 ", "c2/3", "w1 ", "c3/3", "w2 ", "w3"]);
+  // A join from the second custom event's id replays exactly what followed it.
+  const second = parts.find((p) => p.event === "custom" && p.data.step === 2);
+  const rest = await collect(client.runs.joinStream(thread_id, runId, { lastEventId: second.id, streamMode: modes }));
+  const restSeq = rest.filter((p) => p.event === "custom" || p.event === "messages")
+    .map((p) => (p.event === "custom" ? `c${p.data.step}/${p.data.of}` : p.data[0].content));
+  assert.deepEqual(restSeq, ["w1 ", "c3/3", "w2 ", "w3"]);
+  // events and debug are refused one by one, naming the mode.
+  for (const mode of ["events", "debug"]) {
+    await assert.rejects(
+      client.runs.create(thread_id, "agent", { input: human("x"), streamMode: ["values", mode] }),
+      (e) => e.status === 422 && e.message.includes(`mode \\"${mode}\\"`),
+    );
+  }
+});

@@ -113,7 +113,7 @@ func (h *Handler) joinStream(w http.ResponseWriter, r *http.Request) {
 		modes = rm.StreamMode
 	} else {
 		// The run's own modes are not known until a worker has taken it: render every mode.
-		modes = []render.Mode{render.ModeValues, render.ModeMessagesTuple, render.ModeUpdates}
+		modes = []render.Mode{render.ModeValues, render.ModeMessagesTuple, render.ModeUpdates, render.ModeCustom}
 	}
 	assistant := rm.AssistantID
 	if assistant == "" && len(h.cfg.Assistants) > 0 {

@@ -4,8 +4,10 @@
 //
 // The modes rendered are values (the thread's messages after the run's input, again after a
 // takeover, and with the answer at the end), messages-tuple (sent as "messages" events carrying
-// [AI message chunk, metadata], one per turn.delta) and updates (the agent's answer and tool calls
-// keyed by node). Any other mode is refused (ErrUnsupportedMode) before a run is created.
+// [AI message chunk, metadata], one per turn.delta), updates (the agent's answer and tool calls
+// keyed by node) and custom (each turn.custom's data, the agent's own events). Any other mode
+// (events, debug: turnstile's runs are not graphs) is refused (ErrUnsupportedMode) before a run is
+// created.
 //
 // Rendering is a pure function of one native event and the run's fixed context (its thread's
 // earlier messages and its input), so re-rendering a native event gives the same protocol events:

@@ -17,6 +17,9 @@ const (
 	ModeValues        Mode = "values"
 	ModeMessagesTuple Mode = "messages-tuple"
 	ModeUpdates       Mode = "updates"
+	// ModeCustom relays the agent's own events (turn.custom) as "custom" events carrying their
+	// data, in order with the run's other events.
+	ModeCustom Mode = "custom"
 )
 
 // NodeName is the graph node the agent's answer is attributed to in updates and message metadata.
@@ -26,8 +29,8 @@ const NodeName = "agent"
 var ErrUnsupportedMode = errors.New("unsupported stream mode")
 
 // ParseModes reads a run's stream_mode: absent means values (LangGraph's default), a string is one
-// mode, a list is several; duplicates collapse. Modes outside values, messages-tuple and updates
-// are an ErrUnsupportedMode naming them.
+// mode, a list is several; duplicates collapse. Modes outside values, messages-tuple, updates and
+// custom are an ErrUnsupportedMode naming them.
 func ParseModes(raw json.RawMessage) ([]Mode, error) {
 	var names []string
 	switch s := strings.TrimSpace(string(raw)); {
@@ -49,9 +52,11 @@ func ParseModes(raw json.RawMessage) ([]Mode, error) {
 	for _, n := range names {
 		m := Mode(n)
 		switch m {
-		case ModeValues, ModeMessagesTuple, ModeUpdates:
+		case ModeValues, ModeMessagesTuple, ModeUpdates, ModeCustom:
+		case "events", "debug":
+			return nil, fmt.Errorf("%w %q: turnstile's runs are not LangGraph graphs, so it has nothing to send in that mode; it renders values, messages-tuple, updates and custom", ErrUnsupportedMode, n)
 		default:
-			return nil, fmt.Errorf("%w %q: turnstile renders values, messages-tuple and updates", ErrUnsupportedMode, n)
+			return nil, fmt.Errorf("%w %q: turnstile renders values, messages-tuple, updates and custom", ErrUnsupportedMode, n)
 		}
 		if !seen[m] {
 			seen[m] = true
@@ -189,6 +194,15 @@ func (r *Run) Render(typ wire.EventType, data json.RawMessage) (out []Event, ter
 		if err := json.Unmarshal(data, &d); err == nil && r.has(ModeUpdates) {
 			msg := Message{Type: "tool", ID: "tool-" + r.RunID + "-" + d.CallID, ToolCallID: d.CallID, Content: string(d.Result)}
 			out = append(out, event("updates", map[string]any{"tools": map[string]any{"messages": []Message{msg}}}))
+		}
+	case wire.EventCustom:
+		var d wire.CustomData
+		if err := json.Unmarshal(data, &d); err == nil && r.has(ModeCustom) {
+			v := d.Data
+			if len(v) == 0 {
+				v = json.RawMessage("null")
+			}
+			out = append(out, Event{Name: "custom", Data: v})
 		}
 	case wire.EventCompleted:
 		var d wire.CompletedData

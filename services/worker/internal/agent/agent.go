@@ -77,6 +77,21 @@ type Sink interface {
 	ToolResult(ctx context.Context, result ToolResult) error
 }
 
+// CustomSink is an optional interface of a Sink, found by type assertion (EmitCustom): it
+// publishes an event of the agent's own, turn.custom, in order with the attempt's other events.
+type CustomSink interface {
+	Custom(ctx context.Context, name string, data json.RawMessage) error
+}
+
+// EmitCustom publishes a custom event through sink when it takes them; a sink that does not
+// (a test's) drops it.
+func EmitCustom(ctx context.Context, sink Sink, name string, data json.RawMessage) error {
+	if cs, ok := sink.(CustomSink); ok {
+		return cs.Custom(ctx, name, data)
+	}
+	return nil
+}
+
 // Flusher is an optional interface of a Sink, found by type assertion. A Sink may hold an attempt's
 // first events back for a few milliseconds so that an agent that answers at once has them
 // published in one round trip; an agent about to wait on something slower (a request to its

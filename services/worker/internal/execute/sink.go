@@ -2,6 +2,7 @@ package execute
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -85,8 +86,9 @@ type attemptSink struct {
 }
 
 var (
-	_ agent.Sink    = (*attemptSink)(nil)
-	_ agent.Flusher = (*attemptSink)(nil)
+	_ agent.Sink       = (*attemptSink)(nil)
+	_ agent.CustomSink = (*attemptSink)(nil)
+	_ agent.Flusher    = (*attemptSink)(nil)
 )
 
 func (s *attemptSink) base() wire.EventBase {
@@ -396,6 +398,14 @@ func (s *attemptSink) ToolCall(ctx context.Context, call agent.ToolCall) error {
 	return s.agentPublish(ctx, wire.NewEvent(wire.EventToolCall, wire.ToolCallData{
 		EventBase: s.base(), CallID: call.CallID, Name: call.Name, Arguments: call.Arguments, IdempotencyKey: key,
 	}))
+}
+
+// Custom publishes an event of the agent's own (agent.CustomSink).
+func (s *attemptSink) Custom(ctx context.Context, name string, data json.RawMessage) error {
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	return s.agentPublish(ctx, wire.NewEvent(wire.EventCustom, wire.CustomData{EventBase: s.base(), Name: name, Data: data}))
 }
 
 func (s *attemptSink) ToolResult(ctx context.Context, res agent.ToolResult) error {

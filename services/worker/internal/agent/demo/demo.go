@@ -69,7 +69,16 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Messag
 	}
 	var out strings.Builder
 	var timer *time.Timer
-	for _, w := range words {
+	custom := func(i int) error {
+		data, _ := json.Marshal(map[string]int{"step": i + 1, "of": k.Custom})
+		return agent.EmitCustom(ctx, sink, "progress", data)
+	}
+	for i, w := range words {
+		if i < k.Custom {
+			if err := custom(i); err != nil {
+				return agent.Result{}, err
+			}
+		}
 		if delay > 0 {
 			if timer == nil {
 				timer = time.NewTimer(delay)
@@ -89,6 +98,11 @@ func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Messag
 			return agent.Result{}, err
 		}
 		out.WriteString(w)
+	}
+	for i := len(words); i < k.Custom; i++ {
+		if err := custom(i); err != nil {
+			return agent.Result{}, err
+		}
 	}
 	return agent.Result{Text: out.String(), State: k.EndState}, nil
 }

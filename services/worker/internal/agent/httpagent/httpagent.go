@@ -108,10 +108,12 @@ type Event struct {
 	Arguments      json.RawMessage `json:"arguments,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	Result         json.RawMessage `json:"result,omitempty"`
-	Error          string          `json:"error,omitempty"`
-	Message        string          `json:"message,omitempty"`
-	Retryable      bool            `json:"retryable,omitempty"`
-	Overloaded     bool            `json:"overloaded,omitempty"`
+	// Data is a custom event's value.
+	Data       json.RawMessage `json:"data,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Message    string          `json:"message,omitempty"`
+	Retryable  bool            `json:"retryable,omitempty"`
+	Overloaded bool            `json:"overloaded,omitempty"`
 	// Status, on an error, is the HTTP status the error stands for: it is then classified like an
 	// answer of that status, whatever Retryable and Overloaded say.
 	Status int `json:"status,omitempty"`
@@ -251,6 +253,11 @@ func (a *Agent) call(ctx context.Context, c *upstream.Call, turn agent.Turn, pay
 		case "tool_result":
 			c.Emitted()
 			if err := sink.ToolResult(ctx, agent.ToolResult{CallID: ev.CallID, Result: ev.Result, Error: ev.Error}); err != nil {
+				return agent.Result{}, err
+			}
+		case "custom":
+			c.Emitted()
+			if err := agent.EmitCustom(ctx, sink, ev.Name, ev.Data); err != nil {
 				return agent.Result{}, err
 			}
 		case "usage":

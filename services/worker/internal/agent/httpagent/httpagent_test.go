@@ -246,7 +246,7 @@ func TestInvalidEventFailsLegibly(t *testing.T) {
 		{"ErrorWithTextForMessage", []string{`{"type":"error","text":"model crashed"}`}, `event 1 (error): missing required property "message"`},
 		{"UnknownProperty", []string{`{"type":"done","result":"x"}`}, `event 1 (done): unknown property "result"`},
 		{"WrongType", []string{`{"type":"delta","text":7}`}, `event 1 (delta): property "text": want string, got number`},
-		{"UnknownEventType", []string{`{"type":"finish"}`}, `event 1: property "type": "finish" is not one of delta, tool_call, tool_result, usage, error, done, input_required`},
+		{"UnknownEventType", []string{`{"type":"finish"}`}, `event 1: property "type": "finish" is not one of delta, tool_call, tool_result, custom, usage, error, done, input_required`},
 		{"NoType", []string{`{"text":"a"}`}, `event 1: missing required property "type"`},
 		{"NotAnObject", []string{`["delta"]`}, `event 1: want an object, got array`},
 	} {
