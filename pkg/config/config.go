@@ -245,6 +245,8 @@ type Config struct {
 	FrontDoor FrontDoorSettings
 	A2A       A2ASettings
 	LangGraph LangGraphSettings
+	// LangGraphStore bounds the langgraph role's store (the SDK's client.store).
+	LangGraphStore LangGraphStoreSettings
 
 	// # Notifier
 	//
@@ -356,6 +358,7 @@ func (c *Config) ApplyDefaults() {
 	c.Ops.applyDefaults()
 	c.A2A.applyDefaults()
 	c.LangGraph.applyDefaults()
+	c.LangGraphStore.applyDefaults()
 	c.Notifier.applyDefaults()
 	c.Router.applyDefaults()
 }
@@ -506,6 +509,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Agents.validate()...)
 	errs = append(errs, c.Ops.validate()...)
 	errs = append(errs, c.LangGraph.validate()...)
+	errs = append(errs, c.LangGraphStore.validate()...)
 	errs = append(errs, c.FrontDoor.validate()...)
 	errs = append(errs, c.A2A.validate()...)
 	errs = append(errs, c.Notifier.validate()...)

@@ -15,5 +15,6 @@
 //
 // Layout: internal/api serves the routes, internal/render maps turns and native events to
 // LangGraph's messages and stream modes, internal/threads stores threads, internal/web serves the
-// useStream demo page built from clients/langgraph (at /langgraph/).
+// useStream demo page built from clients/langgraph (at /langgraph/), internal/store holds the
+// LangGraph store's items.
 package langgraph

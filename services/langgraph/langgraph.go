@@ -46,6 +46,7 @@ func New(ctx context.Context, d *app.Deps) (*LangGraph, error) {
 		CORSOrigins: cfg.LangGraph.CORSOriginList(), Version: app.BuildInfo().Version,
 		KeepAlive: cfg.KeepAlive, MaxBody: cfg.MaxBody, RetryAfter: cfg.Intake.RetryAfter,
 		Region: place, ThreadsMax: cfg.LangGraph.ThreadsMax, MetadataMax: cfg.LangGraph.MetadataMax,
+		StoreItemsMax: cfg.LangGraphStore.ItemsMax, StoreValueMax: cfg.LangGraphStore.ValueMax,
 	}, fd, pool, log, d.Registry)
 	return &LangGraph{handler: h, StreamShell: app.NewStreamShell(app.ShellConfig{
 		Name: "langgraph",

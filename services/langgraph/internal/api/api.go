@@ -42,6 +42,11 @@ const (
 	// MetadataMaxDefault is config.LangGraphMetadataMaxDefault: the largest thread metadata, in
 	// bytes of its JSON.
 	MetadataMaxDefault = 16 << 10
+	// StoreItemsMaxDefault is config.LangGraphStoreItemsMaxDefault: a tenant's most store items.
+	StoreItemsMaxDefault = 10000
+	// StoreValueMaxDefault is config.LangGraphStoreValueMaxDefault: the largest store value, in
+	// bytes of its JSON.
+	StoreValueMaxDefault = 64 << 10
 	// historyTurns is the most turns of a thread that state and history read.
 	historyTurns = 1000
 	// turnPage is the page size of those reads (intake's maximum).
@@ -68,6 +73,11 @@ type Config struct {
 	ThreadsMax int
 	// MetadataMax bounds a thread's metadata in bytes (TURNSTILE_LANGGRAPH_METADATA_MAX).
 	MetadataMax int
+	// StoreItemsMax is the most store items a tenant may have
+	// (TURNSTILE_LANGGRAPH_STORE_ITEMS_MAX).
+	StoreItemsMax int
+	// StoreValueMax bounds a store item's value in bytes (TURNSTILE_LANGGRAPH_STORE_VALUE_MAX).
+	StoreValueMax int
 	// Version is the server version GET /info answers (pkg/app's build version). Defaults to
 	// "unknown".
 	Version string
@@ -98,6 +108,12 @@ func (c *Config) applyDefaults() {
 	}
 	if c.MetadataMax <= 0 {
 		c.MetadataMax = MetadataMaxDefault
+	}
+	if c.StoreItemsMax <= 0 {
+		c.StoreItemsMax = StoreItemsMaxDefault
+	}
+	if c.StoreValueMax <= 0 {
+		c.StoreValueMax = StoreValueMaxDefault
 	}
 }
 
@@ -176,16 +192,19 @@ func (h *Handler) Routes(r chi.Router) {
 			r.Get(thread+"/runs/{run_id}/stream", h.joinStream)
 			r.Get(thread+"/runs/{run_id}/join", h.joinRun)
 			r.Post(thread+"/runs/{run_id}/cancel", h.cancelRun)
+			r.Post(thread+"/runs/crons", h.createCron)
 		})
 	})
 	h.family(r, "/runs", func(r chi.Router) {
 		r.Post("/", h.createStatelessRun)
 		r.Post("/stream", h.streamStatelessRun)
 		r.Post("/wait", h.waitStatelessRun)
+		h.cronRoutes(r)
 	})
+	h.family(r, "/store", h.storeRoutes)
 	// The Platform's families this front door does not serve: answered 404 with CORS, so the SDK
 	// reads the problem instead of a CORS failure.
-	for _, prefix := range []string{"/assistants", "/store", "/crons"} {
+	for _, prefix := range []string{"/assistants", "/crons"} {
 		h.family(r, prefix, nil)
 	}
 }

@@ -23,6 +23,10 @@
 //     multitask strategies; rollback is refused with 422, as are stream modes other than values,
 //     messages-tuple and updates (internal/render), and inputs this front door cannot run (a
 //     command, no human text).
+//   - A cron is a native schedule (/v1/schedules, fired once per tick by intake's scheduler):
+//     on a thread, each tick's run is a turn of the thread's session; without one, of a new
+//     session per tick (crons.go). The store is a tenant's namespaced key-value items in Postgres
+//     (internal/store); semantic search is refused (store.go).
 //   - State and history are the thread's turns as messages: one checkpoint per finished turn, named
 //     by its run ID. A state set through the API (POST /threads/{id}/state, the copy of a thread)
 //     is stored on the thread row (a checkpoint of its own, followed by the runs after it) and

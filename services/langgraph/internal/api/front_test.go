@@ -57,7 +57,7 @@ func TestOkAndInfo(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &info))
 	require.Equal(t, "v1.2.3", info.Version, "the binary's build version")
-	require.Equal(t, map[string]bool{"assistants": false, "crons": false, "langsmith": false, "langsmith_tracing_replicas": false}, info.Flags,
+	require.Equal(t, map[string]bool{"assistants": false, "crons": true, "langsmith": false, "langsmith_tracing_replicas": false}, info.Flags,
 		"the flags say what is not served, so clients do not call it")
 	require.Equal(t, "self-hosted", info.Host["kind"])
 }
@@ -200,7 +200,7 @@ func TestUnroutedCounted(t *testing.T) {
 		{"GET", "/threads", http.StatusMethodNotAllowed},
 		{"TRACE", "/threads/t1", http.StatusMethodNotAllowed},
 		{"GET", "/threads/t1/runs/r1/nope", http.StatusNotFound},
-		{"PUT", "/store/items", http.StatusNotFound},
+		{"PUT", "/store/nope", http.StatusNotFound},
 	} {
 		w := serve(r, tc.method, tc.path, nil)
 		require.Equal(t, tc.code, w.Code, tc.method+" "+tc.path)
