@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/turnstile-run/turnstile/pkg/agents"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -456,4 +457,56 @@ func TestChartAuth(t *testing.T) {
 	}
 	require.Contains(t, notes(nil), "exec deploy/ts-turnstile-intake -- \\\n    turnstile-intake apikey create --tenant NAME")
 	require.Contains(t, notes(map[string]any{"auth": map[string]any{"enabled": false}}), "authentication is OFF")
+}
+
+// TestChartAgents renders a list of agents: their catalog in one ConfigMap mounted in every pod as
+// TURNSTILE_AGENTS_FILE (and valid for pkg/agents), and per agent one worker Deployment serving
+// only it and one ScaledObject on its own backlog.
+func TestChartAgents(t *testing.T) {
+	t.Parallel()
+	r, err := render(t, map[string]any{
+		"defaultAgent": "support",
+		"agents": []any{
+			map[string]any{"name": "support", "adapter": "demo", "limits": map[string]any{"in_flight": 64}},
+			map[string]any{"name": "research", "adapter": "openai", "openai": map[string]any{"base_url": "http://llm:8000/v1", "model": "m"}},
+		},
+	})
+	require.NoError(t, err)
+	var workers []string
+	for _, d := range r.all("Deployment") {
+		if strings.HasPrefix(d.name(), "ts-turnstile-worker") {
+			workers = append(workers, d.name())
+		}
+	}
+	require.ElementsMatch(t, []string{"ts-turnstile-worker-support", "ts-turnstile-worker-research"}, workers, "one worker Deployment per agent, none for all")
+	var scaled []string
+	for _, so := range r.all("ScaledObject") {
+		scaled = append(scaled, so.name())
+	}
+	require.ElementsMatch(t, []string{"ts-turnstile-worker-support", "ts-turnstile-worker-research"}, scaled)
+
+	for _, agent := range []string{"support", "research"} {
+		d := r.find("Deployment", "ts-turnstile-worker-"+agent)
+		env := map[string]any{}
+		for _, e := range get(d, "spec.template.spec.containers.0.env").([]any) {
+			e := e.(map[string]any)
+			env[e["name"].(string)] = e["value"]
+		}
+		require.Equal(t, agent, env["TURNSTILE_WORKER_AGENTS"])
+		require.Equal(t, "/etc/turnstile/agents/agents.yaml", env["TURNSTILE_AGENTS_FILE"])
+		require.Equal(t, "ts-turnstile-agents", get(d, "spec.template.spec.volumes.0.configMap.name"))
+		require.Equal(t, "worker-"+agent, get(d, "spec.selector.matchLabels").(map[string]any)["app.kubernetes.io/component"])
+		so := r.find("ScaledObject", "ts-turnstile-worker-"+agent)
+		require.Equal(t, "ts-turnstile-worker-"+agent, get(so, "spec.scaleTargetRef.name"))
+		require.Equal(t, "http://ts-turnstile-intake.prod.svc:8080/v1/backlog?agent="+agent, get(so, "spec.triggers.0.metadata.url"))
+	}
+	intake := r.find("Deployment", "ts-turnstile-intake")
+	require.Equal(t, "ts-turnstile-agents", get(intake, "spec.template.spec.volumes.0.configMap.name"), "intake reads the catalog too")
+
+	cm := r.find("ConfigMap", "ts-turnstile-agents")
+	file := get(cm, "data").(map[string]any)["agents.yaml"].(string)
+	cat, err := agents.Parse([]byte(file), config.Default())
+	require.NoError(t, err, "the rendered catalog is a valid agents file:\n%s", file)
+	require.Equal(t, []string{"research", "support"}, cat.Names())
+	require.Equal(t, "support", cat.Default)
 }
