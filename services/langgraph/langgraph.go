@@ -41,8 +41,12 @@ func New(ctx context.Context, d *app.Deps) (*LangGraph, error) {
 	fdc := frontdoor.FromConfig(cfg, d.LocalURL())
 	fdc.Admission, fdc.Door, fdc.Tenants = d.Admission(), admission.DoorLangGraph, cfg.Auth.Enabled()
 	fd := frontdoor.New(fdc)
+	describe, err := describeFromCatalog(d)
+	if err != nil {
+		return nil, err
+	}
 	h := api.New(api.Config{
-		Assistants: cfg.LangGraph.AssistantList(), Auth: cfg.Auth.Enabled(),
+		Assistants: cfg.LangGraph.AssistantList(), Describe: describe, Auth: cfg.Auth.Enabled(),
 		CORSOrigins: cfg.LangGraph.CORSOriginList(), Version: app.BuildInfo().Version,
 		KeepAlive: cfg.KeepAlive, MaxBody: cfg.MaxBody, RetryAfter: cfg.Intake.RetryAfter,
 		Region: place, ThreadsMax: cfg.LangGraph.ThreadsMax, MetadataMax: cfg.LangGraph.MetadataMax,
@@ -68,3 +72,38 @@ func (l *LangGraph) Routes(r chi.Router) {
 // CutStreams ends every open run stream without an end event while the role keeps serving, so
 // clients rejoin here with Last-Event-ID. Tests use it to cut connections mid-run.
 func (l *LangGraph) CutStreams() { l.handler.Cut() }
+
+// describeFromCatalog describes assistants from the agent catalog (pkg/agents): the agent of the
+// assistant's name, else the default agent, with its assistant card (graph_id, name,
+// description, metadata).
+func describeFromCatalog(d *app.Deps) (func(string) (api.AssistantInfo, bool), error) {
+	w, err := d.Agents()
+	if err != nil {
+		return nil, err
+	}
+	return func(id string) (api.AssistantInfo, bool) {
+		cat := w.Catalog()
+		if cat == nil {
+			return api.AssistantInfo{}, false
+		}
+		a, ok := cat.Get(id)
+		if !ok {
+			if a, ok = cat.Get(""); !ok {
+				return api.AssistantInfo{}, false
+			}
+		}
+		name := a.Assistant.Name
+		if name == "" {
+			name = id
+		}
+		desc := a.Assistant.Description
+		if desc == "" {
+			desc = a.Description
+		}
+		md := map[string]any{"agent": a.Name}
+		for k, v := range a.Assistant.Metadata {
+			md[k] = v
+		}
+		return api.AssistantInfo{GraphID: a.GraphID(), Name: name, Description: desc, Metadata: md}, true
+	}, nil
+}

@@ -462,3 +462,21 @@ test("stream mode custom: the agent's own events, in order, resumed like the res
     );
   }
 });
+
+test("assistants: search, get, getGraph and getSchemas answer from the agent catalog", async () => {
+  const found = await client.assistants.search({ limit: 10 });
+  const agent = found.find((a) => a.assistant_id === "agent");
+  assert.ok(agent, "the configured assistant is listed");
+  assert.equal(agent.graph_id, "agent");
+  assert.equal(agent.metadata.agent, "agent", "described by the catalog's agent");
+  assert.deepEqual(await client.assistants.search({ graphId: "no-such-graph" }), []);
+  const got = await client.assistants.get("agent");
+  assert.equal(got.assistant_id, "agent");
+  const graph = await client.assistants.getGraph("agent");
+  assert.deepEqual(graph.edges.map((e) => [e.source, e.target]), [["__start__", "agent"], ["agent", "__end__"]]);
+  const schemas = await client.assistants.getSchemas("agent");
+  assert.deepEqual(schemas.input_schema.required, ["messages"]);
+  await assert.rejects(client.assistants.get("nobody"), (e) => e.status === 404);
+  const info = await (await fetch(`${apiUrl}/info`)).json();
+  assert.equal(info.flags.assistants, true);
+});

@@ -60,6 +60,9 @@ const defaultTenant = "default"
 type Config struct {
 	// Assistants are the assistant IDs runs may name.
 	Assistants []string
+	// Describe, when set, describes an assistant (its graph, name, description) from the agent
+	// catalog (pkg/agents); false leaves the assistant described by its ID.
+	Describe func(assistantID string) (AssistantInfo, bool)
 	// Auth says whether API keys are required (TURNSTILE_AUTH=on).
 	Auth bool
 	// CORSOrigins may call every LangGraph route from a browser page
@@ -202,11 +205,15 @@ func (h *Handler) Routes(r chi.Router) {
 		h.cronRoutes(r)
 	})
 	h.family(r, "/store", h.storeRoutes)
-	// The Platform's families this front door does not serve: answered 404 with CORS, so the SDK
+	h.family(r, "/assistants", func(r chi.Router) {
+		r.Post("/search", h.searchAssistants)
+		r.Get("/{assistant_id}", h.getAssistant)
+		r.Get("/{assistant_id}/graph", h.getGraph)
+		r.Get("/{assistant_id}/schemas", h.getSchemas)
+	})
+	// The Platform's family this front door does not serve: answered 404 with CORS, so the SDK
 	// reads the problem instead of a CORS failure.
-	for _, prefix := range []string{"/assistants", "/crons"} {
-		h.family(r, prefix, nil)
-	}
+	h.family(r, "/crons", nil)
 }
 
 // family mounts a sub-router at prefix holding routes (none: every path is a 404).

@@ -57,7 +57,7 @@ func TestOkAndInfo(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &info))
 	require.Equal(t, "v1.2.3", info.Version, "the binary's build version")
-	require.Equal(t, map[string]bool{"assistants": false, "crons": true, "langsmith": false, "langsmith_tracing_replicas": false}, info.Flags,
+	require.Equal(t, map[string]bool{"assistants": true, "crons": true, "langsmith": false, "langsmith_tracing_replicas": false}, info.Flags,
 		"the flags say what is not served, so clients do not call it")
 	require.Equal(t, "self-hosted", info.Host["kind"])
 }
@@ -194,8 +194,8 @@ func TestUnroutedCounted(t *testing.T) {
 		method, path string
 		code         int
 	}{
-		{"POST", "/assistants/search", http.StatusNotFound},
-		{"POST", "/assistants/search", http.StatusNotFound},
+		{"POST", "/assistants/agent/versions", http.StatusNotFound},
+		{"POST", "/assistants/agent/versions", http.StatusNotFound},
 		{"PUT", "/threads/t1", http.StatusMethodNotAllowed},
 		{"GET", "/threads", http.StatusMethodNotAllowed},
 		{"TRACE", "/threads/t1", http.StatusMethodNotAllowed},
@@ -222,6 +222,6 @@ func TestUnroutedCounted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 6, n, "one series per family, method and code, never per path")
 
-	require.Contains(t, logs.String(), "level=DEBUG msg=\"langgraph unrouted\" method=POST path=/assistants/search code=404")
+	require.Contains(t, logs.String(), "level=DEBUG msg=\"langgraph unrouted\" method=POST path=/assistants/agent/versions code=404")
 	require.Contains(t, logs.String(), "method=TRACE path=/threads/t1 code=405")
 }

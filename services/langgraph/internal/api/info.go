@@ -8,8 +8,8 @@ import (
 
 // info is GET /info as the LangGraph Platform answers it: the server's version, the flags that
 // tell a client which optional APIs it may call, and the host's kind. agent-chat-ui calls it at
-// load and refuses to start unless it answers 200; crons is true (crons.go), and the flags are
-// false for what this front door does not serve (the assistants API, LangSmith tracing).
+// load and refuses to start unless it answers 200; assistants (assistants.go) and crons (crons.go)
+// are true, and the flags are false for what this front door does not serve (LangSmith tracing).
 type info struct {
 	Version string          `json:"version"`
 	Flags   map[string]bool `json:"flags"`
@@ -25,7 +25,7 @@ func (h *Handler) getInfo(w http.ResponseWriter, _ *http.Request) {
 	h.ok("info")
 	httpx.WriteJSON(w, http.StatusOK, info{
 		Version: h.cfg.Version,
-		Flags:   map[string]bool{"assistants": false, "crons": true, "langsmith": false, "langsmith_tracing_replicas": false},
+		Flags:   map[string]bool{"assistants": true, "crons": true, "langsmith": false, "langsmith_tracing_replicas": false},
 		Host:    map[string]any{"kind": "self-hosted", "project_id": nil, "revision_id": nil, "tenant_id": nil},
 	})
 }
