@@ -58,12 +58,12 @@ type Config struct {
 type Outcome int
 
 const (
-	// Posted: intake accepted the turn (or had accepted it before: the same idempotency key).
+	// Posted is a turn intake accepted (or had accepted it before: the same idempotency key).
 	Posted Outcome = iota
-	// Retry: refused for now (503, 429) or not answered; the tick is posted again when its lease
+	// Retry is a post refused for now (503, 429) or not answered; the tick is posted again when its lease
 	// runs out, by whichever replica takes it over.
 	Retry
-	// Refused: refused for good (the turn is invalid for the session, a 4xx); recorded, not retried.
+	// Refused is a post refused for good (the turn is invalid for the session, a 4xx); recorded, not retried.
 	Refused
 )
 
