@@ -42,4 +42,13 @@
 // it, which after a crash is once the dead member's session timed out. The end-to-end worker tests in
 // cmd/turnstile/integration (worker_*_test.go) prove the invariants with real processes: SIGKILL
 // every two seconds, SIGSTOP past the lease, SIGTERM with turns in flight.
+//
+// A worker serves the agents of TURNSTILE_WORKER_AGENTS (default: the catalog's default agent;
+// pkg/agents), each in a lane of its own: the agent's topic and consumer group (the turns topic
+// and TURNSTILE_CONSUMER_GROUP for the default agent, <topic>.<agent> and <group>.<agent> for any
+// other), its turns in flight (limits.in_flight), its lease store and attempts, its claim,
+// completion and publish batchers and its upstream guard. A saturated agent so fills only its own
+// slots and statements and never delays another agent's turns (invariant 16); per-session order
+// across agents holds because the claim's order check reads the session's turns whatever their
+// agent (README, "Many agents").
 package worker
