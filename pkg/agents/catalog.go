@@ -292,7 +292,7 @@ func Load(path string, cfg config.Config) (*Catalog, error) {
 	if path == "" {
 		return FromConfig(cfg), nil
 	}
-	raw, err := os.ReadFile(path)
+	raw, err := os.ReadFile(path) //nolint:gosec // the operator names the file (TURNSTILE_AGENTS_FILE)
 	if err != nil {
 		return nil, fmt.Errorf("read agents file: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -135,7 +136,8 @@ func (w *Watcher) parse(raw []byte) (*Catalog, error) {
 	}
 	c, err := Parse(raw, w.cfg)
 	if err != nil {
-		if fe, ok := err.(*Error); ok {
+		var fe *Error
+		if errors.As(err, &fe) {
 			fe.Source = w.path
 		}
 		return nil, err
@@ -160,7 +162,9 @@ func (w *Watcher) Start(ctx context.Context) error {
 	if w.path == "" {
 		return nil
 	}
-	w.loop.Start(ctx, func(ctx context.Context) { lifecycle.Every(ctx, w.interval, func(context.Context) { w.Reload() }) })
+	// A bad file is logged and counted by Reload itself.
+	reload := func(context.Context) { _ = w.Reload() }
+	w.loop.Start(ctx, func(ctx context.Context) { lifecycle.Every(ctx, w.interval, reload) })
 	return nil
 }
 
