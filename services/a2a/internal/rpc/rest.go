@@ -93,7 +93,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, base string) 
 		status, body := b.failure(err)
 		w.Header().Set("Content-Type", b.contentType())
 		w.WriteHeader(status)
-		_, _ = w.Write(body)
+		_, _ = w.Write(body) //nolint:gosec // a google.rpc.Status JSON body, served as application/a2a+json
 	}
 	// The binding is 1.0's: a request naming no version is taken as 1.0 (0.3's REST binding is
 	// not served; 0.3 clients use JSON-RPC).
@@ -113,7 +113,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, base string) 
 			_, body := b.status(err)
 			w.Header().Set("Content-Type", b.contentType())
 			w.WriteHeader(http.StatusMethodNotAllowed)
-			_, _ = w.Write(body)
+			_, _ = w.Write(body) //nolint:gosec // a google.rpc.Status JSON body, served as application/a2a+json
 			return
 		}
 		fail(err)
@@ -126,8 +126,10 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, base string) 
 		e := fmt.Errorf("misdirected: this task belongs to region %s", owner)
 		body, _ := json.Marshal(map[string]any{"error": map[string]any{
 			"code": http.StatusMisdirectedRequest, "status": "FAILED_PRECONDITION", "message": e.Error(),
-			"details": []any{map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "MISDIRECTED",
-				"domain": "turnstile.run", "metadata": map[string]any{region.MemberRegion: owner}}},
+			"details": []any{map[string]any{
+				"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "MISDIRECTED",
+				"domain": "turnstile.run", "metadata": map[string]any{region.MemberRegion: owner},
+			}},
 		}})
 		w.Header().Set("Content-Type", b.contentType())
 		w.WriteHeader(http.StatusMisdirectedRequest)
@@ -265,7 +267,7 @@ func (s *Server) restBody(w http.ResponseWriter, r *http.Request, in proto.Messa
 		return fmt.Errorf("the body has the member %q twice: %w", name, a2a.ErrInvalidParams)
 	}
 	if err := a2apb.UnmarshalJSON(body, in); err != nil {
-		return fmt.Errorf("the body is not %s: %v: %w", in.ProtoReflect().Descriptor().Name(), err, a2a.ErrInvalidParams)
+		return fmt.Errorf("the body is not %s: %w: %w", in.ProtoReflect().Descriptor().Name(), err, a2a.ErrInvalidParams)
 	}
 	return nil
 }

@@ -182,7 +182,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request, req envelope, c
 		return m.legacy
 	}
 	if err := a2apb.UnmarshalJSON(params, in); err != nil {
-		fail(fmt.Errorf("params are not %s: %v: %w", in.ProtoReflect().Descriptor().Name(), err, a2a.ErrInvalidParams))
+		fail(fmt.Errorf("params are not %s: %w: %w", in.ProtoReflect().Descriptor().Name(), err, a2a.ErrInvalidParams))
 		return m.legacy
 	}
 	if owner, ok := misdirected(s.cfg.Region, m.legacy, params); ok {

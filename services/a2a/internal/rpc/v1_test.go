@@ -15,7 +15,7 @@ import (
 
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]string{"": "0.3", "0.3": "0.3", "0.3.0": "0.3", "1.0": V1, "1.0.1": V1, " 1.0 ": V1} {
+	for in, want := range map[string]string{"": "0.3", "0.3": "0.3", "0.3.0": "0.3", "1.0": V1, "1.0.1": V1, "\t1.0": V1} {
 		got, err := version(in, "", "0.3")
 		require.NoError(t, err, in)
 		require.Equal(t, want, got, in)
@@ -42,8 +42,10 @@ func TestRESTRoutes(t *testing.T) {
 		{"POST", "/message:stream", `{"message":{"messageId":"m"}}`, "SendStreamingMessage", `{"message":{"messageId":"m"}}`},
 		{"GET", "/tasks/t-1?historyLength=2", "", "GetTask", `{"id":"t-1","historyLength":2}`},
 		{"GET", "/tasks/a%2Fb", "", "GetTask", `{"id":"a/b"}`},
-		{"GET", "/tasks?contextId=c&status=TASK_STATE_COMPLETED&pageSize=5&pageToken=p&includeArtifacts=true&statusTimestampAfter=2026-01-02T03:04:05Z", "", "ListTasks",
-			`{"contextId":"c","status":"TASK_STATE_COMPLETED","pageSize":5,"pageToken":"p","includeArtifacts":true,"statusTimestampAfter":"2026-01-02T03:04:05Z"}`},
+		{
+			"GET", "/tasks?contextId=c&status=TASK_STATE_COMPLETED&pageSize=5&pageToken=p&includeArtifacts=true&statusTimestampAfter=2026-01-02T03:04:05Z", "", "ListTasks",
+			`{"contextId":"c","status":"TASK_STATE_COMPLETED","pageSize":5,"pageToken":"p","includeArtifacts":true,"statusTimestampAfter":"2026-01-02T03:04:05Z"}`,
+		},
 		{"POST", "/tasks/t-1:cancel", "", "CancelTask", `{"id":"t-1"}`},
 		{"POST", "/tasks/t-1:subscribe", "", "SubscribeToTask", `{"id":"t-1"}`},
 		{"GET", "/tasks/t-1:subscribe", "", "SubscribeToTask", `{"id":"t-1"}`},

@@ -35,7 +35,8 @@ type v1Method struct {
 }
 
 var v1Methods = map[string]v1Method{
-	"SendMessage": {legacy: "message/send", newReq: func() proto.Message { return &a2apb.SendMessageRequest{} },
+	"SendMessage": {
+		legacy: "message/send", newReq: func() proto.Message { return &a2apb.SendMessageRequest{} },
 		unary: func(ctx context.Context, h *tasks.Handler, m proto.Message) (proto.Message, error) {
 			p, err := v1Send(m.(*a2apb.SendMessageRequest))
 			if err != nil {
@@ -52,16 +53,20 @@ var v1Methods = map[string]v1Method{
 				return &a2apb.SendMessageResponse{Payload: &a2apb.SendMessageResponse_Message{Message: a2atask.V1Message(res)}}, nil
 			}
 			return nil, fmt.Errorf("send answered %T: %w", res, a2a.ErrInternalError)
-		}},
-	"SendStreamingMessage": {legacy: "message/stream", newReq: func() proto.Message { return &a2apb.SendMessageRequest{} },
+		},
+	},
+	"SendStreamingMessage": {
+		legacy: "message/stream", newReq: func() proto.Message { return &a2apb.SendMessageRequest{} },
 		stream: func(ctx context.Context, h *tasks.Handler, m proto.Message) iter.Seq2[a2a.Event, error] {
 			p, err := v1Send(m.(*a2apb.SendMessageRequest))
 			if err != nil {
 				return func(yield func(a2a.Event, error) bool) { yield(nil, err) }
 			}
 			return h.OnSendMessageStream(ctx, p)
-		}},
-	"GetTask": {legacy: "tasks/get", newReq: func() proto.Message { return &a2apb.GetTaskRequest{} },
+		},
+	},
+	"GetTask": {
+		legacy: "tasks/get", newReq: func() proto.Message { return &a2apb.GetTaskRequest{} },
 		unary: func(ctx context.Context, h *tasks.Handler, m proto.Message) (proto.Message, error) {
 			q := m.(*a2apb.GetTaskRequest)
 			if q.GetId() == "" {
@@ -72,8 +77,10 @@ var v1Methods = map[string]v1Method{
 				return nil, err
 			}
 			return a2atask.V1Task(t), nil
-		}},
-	"ListTasks": {legacy: "tasks/list", newReq: func() proto.Message { return &a2apb.ListTasksRequest{} },
+		},
+	},
+	"ListTasks": {
+		legacy: "tasks/list", newReq: func() proto.Message { return &a2apb.ListTasksRequest{} },
 		unary: func(ctx context.Context, h *tasks.Handler, m proto.Message) (proto.Message, error) {
 			q := m.(*a2apb.ListTasksRequest)
 			lq := tasks.ListQuery{
@@ -100,8 +107,10 @@ var v1Methods = map[string]v1Method{
 			}
 			out.TotalSize = int32(len(out.Tasks))
 			return out, nil
-		}},
-	"CancelTask": {legacy: "tasks/cancel", newReq: func() proto.Message { return &a2apb.CancelTaskRequest{} },
+		},
+	},
+	"CancelTask": {
+		legacy: "tasks/cancel", newReq: func() proto.Message { return &a2apb.CancelTaskRequest{} },
 		unary: func(ctx context.Context, h *tasks.Handler, m proto.Message) (proto.Message, error) {
 			q := m.(*a2apb.CancelTaskRequest)
 			if q.GetId() == "" {
@@ -112,8 +121,10 @@ var v1Methods = map[string]v1Method{
 				return nil, err
 			}
 			return a2atask.V1Task(t), nil
-		}},
-	"SubscribeToTask": {legacy: "tasks/resubscribe", newReq: func() proto.Message { return &a2apb.SubscribeToTaskRequest{} },
+		},
+	},
+	"SubscribeToTask": {
+		legacy: "tasks/resubscribe", newReq: func() proto.Message { return &a2apb.SubscribeToTaskRequest{} },
 		stream: func(ctx context.Context, h *tasks.Handler, m proto.Message) iter.Seq2[a2a.Event, error] {
 			q := m.(*a2apb.SubscribeToTaskRequest)
 			if q.GetId() == "" {
@@ -122,8 +133,10 @@ var v1Methods = map[string]v1Method{
 				}
 			}
 			return h.OnResubscribeToTask(ctx, &a2a.TaskIDParams{ID: a2a.TaskID(q.GetId())})
-		}},
-	"CreateTaskPushNotificationConfig": {legacy: "tasks/pushNotificationConfig/set", newReq: func() proto.Message { return &a2apb.TaskPushNotificationConfig{} },
+		},
+	},
+	"CreateTaskPushNotificationConfig": {
+		legacy: "tasks/pushNotificationConfig/set", newReq: func() proto.Message { return &a2apb.TaskPushNotificationConfig{} },
 		unary: func(ctx context.Context, h *tasks.Handler, m proto.Message) (proto.Message, error) {
 			q := m.(*a2apb.TaskPushNotificationConfig)
 			if q.GetTaskId() == "" {
@@ -134,8 +147,10 @@ var v1Methods = map[string]v1Method{
 				return nil, err
 			}
 			return a2atask.V1PushConfig(c), nil
-		}},
-	"GetTaskPushNotificationConfig": {legacy: "tasks/pushNotificationConfig/get", newReq: func() proto.Message { return &a2apb.GetTaskPushNotificationConfigRequest{} },
+		},
+	},
+	"GetTaskPushNotificationConfig": {
+		legacy: "tasks/pushNotificationConfig/get", newReq: func() proto.Message { return &a2apb.GetTaskPushNotificationConfigRequest{} },
 		unary: func(ctx context.Context, h *tasks.Handler, m proto.Message) (proto.Message, error) {
 			q := m.(*a2apb.GetTaskPushNotificationConfigRequest)
 			if q.GetTaskId() == "" {
@@ -146,8 +161,10 @@ var v1Methods = map[string]v1Method{
 				return nil, err
 			}
 			return a2atask.V1PushConfig(c), nil
-		}},
-	"ListTaskPushNotificationConfigs": {legacy: "tasks/pushNotificationConfig/list", newReq: func() proto.Message { return &a2apb.ListTaskPushNotificationConfigsRequest{} },
+		},
+	},
+	"ListTaskPushNotificationConfigs": {
+		legacy: "tasks/pushNotificationConfig/list", newReq: func() proto.Message { return &a2apb.ListTaskPushNotificationConfigsRequest{} },
 		unary: func(ctx context.Context, h *tasks.Handler, m proto.Message) (proto.Message, error) {
 			q := m.(*a2apb.ListTaskPushNotificationConfigsRequest)
 			if q.GetTaskId() == "" {
@@ -162,8 +179,10 @@ var v1Methods = map[string]v1Method{
 				out.Configs = append(out.Configs, a2atask.V1PushConfig(c))
 			}
 			return out, nil
-		}},
-	"DeleteTaskPushNotificationConfig": {legacy: "tasks/pushNotificationConfig/delete", newReq: func() proto.Message { return &a2apb.DeleteTaskPushNotificationConfigRequest{} },
+		},
+	},
+	"DeleteTaskPushNotificationConfig": {
+		legacy: "tasks/pushNotificationConfig/delete", newReq: func() proto.Message { return &a2apb.DeleteTaskPushNotificationConfigRequest{} },
 		unary: func(ctx context.Context, h *tasks.Handler, m proto.Message) (proto.Message, error) {
 			q := m.(*a2apb.DeleteTaskPushNotificationConfigRequest)
 			if q.GetTaskId() == "" || q.GetId() == "" {
@@ -173,15 +192,18 @@ var v1Methods = map[string]v1Method{
 				return nil, err
 			}
 			return &emptypb.Empty{}, nil
-		}},
-	"GetExtendedAgentCard": {legacy: "agent/getAuthenticatedExtendedCard", newReq: func() proto.Message { return &a2apb.GetExtendedAgentCardRequest{} },
+		},
+	},
+	"GetExtendedAgentCard": {
+		legacy: "agent/getAuthenticatedExtendedCard", newReq: func() proto.Message { return &a2apb.GetExtendedAgentCardRequest{} },
 		unary: func(ctx context.Context, h *tasks.Handler, _ proto.Message) (proto.Message, error) {
 			_, err := h.OnGetExtendedAgentCard(ctx)
 			if err == nil {
 				err = a2a.ErrAuthenticatedExtendedCardNotConfigured
 			}
 			return nil, err
-		}},
+		},
+	},
 }
 
 // v1Send is a 1.0 SendMessageRequest as 0.3's message/send params: returnImmediately is

@@ -130,12 +130,12 @@ func (wr *writer) Write(p []byte) (int, error) {
 	wr.deadline()
 	if sse && bytes.HasPrefix(p, []byte("data: ")) {
 		if id := wr.call.NextID(); id != "" {
-			if _, err := wr.w.Write([]byte("id: " + id + "\n")); err != nil {
+			if _, err := wr.w.Write([]byte("id: " + id + "\n")); err != nil { //nolint:gosec // JSON-RPC answers and SSE events, never HTML
 				return 0, err
 			}
 		}
 	}
-	return wr.w.Write(p)
+	return wr.w.Write(p) //nolint:gosec // JSON-RPC answers and SSE events, never HTML
 }
 
 // refuse answers the refusal the handler asked for: its status, Retry-After, and the JSON-RPC
@@ -155,7 +155,7 @@ func (wr *writer) refuse(status int, retry time.Duration, sse bool, p []byte) {
 		h.Set("Retry-After", strconv.Itoa(max(1, int((retry+time.Second-1)/time.Second))))
 	}
 	wr.w.WriteHeader(status)
-	_, _ = wr.w.Write(append(bytes.TrimSpace(p), '\n'))
+	_, _ = wr.w.Write(append(bytes.TrimSpace(p), '\n')) //nolint:gosec // JSON-RPC answers and SSE events, never HTML
 }
 
 // Flush flushes what was written (nothing before the status line is sent).
