@@ -39,11 +39,20 @@ func TenantValid(name string) bool { return tenantRE.MatchString(name) }
 
 // Key is one stored key (never its secret).
 type Key struct {
-	ID        string
-	Tenant    string
+	ID     string
+	Tenant string
+	// Admin is an admin key's: it sees and acts on every tenant's turns in the admin API
+	// (/v1/admin/…), where a tenant's key sees only its own.
+	Admin     bool
 	CreatedAt time.Time
 	RevokedAt *time.Time
 }
+
+// Roles of a key, as stored.
+const (
+	RoleTenant = "tenant"
+	RoleAdmin  = "admin"
+)
 
 // keyRE is the shape of every key Create makes: "ts_", the key ID (12 hex digits, prefixed
 // "<region>-" when a region minted it), "_", 32 random bytes in unpadded base64url.
@@ -68,6 +77,16 @@ func Create(ctx context.Context, pool *pgxpool.Pool, tenant string) (id, key str
 // starts with code, the region minting it (pkg/region; none when code is empty), so a router
 // reading the key ID can name the tenant's home region without a lookup.
 func CreateIn(ctx context.Context, pool *pgxpool.Pool, code, tenant string) (id, key string, err error) {
+	return create(ctx, pool, code, tenant, RoleTenant)
+}
+
+// CreateAdmin makes an admin key (Key.Admin) of tenant in region code: its requests act as tenant
+// everywhere but in the admin API, where it sees every tenant.
+func CreateAdmin(ctx context.Context, pool *pgxpool.Pool, code, tenant string) (id, key string, err error) {
+	return create(ctx, pool, code, tenant, RoleAdmin)
+}
+
+func create(ctx context.Context, pool *pgxpool.Pool, code, tenant, role string) (id, key string, err error) {
 	if !TenantValid(tenant) {
 		return "", "", ErrInvalidTenant
 	}
@@ -81,8 +100,8 @@ func CreateIn(ctx context.Context, pool *pgxpool.Pool, code, tenant string) (id,
 	}
 	id = region.Prefix(code, hex.EncodeToString(idb))
 	key = "ts_" + id + "_" + base64.RawURLEncoding.EncodeToString(secret)
-	if _, err := pool.Exec(ctx, `INSERT INTO api_keys (key_id, tenant, key_hash) VALUES ($1, $2, $3)`,
-		id, tenant, Hash(key)); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO api_keys (key_id, tenant, key_hash, role) VALUES ($1, $2, $3, $4)`,
+		id, tenant, Hash(key), role); err != nil {
 		return "", "", fmt.Errorf("store api key: %w", err)
 	}
 	return id, key, nil
@@ -140,8 +159,8 @@ func Lookup(ctx context.Context, pool *pgxpool.Pool, key string) (string, error)
 // Resolve returns the ID and tenant of a live key.
 func Resolve(ctx context.Context, pool *pgxpool.Pool, key string) (Key, error) {
 	var k Key
-	err := pool.QueryRow(ctx, `SELECT key_id, tenant, created_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
-		Hash(key)).Scan(&k.ID, &k.Tenant, &k.CreatedAt)
+	err := pool.QueryRow(ctx, `SELECT key_id, tenant, role = 'admin', created_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
+		Hash(key)).Scan(&k.ID, &k.Tenant, &k.Admin, &k.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, ErrUnknown
 	}
@@ -169,14 +188,14 @@ func RevokedWithin(ctx context.Context, pool *pgxpool.Pool, window time.Duration
 
 // List returns the keys, of one tenant when tenant is not empty.
 func List(ctx context.Context, pool *pgxpool.Pool, tenant string) ([]Key, error) {
-	rows, err := pool.Query(ctx, `SELECT key_id, tenant, created_at, revoked_at FROM api_keys
+	rows, err := pool.Query(ctx, `SELECT key_id, tenant, role = 'admin', created_at, revoked_at FROM api_keys
 		WHERE $1 = '' OR tenant = $1 ORDER BY created_at`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) {
 		var k Key
-		err := r.Scan(&k.ID, &k.Tenant, &k.CreatedAt, &k.RevokedAt)
+		err := r.Scan(&k.ID, &k.Tenant, &k.Admin, &k.CreatedAt, &k.RevokedAt)
 		return k, err
 	})
 }
@@ -184,7 +203,7 @@ func List(ctx context.Context, pool *pgxpool.Pool, tenant string) ([]Key, error)
 // Command runs `apikey create|import|list|revoke` in region code (empty in single-region mode)
 // and writes its result to out.
 func Command(ctx context.Context, pool *pgxpool.Pool, code string, args []string, out io.Writer) error {
-	const usage = "usage: apikey create --tenant NAME | apikey import --tenant NAME --key KEY | " +
+	const usage = "usage: apikey create --tenant NAME [--admin] | apikey import --tenant NAME --key KEY | " +
 		"apikey list [--tenant NAME] | apikey revoke KEY_ID"
 	if len(args) == 0 {
 		return errors.New(usage)
@@ -193,16 +212,21 @@ func Command(ctx context.Context, pool *pgxpool.Pool, code string, args []string
 	fs.SetOutput(io.Discard)
 	tenant := fs.String("tenant", "", "tenant name")
 	imported := fs.String("key", "", "the key to import, in full")
+	admin := fs.Bool("admin", false, "an admin key: it sees every tenant in the admin API")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w\n%s", err, usage)
 	}
 	switch args[0] {
 	case "create":
-		id, key, err := CreateIn(ctx, pool, code, *tenant)
+		create, role := CreateIn, ""
+		if *admin {
+			create, role = CreateAdmin, " role="+RoleAdmin
+		}
+		id, key, err := create(ctx, pool, code, *tenant)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(out, "key_id=%s tenant=%s\n%s\n", id, *tenant, key)
+		_, err = fmt.Fprintf(out, "key_id=%s tenant=%s%s\n%s\n", id, *tenant, role, key)
 		return err
 	case "import":
 		id, err := Import(ctx, pool, *tenant, *imported)
@@ -220,6 +244,9 @@ func Command(ctx context.Context, pool *pgxpool.Pool, code string, args []string
 			state := "active"
 			if k.RevokedAt != nil {
 				state = "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
+			}
+			if k.Admin {
+				state += "\t" + RoleAdmin
 			}
 			if _, err := fmt.Fprintf(out, "%s\t%s\t%s\t%s\n", k.ID, k.Tenant, k.CreatedAt.UTC().Format(time.RFC3339), state); err != nil {
 				return err

@@ -80,3 +80,30 @@ func TestRegionKeys(t *testing.T) {
 	require.NoError(t, apikey.Command(ctx, use1.Pool, "use1", []string{"create", "--tenant", "globex"}, &out))
 	require.Regexp(t, `^key_id=use1-[0-9a-f]{12} tenant=globex\nts_use1-`, out.String())
 }
+
+// TestAdminKey: `apikey create --admin` makes a key Resolve names as an admin's, and a plain key
+// is not one.
+func TestAdminKey(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Partitions: 1})
+	ctx := context.Background()
+	var out strings.Builder
+	require.NoError(t, apikey.Command(ctx, env.Pool, "", []string{"create", "--tenant", "ops", "--admin"}, &out))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 2)
+	require.Regexp(t, `^key_id=[0-9a-f]{12} tenant=ops role=admin$`, lines[0])
+	k, err := apikey.Resolve(ctx, env.Pool, lines[1])
+	require.NoError(t, err)
+	require.True(t, k.Admin)
+	require.Equal(t, "ops", k.Tenant)
+
+	_, plain, err := apikey.Create(ctx, env.Pool, "acme")
+	require.NoError(t, err)
+	k, err = apikey.Resolve(ctx, env.Pool, plain)
+	require.NoError(t, err)
+	require.False(t, k.Admin)
+
+	out.Reset()
+	require.NoError(t, apikey.Command(ctx, env.Pool, "", []string{"list"}, &out))
+	require.Contains(t, out.String(), "\tactive\tadmin\n")
+}

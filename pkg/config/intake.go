@@ -15,6 +15,7 @@ const (
 	RetryAfterDefault         = 2 * time.Second
 	RedriveIntervalDefault    = 5 * time.Second
 	PushConfigsMaxDefault     = 10
+	AdminJobLeaseDefault      = 10 * time.Second
 )
 
 // IntakeSettings are intake's settings beyond the shared ones (admission control, quotas, API).
@@ -48,6 +49,17 @@ type IntakeSettings struct {
 	// was lost (and produces them again from Postgres) and for queued turns past their deadline
 	// (and ends them). Defaults to 5s.
 	RedriveInterval time.Duration `env:"TURNSTILE_REDRIVE_INTERVAL"`
+	// AdminJobLease is how long an intake holds a bulk admin job (a cancel or replay by filter)
+	// without renewing it: a job whose intake died is resumed by another (or the restarted one)
+	// this long after, each of its items still acted on once. It is renewed at every batch of
+	// items and looked for at a third of it. Defaults to 10s.
+	AdminJobLease time.Duration `env:"TURNSTILE_ADMIN_JOB_LEASE"`
+	// AdminURL is the base URL of the admin API the CLI commands (`turnstile turns|jobs|workers|
+	// dlq|audit`) speak to. Defaults to this process's TURNSTILE_HTTP_ADDR on 127.0.0.1.
+	AdminURL string `env:"TURNSTILE_ADMIN_URL"`
+	// APIKey is the API key the CLI commands send (an admin key sees every tenant); their --key
+	// flag overrides it. Secret. Defaults to none (enough with TURNSTILE_AUTH=off).
+	APIKey string `env:"TURNSTILE_API_KEY"`
 	// PushConfigsMax is the most push-notification configs one task may have, however they come
 	// (the native PUT, A2A's tasks/pushNotificationConfig/set, a config sent with a message). A
 	// trigger on task_push_configs holds it in Postgres for every writer: a PUT or set beyond it
@@ -81,6 +93,9 @@ func (s *IntakeSettings) applyDefaults() {
 	if s.RedriveInterval == 0 {
 		s.RedriveInterval = RedriveIntervalDefault
 	}
+	if s.AdminJobLease == 0 {
+		s.AdminJobLease = AdminJobLeaseDefault
+	}
 	if s.PushConfigsMax == 0 {
 		s.PushConfigsMax = PushConfigsMaxDefault
 	}
@@ -99,6 +114,7 @@ func (s IntakeSettings) validate() []error {
 		{s.QueueFlushInterval < time.Millisecond || s.QueueFlushInterval > time.Second, "TURNSTILE_QUEUE_FLUSH_INTERVAL: must be between 1ms and 1s"},
 		{s.RetryAfter < time.Second, "TURNSTILE_RETRY_AFTER: must be at least 1s"},
 		{s.RedriveInterval < 10*time.Millisecond || s.RedriveInterval > 10*time.Minute, "TURNSTILE_REDRIVE_INTERVAL: must be between 10ms and 10m"},
+		{s.AdminJobLease < 300*time.Millisecond || s.AdminJobLease > 10*time.Minute, "TURNSTILE_ADMIN_JOB_LEASE: must be between 300ms and 10m"},
 		{s.PushConfigsMax < 1 || s.PushConfigsMax > 1000, "TURNSTILE_PUSH_CONFIGS_MAX: must be between 1 and 1000"},
 	}
 	var errs []error

@@ -20,6 +20,7 @@ func TestIntakeSettings(t *testing.T) {
 		require.Equal(t, QueueFlushIntervalDefault, c.Intake.QueueFlushInterval)
 		require.Equal(t, RetryAfterDefault, c.Intake.RetryAfter)
 		require.Equal(t, RedriveIntervalDefault, c.Intake.RedriveInterval)
+		require.Equal(t, AdminJobLeaseDefault, c.Intake.AdminJobLease)
 	})
 	t.Run("Environment", func(t *testing.T) {
 		t.Setenv("TURNSTILE_MAX_BACKLOG_AGE", "45s")

@@ -65,6 +65,10 @@ var (
 	ProblemSessionBusy = ProblemType{"session-busy", http.StatusConflict}
 	// ProblemThreadExists is POST /threads with the ID of an existing thread and if_exists=raise.
 	ProblemThreadExists = ProblemType{"thread-exists", http.StatusConflict}
+	// ProblemTurnLive is a replay of a turn that has not ended (admin API).
+	ProblemTurnLive = ProblemType{"turn-live", http.StatusConflict}
+	// ProblemJobExists is a bulk job whose name the caller's scope already used (admin API).
+	ProblemJobExists = ProblemType{"job-exists", http.StatusConflict}
 	// ProblemThreadBusy is DELETE /threads/{thread_id} while a run of the thread is queued or
 	// running.
 	ProblemThreadBusy = ProblemType{"thread-busy", http.StatusConflict}
@@ -112,7 +116,7 @@ func ProblemTypes() []ProblemType {
 		ProblemValidation, ProblemInvalidDeadline, ProblemInvalidTurnID, ProblemInvalidCursor,
 		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemSessionNotFound,
 		ProblemTurnNotFound, ProblemPushConfigNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemScheduleNotFound, ProblemAgentNotFound, ProblemNotFound, ProblemMethodNotAllowed,
-		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemThreadBusy, ProblemPushConfigsLimit, ProblemThreadsLimit, ProblemSchedulesLimit, ProblemStoreItemsLimit, ProblemStaleCheckpoint, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
+		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemTurnLive, ProblemJobExists, ProblemThreadBusy, ProblemPushConfigsLimit, ProblemThreadsLimit, ProblemSchedulesLimit, ProblemStoreItemsLimit, ProblemStaleCheckpoint, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
 		ProblemTenantStreamShare, ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail,
 		ProblemOverCapacity, ProblemRegionUnavailable,
 	}

@@ -16,11 +16,12 @@ import (
 
 // FinishTurn ends a running turn held with token with a terminal status other than succeeded
 // (ErrFenced if the token is not the turn's). A non-empty deadLetter marks the turn as owed to the
-// dead-letter topic for that reason (see ClearDeadLetter).
+// dead-letter topic for that reason (see ClearDeadLetter), and records it for good in
+// dead_lettered, which the admin API lists dead letters by.
 func (s *Store) FinishTurn(ctx context.Context, turnID uuid.UUID, token wire.FenceToken, status wire.Status, msg, deadLetter string) error {
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE turns SET status = $3, error = nullif($4, ''), finished_at = now(),
-			dead_letter_reason = nullif($5, ''), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+			dead_letter_reason = nullif($5, ''), dead_lettered = nullif($5, ''), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 		WHERE turn_id = $1 AND fencing_token = $2 AND status = 'running'`, turnID, token, string(status), msg, deadLetter)
 	if err != nil {
 		return fmt.Errorf("finish turn as %s: %w", status, err)
@@ -37,7 +38,7 @@ func (s *Store) FinishTurn(ctx context.Context, turnID uuid.UUID, token wire.Fen
 func (s *Store) FinishUnleased(ctx context.Context, turnID uuid.UUID, status wire.Status, msg, deadLetter string) (token wire.FenceToken, attempt int, err error) {
 	err = s.pool.QueryRow(ctx, `
 		UPDATE turns SET status = $2, error = nullif($3, ''), finished_at = now(), dead_letter_reason = nullif($4, ''),
-			fencing_token = nextval('fencing_token_seq'), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+			dead_lettered = nullif($4, ''), fencing_token = nextval('fencing_token_seq'), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 		WHERE turn_id = $1 AND (status = 'queued' OR (status = 'running' AND lease_expires_at < now()))
 		RETURNING fencing_token, attempt`, turnID, string(status), msg, deadLetter).Scan(&token, &attempt)
 	if errors.Is(err, pgx.ErrNoRows) {

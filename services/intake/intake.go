@@ -17,6 +17,8 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
+	"github.com/turnstile-run/turnstile/services/intake/internal/admin"
+	"github.com/turnstile-run/turnstile/services/intake/internal/admincli"
 	"github.com/turnstile-run/turnstile/services/intake/internal/api"
 	"github.com/turnstile-run/turnstile/services/intake/internal/backlog"
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
@@ -25,11 +27,12 @@ import (
 )
 
 // Role builds intake from shared deps. It brings the `apikey` command, which manages the API keys
-// intake checks.
+// intake checks, and the admin API's CLI (`turns`, `jobs`, `workers`, `dlq`, `audit`; package
+// admincli).
 var Role = app.Role{
 	Name:     "intake",
 	New:      func(ctx context.Context, d *app.Deps) (app.Component, error) { return New(ctx, d) },
-	Commands: []app.Command{APIKeyCommand},
+	Commands: append([]app.Command{APIKeyCommand}, admincli.Commands...),
 }
 
 // APIKeyCommand is `apikey create --tenant NAME | import --tenant NAME --key KEY |
@@ -55,6 +58,7 @@ type Intake struct {
 	*app.Shell
 	deps     *app.Deps
 	handler  *api.Handler
+	admin    *admin.Handler
 	backlog  *backlog.Monitor
 	redriver *redrive.Redriver
 	// scheduler is nil without a Postgres pool.
@@ -163,10 +167,20 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		Log:      log,
 		Registry: d.Registry,
 	})
-	i := &Intake{deps: d, handler: h, backlog: monitor, redriver: redriver}
+	// The admin API and its bulk jobs live here: replays are produced through intake's path.
+	var jobs *admin.Runner
+	adm := admin.New(admin.Config{
+		Region: cfg.Region.Code, KeyPrefix: cfg.KeyPrefix, DefaultDeadline: cfg.DefaultDeadline,
+	}, admin.Deps{
+		Pool: pool, Redis: rdb, Events: events, Submit: h, Authenticate: h.Authenticate,
+		Kick: func() { jobs.Kick() }, Log: log,
+	})
+	jobs = admin.NewRunner(admin.RunnerConfig{Owner: cfg.InstanceID, Lease: cfg.Intake.AdminJobLease}, adm)
+	i := &Intake{deps: d, handler: h, admin: adm, backlog: monitor, redriver: redriver}
 	var parts lifecycle.Group
 	parts.Add("agents catalog", catalog).Add("turns topic", lifecycle.StartFunc(i.readTopic)).
-		Add("queued-row recorder", rec).Add("backlog monitor", monitor).Add("re-driver", redriver)
+		Add("queued-row recorder", rec).Add("backlog monitor", monitor).Add("re-driver", redriver).
+		Add("admin job runner", jobs)
 	if pool != nil {
 		// The scheduler lives here because its ticks go through this accept path, and intake
 		// never scales to zero (package schedule).
@@ -196,6 +210,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 // Each request runs in a server span whose context travels with the turn.
 func (i *Intake) Routes(r chi.Router) {
 	i.handler.Routes(r.With(telemetry.Middleware("intake")))
+	i.admin.Routes(r.With(telemetry.Middleware("intake")))
 	r.Get("/v1/backlog", i.serveBacklog)
 }
 

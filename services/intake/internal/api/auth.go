@@ -20,9 +20,31 @@ import (
 type (
 	tenantKey   struct{}
 	apiKeyIDKey struct{}
+	adminKey    struct{}
 )
 
 func tenantOf(r *http.Request) string { return r.Context().Value(tenantKey{}).(string) }
+
+// Principal is whom an authenticated request acts for: its key's tenant and ID, and whether the
+// key is an admin's (pkg/apikey). With TURNSTILE_AUTH=off every request is the default tenant's,
+// with no key, and an admin's: nothing is checked.
+type Principal struct {
+	Tenant string
+	KeyID  string
+	Admin  bool
+}
+
+// PrincipalOf is the principal Authenticate put in ctx; ok is false outside it.
+func PrincipalOf(ctx context.Context) (p Principal, ok bool) {
+	p.Tenant, ok = ctx.Value(tenantKey{}).(string)
+	p.KeyID, _ = ctx.Value(apiKeyIDKey{}).(string)
+	p.Admin, _ = ctx.Value(adminKey{}).(bool)
+	return p, ok
+}
+
+// Authenticate is the middleware that resolves a request's API key (see authenticate), for
+// routes mounted outside Routes (the admin API); PrincipalOf reads what it found.
+func (h *Handler) Authenticate(next http.Handler) http.Handler { return h.placed(h.authenticate(next)) }
 
 // apiKeyOf is the ID of the request's API key, "" with TURNSTILE_AUTH=off. Stream tokens name it,
 // so that revoking the key ends them.
@@ -39,7 +61,7 @@ var errStore = errors.New("store unavailable")
 func (h *Handler) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		const route = "auth"
-		tenant, keyID := wire.DefaultTenant, ""
+		tenant, keyID, admin := wire.DefaultTenant, "", !h.cfg.AuthEnabled
 		if h.cfg.AuthEnabled {
 			key := httpx.BearerToken(r)
 			if key == "" {
@@ -66,9 +88,12 @@ func (h *Handler) authenticate(next http.Handler) http.Handler {
 				h.refuse(w, route, httpx.ProblemStoreUnavail.Problem("API keys cannot be checked right now"))
 				return
 			}
-			tenant, keyID = k.Tenant, k.ID
+			tenant, keyID, admin = k.Tenant, k.ID, k.Admin
 		}
 		ctx := context.WithValue(r.Context(), tenantKey{}, tenant)
+		if admin {
+			ctx = context.WithValue(ctx, adminKey{}, true)
+		}
 		if keyID != "" {
 			ctx = context.WithValue(ctx, apiKeyIDKey{}, keyID)
 		}
@@ -204,6 +229,7 @@ func (c *keyCache) spendMiss(client netip.Prefix) {
 type keyEntry struct {
 	tenant  string
 	id      string
+	admin   bool
 	ok      bool
 	expires time.Time
 }
@@ -219,7 +245,7 @@ func (c *keyCache) resolve(ctx context.Context, key string, client netip.Prefix)
 		if !e.ok {
 			return apikey.Key{}, apikey.ErrUnknown
 		}
-		return apikey.Key{ID: e.id, Tenant: e.tenant}, nil
+		return apikey.Key{ID: e.id, Tenant: e.tenant, Admin: e.admin}, nil
 	}
 	if !apikey.WellFormed(key) {
 		return apikey.Key{}, apikey.ErrUnknown
@@ -243,11 +269,11 @@ func (c *keyCache) resolve(ctx context.Context, key string, client netip.Prefix)
 	case err != nil:
 		if hit && e.ok {
 			// Postgres is down: a key known a moment ago keeps working
-			return apikey.Key{ID: e.id, Tenant: e.tenant}, nil
+			return apikey.Key{ID: e.id, Tenant: e.tenant, Admin: e.admin}, nil
 		}
 		return apikey.Key{}, fmt.Errorf("%w: %w", errStore, err)
 	}
-	c.put(h, keyEntry{tenant: k.Tenant, id: k.ID, ok: true, expires: now.Add(c.cfg.KeyTTL)})
+	c.put(h, keyEntry{tenant: k.Tenant, id: k.ID, admin: k.Admin, ok: true, expires: now.Add(c.cfg.KeyTTL)})
 	return k, nil
 }
 

@@ -429,3 +429,45 @@ func (h *Handler) whoami(w http.ResponseWriter, r *http.Request) {
 	h.requests.WithLabelValues("whoami", "ok").Inc()
 	httpx.WriteJSON(w, http.StatusOK, map[string]string{"tenant": tenantOf(r)})
 }
+
+// Submit produces env's record to its agent's topic and records its queued row as postTurn does
+// for an accepted turn (the region and the record's key are filled in here), without the admission checks of a
+// client's post: an operator's replay is not its tenant's load. A record produced twice for one
+// turn ID (a replay retried) runs once: the worker's claim makes the duplicate harmless.
+func (h *Handler) Submit(ctx context.Context, env wire.Envelope) error {
+	env.Region = h.cfg.Region.Code
+	value, err := env.Encode()
+	if err != nil {
+		return fmt.Errorf("encode turn: %w", err)
+	}
+	topic := h.agents().Topic(h.cfg.Topic, env.Agent)
+	var topicID uuid.UUID
+	if h.d.TopicID != nil {
+		topicID = h.d.TopicID(topic)
+	}
+	rec := &kgo.Record{Topic: topic, Key: []byte(env.SessionKey().String()), Value: value}
+	err = h.ensureTopic(ctx, topic)
+	if err == nil {
+		err = h.produceRecord(ctx, rec)
+	}
+	if err != nil {
+		return err
+	}
+	h.recordQueued(env, rec, topicID)
+	return nil
+}
+
+// Agent is the name of the catalog's agent name names (the default agent for ""), and whether
+// the catalog has it.
+func (h *Handler) Agent(name string) (string, bool) {
+	a, ok := h.agents().Get(name)
+	return a.Name, ok
+}
+
+// FlushQueued writes the queued rows of the turns accepted or submitted so far (see
+// record.Recorder.Flush).
+func (h *Handler) FlushQueued(ctx context.Context) {
+	if h.d.Recorder != nil {
+		h.d.Recorder.Flush(ctx)
+	}
+}
