@@ -59,7 +59,7 @@ type IntakeSettings struct {
 	AdminURL string `env:"TURNSTILE_ADMIN_URL"`
 	// APIKey is the API key the CLI commands send (an admin key sees every tenant); their --key
 	// flag overrides it. Secret. Defaults to none (enough with TURNSTILE_AUTH=off).
-	APIKey string `env:"TURNSTILE_API_KEY"`
+	APIKey string `env:"TURNSTILE_API_KEY" secret:"true"`
 	// PushConfigsMax is the most push-notification configs one task may have, however they come
 	// (the native PUT, A2A's tasks/pushNotificationConfig/set, a config sent with a message). A
 	// trigger on task_push_configs holds it in Postgres for every writer: a PUT or set beyond it
