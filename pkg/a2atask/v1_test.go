@@ -21,7 +21,8 @@ func TestV1Task(t *testing.T) {
 		Status:  a2a.TaskStatus{State: a2a.TaskStateInputRequired, Timestamp: &at},
 		History: []*a2a.Message{a2atask.UserMessage("t1", "c1", "m1", "hi"), a2atask.AgentMessage("t1", "c1", "m2", "which one?")},
 		Artifacts: []*a2a.Artifact{{ID: "response-t1", Name: "response", Parts: a2a.ContentParts{
-			a2a.TextPart{Text: "which one?"}, a2a.DataPart{Data: map[string]any{"n": 1.0}},
+			a2a.TextPart{Text: "which one?"},
+			a2a.DataPart{Data: map[string]any{"n": 1.0}},
 			a2a.FilePart{File: a2a.FileURI{URI: "https://x/y", FileMeta: a2a.FileMeta{Name: "y", MimeType: "text/plain"}}},
 		}}},
 	}

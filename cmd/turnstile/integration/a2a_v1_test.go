@@ -56,8 +56,10 @@ func TestA2AV1SDK(t *testing.T) {
 		t.Run(transport, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			out, err := runNode(ctx, dir, []string{"TURNSTILE_URL=" + s.base, "TURNSTILE_KEY=" + s.keyA,
-				"A2A_TRANSPORT=" + transport, "PUSH_URL=" + recv.srv.URL}, "--test", "--test-reporter=spec", "test/sdk.test.js")
+			out, err := runNode(ctx, dir, []string{
+				"TURNSTILE_URL=" + s.base, "TURNSTILE_KEY=" + s.keyA,
+				"A2A_TRANSPORT=" + transport, "PUSH_URL=" + recv.srv.URL,
+			}, "--test", "--test-reporter=spec", "test/sdk.test.js")
 			t.Log(out)
 			require.NoError(t, err, "the SDK suite failed")
 			require.Contains(t, out, "ℹ fail 0")
@@ -160,8 +162,11 @@ func TestA2AV1AuthFirst(t *testing.T) {
 	for _, id := range []string{"x", "not-a-uuid", "0190b7a4-0000-7000-8000-000000000000", "zz-0190b7a4-0000-7000-8000-000000000000", "a%2Fb", mine} {
 		msg := `{"message":{"messageId":"m","taskId":"` + id + `","role":"ROLE_USER","parts":[{"text":"hi"}]}}`
 		for _, p := range []struct{ method, params string }{
-			{"SendMessage", msg}, {"SendStreamingMessage", msg},
-			{"GetTask", `{"id":"` + id + `"}`}, {"CancelTask", `{"id":"` + id + `"}`}, {"SubscribeToTask", `{"id":"` + id + `"}`},
+			{"SendMessage", msg},
+			{"SendStreamingMessage", msg},
+			{"GetTask", `{"id":"` + id + `"}`},
+			{"CancelTask", `{"id":"` + id + `"}`},
+			{"SubscribeToTask", `{"id":"` + id + `"}`},
 			{"ListTasks", `{"contextId":"` + id + `"}`},
 			{"CreateTaskPushNotificationConfig", `{"taskId":"` + id + `","url":"https://example.com/hook"}`},
 			{"GetTaskPushNotificationConfig", `{"taskId":"` + id + `","id":"c"}`},

@@ -181,8 +181,11 @@ func TestAdminTenantIsolationAndAudit(t *testing.T) {
 
 	t.Run("OtherTenantsTurnIs404", func(t *testing.T) {
 		for _, r := range []struct{ method, path string }{
-			{http.MethodGet, ""}, {http.MethodGet, "/timeline"}, {http.MethodGet, "/blockers"},
-			{http.MethodPost, "/cancel"}, {http.MethodPost, "/replay"},
+			{http.MethodGet, ""},
+			{http.MethodGet, "/timeline"},
+			{http.MethodGet, "/blockers"},
+			{http.MethodPost, "/cancel"},
+			{http.MethodPost, "/replay"},
 		} {
 			status, b := adminCall(t, r.method, base+"/v1/admin/turns/"+theirs+r.path, acme, nil)
 			require.Equal(t, http.StatusNotFound, status, "%s %s: %s", r.method, r.path, b)
@@ -300,9 +303,11 @@ func TestAdminTenantIsolationAndAudit(t *testing.T) {
 
 	t.Run("CLI", func(t *testing.T) {
 		run := func(key string, args ...string) (string, error) {
-			cmd := exec.Command(testenv.Binary(t), args...) //nolint:gosec // the binary the test built
-			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-				"TURNSTILE_ADMIN_URL=" + base, "TURNSTILE_API_KEY=" + key}
+			cmd := exec.Command(testenv.Binary(t), args...)
+			cmd.Env = []string{
+				"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+				"TURNSTILE_ADMIN_URL=" + base, "TURNSTILE_API_KEY=" + key,
+			}
 			out, err := cmd.CombinedOutput()
 			return string(out), err
 		}

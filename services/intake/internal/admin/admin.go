@@ -144,10 +144,6 @@ func (h *Handler) storeFault(w http.ResponseWriter, r *http.Request, what string
 	refuse(w, httpx.ProblemStoreUnavail.Problem(what+" is temporarily unavailable; retry"))
 }
 
-func (h *Handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), h.cfg.Timeout)
-}
-
 // showID is a stored turn ID as the admin API shows it: prefixed by the region.
 func (h *Handler) showID(id uuid.UUID) string { return region.Prefix(h.cfg.Region, id.String()) }
 

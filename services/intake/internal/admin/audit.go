@@ -79,7 +79,7 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request) {
 		before = n
 	}
 	action := r.URL.Query().Get("action")
-	ctx, cancel := h.ctx(r)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	rows, err := h.d.Pool.Query(ctx, `SELECT audit_id, at, key_id, tenant, action, coalesce(target, ''), filter, outcome, coalesce(detail, '')
 		FROM admin_audit WHERE audit_id < $1 AND ($2 = '' OR tenant = $2) AND ($3 = '' OR action = $3)

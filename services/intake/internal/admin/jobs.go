@@ -193,7 +193,7 @@ func (h *Handler) loadJob(w http.ResponseWriter, r *http.Request) (Job, uuid.UUI
 		refuse(w, httpx.ProblemNotFound.Problem("no such job"))
 		return Job{}, id, false
 	}
-	ctx, cancel := h.ctx(r)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	j, err := h.scanJob(h.d.Pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM admin_jobs WHERE job_id = $1 AND ($2 = '' OR scope = $2)`, id, scope(r)))
 	switch {
@@ -219,7 +219,7 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) {
 		refuse(w, *p)
 		return
 	}
-	ctx, cancel := h.ctx(r)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	rows, err := h.d.Pool.Query(ctx, `SELECT `+jobColumns+` FROM admin_jobs WHERE ($1 = '' OR scope = $1)
 		ORDER BY created_at DESC LIMIT $2`, scope(r), limit)
@@ -246,7 +246,7 @@ func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request) {
 		h.record(r, "job.cancel", chi.URLParam(r, "job_id"), nil, "refused", "no such job")
 		return
 	}
-	ctx, cancel := h.ctx(r)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	cj, err := h.scanJob(h.d.Pool.QueryRow(ctx, `UPDATE admin_jobs SET
 			state = CASE WHEN lease_expires_at > now() THEN 'cancelling' ELSE 'cancelled' END,

@@ -330,7 +330,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request, f Filter) {
 		}
 		c = &cc
 	}
-	ctx, cancel := h.ctx(r)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	if c == nil {
 		h.d.Submit.FlushQueued(ctx) // a turn accepted here a moment ago is found

@@ -45,7 +45,7 @@ func (h *Handler) loadTurn(w http.ResponseWriter, r *http.Request) (TurnView, bo
 		refuse(w, httpx.ProblemInvalidTurnID.Problem("turn_id must be a UUID"))
 		return TurnView{}, false
 	}
-	ctx, cancel := h.ctx(r)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	v, err := h.findTurn(ctx, id, scope(r))
 	if errors.Is(err, turnstore.ErrNotFound) {
@@ -128,7 +128,7 @@ func (h *Handler) timeline(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := h.ctx(r)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	tl := Timeline{Turn: v, Attempts: []Attempt{}, Events: []Event{}, Notifications: []Notification{}, Replays: []string{}}
 	var session wire.SessionKey
@@ -235,7 +235,7 @@ func (h *Handler) blockers(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := h.ctx(r)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	rows, err := h.d.Pool.Query(ctx, `SELECT `+viewColumns+` FROM turns t
 		WHERE t.session_id = (SELECT session_id FROM turns WHERE turn_id = $1)
@@ -271,7 +271,7 @@ func (h *Handler) cancelTurn(w http.ResponseWriter, r *http.Request) {
 		h.record(r, "turn.cancel", chi.URLParam(r, "turn_id"), nil, "refused", "no such turn")
 		return
 	}
-	ctx, cancel := h.ctx(r)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	outcome, err := h.actor().cancel(ctx, v.id)
 	if err != nil {
@@ -300,7 +300,7 @@ func (h *Handler) replayTurn(w http.ResponseWriter, r *http.Request) {
 		refuse(w, httpx.ProblemValidation.Problem(err.Error()))
 		return
 	}
-	ctx, cancel := h.ctx(r)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	newID, err := uuid.NewV7()
 	if err != nil {
@@ -323,8 +323,10 @@ func (h *Handler) replayTurn(w http.ResponseWriter, r *http.Request) {
 	h.d.Submit.FlushQueued(ctx)
 	nv, err := h.findTurn(ctx, newID, "")
 	if err != nil { // its row is written a moment later; the ID is what matters
-		nv = TurnView{TurnID: h.showID(newID), Tenant: v.Tenant, SessionID: v.SessionID, Agent: v.Agent,
-			Status: string(wire.StatusQueued), ReplayOf: v.TurnID}
+		nv = TurnView{
+			TurnID: h.showID(newID), Tenant: v.Tenant, SessionID: v.SessionID, Agent: v.Agent,
+			Status: string(wire.StatusQueued), ReplayOf: v.TurnID,
+		}
 	}
 	w.Header().Set("Location", "/v1/admin/turns/"+nv.TurnID)
 	httpx.WriteJSON(w, http.StatusAccepted, Acted{TurnID: v.TurnID, Outcome: outcomeDone, Replay: &nv})
@@ -347,7 +349,7 @@ type Worker struct {
 // workers serves GET /v1/admin/workers: the workers holding live leases, with their turns in
 // flight (of the tenant, for a tenant's key).
 func (h *Handler) workers(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	rows, err := h.d.Pool.Query(ctx, `SELECT lease_owner, count(*), max(lease_expires_at) FROM turns
 		WHERE status = 'running' AND lease_expires_at > now() AND ($1 = '' OR tenant = $1)

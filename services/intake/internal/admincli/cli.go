@@ -102,8 +102,10 @@ func (f *flags) parse(args []string) ([]string, error) {
 }
 
 func (f *flags) client(env app.CommandEnv) *client {
-	return &client{base: strings.TrimRight(*f.url, "/"), key: *f.key, output: *f.output, out: env.Stdout,
-		http: &http.Client{Timeout: 30 * time.Second}}
+	return &client{
+		base: strings.TrimRight(*f.url, "/"), key: *f.key, output: *f.output, out: env.Stdout,
+		http: &http.Client{Timeout: 30 * time.Second},
+	}
 }
 
 // query renders the filter flags as a search's query string.
@@ -138,8 +140,10 @@ func (f *flags) filter() (map[string]any, error) {
 	if *f.status != "" {
 		out["status"] = strings.Split(*f.status, ",")
 	}
-	for k, v := range map[string]string{"tenant": *f.tenant, "agent": *f.agent, "session_id": *f.session,
-		"error": *f.errText, "accepted_after": *f.after, "accepted_before": *f.before} {
+	for k, v := range map[string]string{
+		"tenant": *f.tenant, "agent": *f.agent, "session_id": *f.session,
+		"error": *f.errText, "accepted_after": *f.after, "accepted_before": *f.before,
+	} {
 		if v != "" {
 			out[k] = v
 		}
@@ -188,7 +192,7 @@ func (c *client) do(ctx context.Context, method, path string, body any) ([]byte,
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // a read body: nothing left to report
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
@@ -204,7 +208,7 @@ func (c *client) do(ctx context.Context, method, path string, body any) ([]byte,
 }
 
 // show prints an answer: as it came with --output json, else through text.
-func (c *client) show(b []byte, into any, text func(w io.Writer)) error {
+func (c *client) show(b []byte, into any, text func(w *bytes.Buffer)) error {
 	if c.output == "json" {
 		var buf bytes.Buffer
 		if err := json.Indent(&buf, b, "", "  "); err != nil {
@@ -217,8 +221,13 @@ func (c *client) show(b []byte, into any, text func(w io.Writer)) error {
 	if err := json.Unmarshal(b, into); err != nil {
 		return fmt.Errorf("decode answer: %w", err)
 	}
+	// The text is laid out in a buffer, whose writes cannot fail, then aligned once.
+	var laid bytes.Buffer
+	text(&laid)
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
-	text(tw)
+	if _, err := tw.Write(laid.Bytes()); err != nil {
+		return err
+	}
 	return tw.Flush()
 }
 

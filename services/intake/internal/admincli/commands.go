@@ -1,11 +1,11 @@
 package admincli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 
@@ -15,7 +15,7 @@ import (
 
 func usageErr(u string) error { return errors.New("usage: " + u) }
 
-func printTurns(w io.Writer, p admin.TurnPage) {
+func printTurns(w *bytes.Buffer, p admin.TurnPage) {
 	fmt.Fprintln(w, "TURN\tTENANT\tSESSION\tSTATUS\tATTEMPTS\tACCEPTED\tERROR")
 	for _, t := range p.Turns {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.TurnID, t.Tenant, t.SessionID, t.Status, t.Attempts,
@@ -29,11 +29,20 @@ func printTurns(w io.Writer, p admin.TurnPage) {
 	}
 }
 
-func printTurn(w io.Writer, t admin.TurnView) {
+func printTurn(w *bytes.Buffer, t admin.TurnView) {
 	rows := [][2]string{
-		{"turn", t.TurnID}, {"tenant", t.Tenant}, {"session", t.SessionID}, {"agent", t.Agent}, {"status", t.Status},
-		{"attempts", fmt.Sprint(t.Attempts)}, {"accepted", when(&t.AcceptedAt)}, {"started", when(t.StartedAt)},
-		{"finished", when(t.FinishedAt)}, {"error", t.Error}, {"dead-lettered", t.DeadLettered}, {"replay of", t.ReplayOf},
+		{"turn", t.TurnID},
+		{"tenant", t.Tenant},
+		{"session", t.SessionID},
+		{"agent", t.Agent},
+		{"status", t.Status},
+		{"attempts", fmt.Sprint(t.Attempts)},
+		{"accepted", when(&t.AcceptedAt)},
+		{"started", when(t.StartedAt)},
+		{"finished", when(t.FinishedAt)},
+		{"error", t.Error},
+		{"dead-lettered", t.DeadLettered},
+		{"replay of", t.ReplayOf},
 	}
 	for _, r := range rows {
 		if r[1] != "" {
@@ -48,7 +57,7 @@ func search(ctx context.Context, c *client, path string, q url.Values) error {
 		return err
 	}
 	var p admin.TurnPage
-	return c.show(b, &p, func(w io.Writer) { printTurns(w, p) })
+	return c.show(b, &p, func(w *bytes.Buffer) { printTurns(w, p) })
 }
 
 func runTurns(ctx context.Context, env app.CommandEnv, args []string) error {
@@ -84,7 +93,7 @@ func runTurns(ctx context.Context, env app.CommandEnv, args []string) error {
 				return err
 			}
 			var tl admin.Timeline
-			return c.show(b, &tl, func(w io.Writer) {
+			return c.show(b, &tl, func(w *bytes.Buffer) {
 				printTurn(w, tl.Turn)
 				fmt.Fprintf(w, "lease\t%s until %s, token %d\n", tl.Lease.Owner, when(tl.Lease.ExpiresAt), tl.Lease.FencingToken)
 				for _, a := range tl.Attempts {
@@ -103,14 +112,14 @@ func runTurns(ctx context.Context, env app.CommandEnv, args []string) error {
 			return err
 		}
 		var t admin.TurnView
-		return c.show(b, &t, func(w io.Writer) { printTurn(w, t) })
+		return c.show(b, &t, func(w *bytes.Buffer) { printTurn(w, t) })
 	case "blockers":
 		b, err := c.do(ctx, http.MethodGet, path+"/blockers", nil)
 		if err != nil {
 			return err
 		}
 		var bl admin.Blockers
-		return c.show(b, &bl, func(w io.Writer) { printTurns(w, admin.TurnPage{Turns: bl.Blocking}) })
+		return c.show(b, &bl, func(w *bytes.Buffer) { printTurns(w, admin.TurnPage{Turns: bl.Blocking}) })
 	case "cancel", "replay":
 		var body any
 		if args[0] == "replay" {
@@ -130,7 +139,7 @@ func runTurns(ctx context.Context, env app.CommandEnv, args []string) error {
 			return err
 		}
 		var a admin.Acted
-		return c.show(b, &a, func(w io.Writer) {
+		return c.show(b, &a, func(w *bytes.Buffer) {
 			fmt.Fprintf(w, "%s\t%s\t%s\n", args[0], a.TurnID, a.Outcome)
 			if a.Replay != nil {
 				fmt.Fprintf(w, "replay\t%s\t%s\n", a.Replay.TurnID, a.Replay.Status)
@@ -140,7 +149,7 @@ func runTurns(ctx context.Context, env app.CommandEnv, args []string) error {
 	return usageErr(u)
 }
 
-func printJobs(w io.Writer, jobs []admin.Job) {
+func printJobs(w *bytes.Buffer, jobs []admin.Job) {
 	fmt.Fprintln(w, "JOB\tNAME\tACTION\tSTATE\tDONE\tFAILED\tTOTAL\tCREATED")
 	for _, j := range jobs {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", j.JobID, j.Name, j.Action, j.State, j.Done, j.Failed, j.Total, when(&j.CreatedAt))
@@ -162,7 +171,7 @@ func createJob(ctx context.Context, c *client, f *flags, name, action string, fo
 		return err
 	}
 	var j admin.Job
-	return c.show(b, &j, func(w io.Writer) { printJobs(w, []admin.Job{j}) })
+	return c.show(b, &j, func(w *bytes.Buffer) { printJobs(w, []admin.Job{j}) })
 }
 
 func runJobs(ctx context.Context, env app.CommandEnv, args []string) error {
@@ -187,7 +196,7 @@ func runJobs(ctx context.Context, env app.CommandEnv, args []string) error {
 		var l struct {
 			Jobs []admin.Job `json:"jobs"`
 		}
-		return c.show(b, &l, func(w io.Writer) { printJobs(w, l.Jobs) })
+		return c.show(b, &l, func(w *bytes.Buffer) { printJobs(w, l.Jobs) })
 	case args[0] == "create":
 		return createJob(ctx, c, f, *name, *action, nil)
 	case (args[0] == "show" || args[0] == "cancel") && len(pos) == 1:
@@ -200,7 +209,7 @@ func runJobs(ctx context.Context, env app.CommandEnv, args []string) error {
 			return err
 		}
 		var j admin.Job
-		return c.show(b, &j, func(w io.Writer) { printJobs(w, []admin.Job{j}) })
+		return c.show(b, &j, func(w *bytes.Buffer) { printJobs(w, []admin.Job{j}) })
 	}
 	return usageErr(u)
 }
@@ -218,7 +227,7 @@ func runWorkers(ctx context.Context, env app.CommandEnv, args []string) error {
 	var l struct {
 		Workers []admin.Worker `json:"workers"`
 	}
-	return c.show(b, &l, func(w io.Writer) {
+	return c.show(b, &l, func(w *bytes.Buffer) {
 		fmt.Fprintln(w, "WORKER\tIN FLIGHT\tLEASE UNTIL")
 		for _, wk := range l.Workers {
 			fmt.Fprintf(w, "%s\t%d\t%s\n", wk.Identity, wk.InFlight, when(&wk.LeaseTo))
@@ -271,7 +280,7 @@ func runAudit(ctx context.Context, env app.CommandEnv, args []string) error {
 		return err
 	}
 	var p admin.AuditPage
-	return c.show(b, &p, func(w io.Writer) {
+	return c.show(b, &p, func(w *bytes.Buffer) {
 		fmt.Fprintln(w, "ID\tAT\tKEY\tTENANT\tACTION\tTARGET\tOUTCOME\tDETAIL")
 		for _, e := range p.Entries {
 			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, when(&e.At), e.KeyID, e.Tenant, e.Action, e.Target, e.Outcome, e.Detail)

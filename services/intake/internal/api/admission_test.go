@@ -120,7 +120,9 @@ func testWaitAccepted(t *testing.T, b *bundle, session string, hdr map[string]st
 // TestAdmissionTenantRate puts a tenant over its GCRA rate: 429 with Retry-After, nothing produced.
 func TestAdmissionTenantRate(t *testing.T) {
 	t.Parallel()
-	b := setup(t, options{cfg: func(c *Config) { c.TenantRate, c.TenantBurst = 1, 3 }})
+	// Redis answers within the test's patience however busy the machine: a check that timed out
+	// would fail open (TestStaticStability) and admit more than the rate.
+	b := setup(t, options{cfg: func(c *Config) { c.TenantRate, c.TenantBurst, c.RedisTimeout = 1, 3, 30*time.Second }})
 	accepted, limited := 0, 0
 	var last response
 	for range 8 {
@@ -145,7 +147,9 @@ func TestAdmissionTenantRate(t *testing.T) {
 // TestAdmissionQueuedQuota refuses a tenant that has its maximum of queued turns.
 func TestAdmissionQueuedQuota(t *testing.T) {
 	t.Parallel()
-	b := setup(t, options{cfg: func(c *Config) { c.MaxQueuedTurns = 2 }})
+	// The count answers within the test's patience however busy the machine: a count that timed
+	// out would fail open (TestStaticStability) and admit the turn.
+	b := setup(t, options{cfg: func(c *Config) { c.MaxQueuedTurns, c.CheckTimeout = 2, 30*time.Second }})
 	ctx := context.Background()
 	_, err := b.env.Pool.Exec(ctx, `INSERT INTO turns (turn_id, session_id, tenant, status, accepted_at)
 		VALUES (gen_random_uuid(), 'q1', 'default', 'queued', now()), (gen_random_uuid(), 'q2', 'default', 'queued', now())`)
