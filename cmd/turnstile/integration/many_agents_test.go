@@ -86,6 +86,7 @@ func TestManyAgents(t *testing.T) {
 	p99 := func(ids []uuid.UUID) time.Duration {
 		rows, err := env.Pool.Query(ctx, `SELECT extract(epoch FROM started_at - accepted_at) FROM turns WHERE turn_id = ANY($1)`, ids)
 		require.NoError(t, err)
+		defer rows.Close() // a failed check inside the loop must not keep the connection: the pool's Close waits for it
 		var ds []time.Duration
 		for rows.Next() {
 			var s float64
@@ -113,6 +114,7 @@ func TestManyAgents(t *testing.T) {
 		waitDone(ids)
 		rows, err := env.Pool.Query(ctx, `SELECT turn_id, agent, started_at, finished_at FROM turns WHERE turn_id = ANY($1) ORDER BY started_at`, ids)
 		require.NoError(t, err)
+		defer rows.Close() // a failed check inside the loop must not keep the connection: the pool's Close waits for it
 		var got []uuid.UUID
 		var lastFinish time.Time
 		for rows.Next() {
@@ -153,7 +155,9 @@ func TestManyAgents(t *testing.T) {
 			solo, loaded, solo+time.Second, research, support)
 		require.LessOrEqual(t, loaded, solo+time.Second)
 		require.Greater(t, research, 0.5, "research's backlog rises")
-		require.Zero(t, support, "support's does not")
+		// support's gauge follows a turn accepted a moment ago until it starts (tens of ms), so
+		// "does not rise" is: it stays below the level research's rose past.
+		require.Less(t, support, 0.5, "support's does not")
 	})
 
 	t.Run("AddAndRemoveAgents", func(t *testing.T) {
