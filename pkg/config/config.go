@@ -262,6 +262,13 @@ type Config struct {
 	Region RegionSettings
 	Router RouterSettings
 
+	// # Agent registry
+	//
+	// Agent replicas registering with leases on intake, and the workers' snapshots of them
+	// (docs/REGISTRY.md).
+
+	Registry RegistrySettings
+
 	// # Observability
 	//
 	// The backlog-age signal and tracing.
@@ -361,6 +368,7 @@ func (c *Config) ApplyDefaults() {
 	c.LangGraphStore.applyDefaults()
 	c.Notifier.applyDefaults()
 	c.Router.applyDefaults()
+	c.Registry.applyDefaults()
 }
 
 // nameVariables rewrites the parser's Go field names ("LeaseTTL") into the variables an operator
@@ -514,6 +522,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.A2A.validate()...)
 	errs = append(errs, c.Notifier.validate()...)
 	errs = append(errs, c.Router.validate()...)
+	errs = append(errs, c.Registry.validate()...)
 	errs = append(errs, c.Region.validate()...)
 	return errors.Join(errs...)
 }

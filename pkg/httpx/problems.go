@@ -38,6 +38,10 @@ var (
 	ProblemUnauthenticated = ProblemType{"unauthenticated", http.StatusUnauthorized}
 	ProblemTokenExpired    = ProblemType{"stream-token-expired", http.StatusUnauthorized}
 
+	// ProblemAdminRequired is a route only an admin's key may use (403): the agent registry's
+	// writes and reads.
+	ProblemAdminRequired = ProblemType{"admin-required", http.StatusForbidden}
+
 	// Missing or foreign resources (404): another tenant's session or turn is answered the same
 	// way, so a tenant cannot learn that it exists.
 	ProblemSessionNotFound = ProblemType{"session-not-found", http.StatusNotFound}
@@ -85,6 +89,16 @@ var (
 	// thread's latest: a thread continues from its latest state only.
 	ProblemStaleCheckpoint = ProblemType{"stale-checkpoint", http.StatusConflict}
 
+	// ProblemInstanceTaken is an agent registration of an instance ID that a live registration of
+	// another endpoint holds (409).
+	ProblemInstanceTaken = ProblemType{"instance-taken", http.StatusConflict}
+	// ProblemStaleEpoch is a renewal or removal of an agent registration that is gone or holds a
+	// newer epoch (412): the replica registers again.
+	ProblemStaleEpoch = ProblemType{"stale-epoch", http.StatusPreconditionFailed}
+	// ProblemEpochRequired is a renewal or removal of an agent registration without its epoch in
+	// If-Match (428).
+	ProblemEpochRequired = ProblemType{"epoch-required", http.StatusPreconditionRequired}
+
 	// ProblemMisdirected is an ID of another region sent to this one directly (421); the "region"
 	// member names the owner, where the request should have gone (see pkg/region).
 	ProblemMisdirected = ProblemType{"misdirected", http.StatusMisdirectedRequest}
@@ -114,9 +128,9 @@ func ProblemTypes() []ProblemType {
 	return []ProblemType{
 		ProblemInvalidSession, ProblemInvalidBody, ProblemBodyTooLarge, ProblemUnsupportedType,
 		ProblemValidation, ProblemInvalidDeadline, ProblemInvalidTurnID, ProblemInvalidCursor,
-		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemSessionNotFound,
+		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemAdminRequired, ProblemSessionNotFound,
 		ProblemTurnNotFound, ProblemPushConfigNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemScheduleNotFound, ProblemAgentNotFound, ProblemNotFound, ProblemMethodNotAllowed,
-		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemTurnLive, ProblemJobExists, ProblemThreadBusy, ProblemPushConfigsLimit, ProblemThreadsLimit, ProblemSchedulesLimit, ProblemStoreItemsLimit, ProblemStaleCheckpoint, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
+		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemTurnLive, ProblemJobExists, ProblemThreadBusy, ProblemPushConfigsLimit, ProblemThreadsLimit, ProblemSchedulesLimit, ProblemStoreItemsLimit, ProblemStaleCheckpoint, ProblemInstanceTaken, ProblemStaleEpoch, ProblemEpochRequired, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
 		ProblemTenantStreamShare, ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail,
 		ProblemOverCapacity, ProblemRegionUnavailable,
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/turnstile-run/turnstile/services/intake/internal/backlog"
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
 	"github.com/turnstile-run/turnstile/services/intake/internal/redrive"
+	"github.com/turnstile-run/turnstile/services/intake/internal/registry"
 	"github.com/turnstile-run/turnstile/services/intake/internal/schedule"
 )
 
@@ -63,6 +64,7 @@ type Intake struct {
 	redriver *redrive.Redriver
 	// scheduler is nil without a Postgres pool.
 	scheduler *schedule.Scheduler
+	registry  *registry.Handler
 }
 
 // Options tune New beyond the configuration.
@@ -176,7 +178,11 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		Kick: func() { jobs.Kick() }, Log: log,
 	})
 	jobs = admin.NewRunner(admin.RunnerConfig{Owner: cfg.InstanceID, Lease: cfg.Intake.AdminJobLease}, adm)
-	i := &Intake{deps: d, handler: h, admin: adm, backlog: monitor, redriver: redriver}
+	// The agent registry's write path lives here, beside the catalog it registers replicas of.
+	reg := registry.New(registry.Config{
+		Lease: cfg.Registry.Lease, MaxInflight: cfg.Registry.MaxInflight, Agents: catalog.Catalog,
+	}, registry.Deps{Pool: pool, Authenticate: h.Authenticate, Log: log, Registry: d.Registry})
+	i := &Intake{deps: d, handler: h, admin: adm, backlog: monitor, redriver: redriver, registry: reg}
 	var parts lifecycle.Group
 	parts.Add("agents catalog", catalog).Add("turns topic", lifecycle.StartFunc(i.readTopic)).
 		Add("queued-row recorder", rec).Add("backlog monitor", monitor).Add("re-driver", redriver).
@@ -189,6 +195,10 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 			MisfireGrace: cfg.Schedules.MisfireGrace, Region: cfg.Region.Code,
 		}, schedule.NewStore(pool), h.PostScheduled, log, d.Registry)
 		parts.Add("scheduler", i.scheduler)
+		parts.Add("registry sweeper", registry.NewSweeper(registry.SweepConfig{
+			Interval: cfg.Registry.SweepInterval, GuardShare: float64(cfg.Registry.ExpiryGuard) / 100,
+			TombstoneTTL: cfg.Registry.TombstoneTTL,
+		}, reg.Store(), log, d.Registry))
 	}
 	i.Shell = app.NewShell(app.ShellConfig{
 		Name:  "intake",
@@ -211,6 +221,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 func (i *Intake) Routes(r chi.Router) {
 	i.handler.Routes(r.With(telemetry.Middleware("intake")))
 	i.admin.Routes(r.With(telemetry.Middleware("intake")))
+	i.registry.Routes(r.With(telemetry.Middleware("intake")))
 	r.Get("/v1/backlog", i.serveBacklog)
 }
 
