@@ -347,6 +347,17 @@ func (a *Agent) part(ctx context.Context, c *upstream.Call, p sdk.Part, sink age
 			c.Emitted()
 			return sink.ToolResult(ctx, agent.ToolResult{CallID: d.CallID, Result: d.Result, Error: d.Error})
 		}
+		if raw, ok := v.Data["custom"]; ok {
+			var d struct {
+				Name string          `json:"name"`
+				Data json.RawMessage `json:"data"`
+			}
+			if err := remarshal(raw, &d); err != nil {
+				return fmt.Errorf("a2a custom part: %w", err)
+			}
+			c.Emitted()
+			return agent.EmitCustom(ctx, sink, d.Name, d.Data)
+		}
 	}
 	return nil
 }

@@ -47,6 +47,9 @@ type executor struct {
 	fullAtEnd bool
 	// metadata receives each request message's metadata, when set.
 	metadata chan map[string]any
+	// custom sends that many custom data parts, one in a working status message before each of
+	// the first words.
+	custom int
 }
 
 func (x *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
@@ -91,6 +94,12 @@ func (x *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	}
 	var artifact sdk.ArtifactID
 	for i, w := range x.sc.Words() {
+		if i < x.custom {
+			msg := sdk.NewMessage(sdk.MessageRoleAgent, sdk.DataPart{Data: map[string]any{"custom": map[string]any{"name": "progress", "data": map[string]any{"step": i + 1}}}})
+			if err := write(sdk.NewStatusUpdateEvent(task, sdk.TaskStateWorking, msg)); err != nil {
+				return err
+			}
+		}
 		var ev *sdk.TaskArtifactUpdateEvent
 		if i == 0 {
 			ev = sdk.NewArtifactEvent(task, sdk.TextPart{Text: w})
@@ -250,4 +259,33 @@ func TestFullTextAtEndIsNotRepeated(t *testing.T) {
 	require.Equal(t, "c-42", meta["customer"], "the turn's metadata reaches the remote agent")
 	require.Contains(t, meta, a2a.HistoryKey)
 	require.Equal(t, strconv.FormatInt(turn.Deadline.UnixMilli(), 10), <-deadlines)
+}
+
+// TestCustomEventsRelayed: data parts {"custom": {"name", "data"}} of a remote agent's working
+// status messages become custom events, in order with the answer's deltas, and no part of it.
+func TestCustomEventsRelayed(t *testing.T) {
+	t.Parallel()
+	sc := agenttest.Scenario{Tokens: 3}
+	x := &executor{sc: sc, rec: &agenttest.Recorder{}, cancelled: make(chan sdk.TaskID, 1), custom: 2}
+	srv := httptest.NewServer(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x)))
+	t.Cleanup(srv.Close)
+	ag, err := a2a.New(t.Context(), a2a.Config{URL: srv.URL})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ag.Close() })
+
+	sink := &agenttest.Sink{}
+	res, err := ag.Run(t.Context(), agenttest.NewTurn("hello", time.Minute), nil, sink)
+	require.NoError(t, err)
+	words := sc.Words()
+	require.Equal(t, strings.Join(words, ""), res.Text, "custom events are no part of the answer")
+	var got []string
+	for _, ev := range sink.Events() {
+		switch ev.Kind {
+		case "custom":
+			got = append(got, ev.Name+" "+string(ev.Data))
+		case "delta":
+			got = append(got, ev.Text)
+		}
+	}
+	require.Equal(t, []string{`progress {"step":1}`, words[0], `progress {"step":2}`, words[1], words[2]}, got)
 }

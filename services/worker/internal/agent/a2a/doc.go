@@ -16,6 +16,9 @@
 //     is not shown twice;
 //   - data parts {"tool_call": {"call_id", "name", "arguments"}} and
 //     {"tool_result": {"call_id", "result", "error"}} become turn.tool_call and turn.tool_result;
+//   - data parts {"custom": {"name", "data"}} become turn.custom (an event of the agent's own, in
+//     order with the rest: LangGraph clients read it in the custom stream mode); other data parts
+//     are no part of the answer and are dropped;
 //   - a final completed status ends the turn; its output is the streamed text (or, when nothing was
 //     streamed, the text of the final message and the task's artifacts);
 //   - input-required and auth-required end the turn as a completed status does, with that state as

@@ -76,10 +76,13 @@ type Harness func(t *testing.T, sc Scenario) (agent.Agent, *Recorder)
 
 // Event is one event a Sink received.
 type Event struct {
-	Kind   string // delta, tool_call, tool_result
+	Kind   string // delta, tool_call, tool_result, custom
 	Text   string
 	Call   agent.ToolCall
 	Result agent.ToolResult
+	// Name and Data are a custom event's (agent.CustomSink).
+	Name string
+	Data json.RawMessage
 }
 
 // Sink records events and waits (it is an agent.Waiter); FailAt > 0 makes the FailAt-th event
@@ -145,6 +148,11 @@ func (s *Sink) ToolCall(_ context.Context, c agent.ToolCall) error {
 // ToolResult implements agent.Sink.
 func (s *Sink) ToolResult(_ context.Context, r agent.ToolResult) error {
 	return s.add(Event{Kind: "tool_result", Result: r})
+}
+
+// Custom implements agent.CustomSink.
+func (s *Sink) Custom(_ context.Context, name string, data json.RawMessage) error {
+	return s.add(Event{Kind: "custom", Name: name, Data: data})
 }
 
 // Events returns the recorded events.
