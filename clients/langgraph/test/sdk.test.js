@@ -226,7 +226,7 @@ test("refusals: unknown assistant, unknown thread, unsupported stream mode", asy
   await assert.rejects(client.runs.create(thread_id, "nobody", { input: human("x") }), (e) => e.status === 404);
   await assert.rejects(client.runs.create(crypto.randomUUID(), "agent", { input: human("x") }), (e) => e.status === 404);
   await assert.rejects(
-    client.runs.create(thread_id, "agent", { input: human("x"), streamMode: ["debug"] }),
+    client.runs.create(thread_id, "agent", { input: human("x"), streamMode: ["frames"] }),
     (e) => e.status === 422,
   );
   // if_not_exists=create makes the thread.
@@ -454,13 +454,78 @@ test("stream mode custom: the agent's own events, in order, resumed like the res
   const restSeq = rest.filter((p) => p.event === "custom" || p.event === "messages")
     .map((p) => (p.event === "custom" ? `c${p.data.step}/${p.data.of}` : p.data[0].content));
   assert.deepEqual(restSeq, ["w1 ", "c3/3", "w2 ", "w3"]);
-  // events and debug are refused one by one, naming the mode.
-  for (const mode of ["events", "debug"]) {
+  // A mode turnstile does not render is refused one by one, naming the mode.
+  for (const mode of ["messages", "frames"]) {
     await assert.rejects(
       client.runs.create(thread_id, "agent", { input: human("x"), streamMode: ["values", mode] }),
       (e) => e.status === 422 && e.message.includes(`mode \\"${mode}\\"`),
     );
   }
+});
+
+test("stream modes events, debug, tasks, checkpoints and tools, rendered from the run's events", async () => {
+  const { thread_id } = await client.threads.create();
+  const parts = await collect(
+    client.runs.stream(thread_id, "agent", {
+      input: human("what time is it"),
+      streamMode: ["events", "debug", "tasks", "checkpoints", "tools"],
+      metadata: demo({ tokens: 2, tool: true, custom: 1 }),
+    }),
+  );
+  const by = (name) => parts.filter((p) => p.event === name).map((p) => p.data);
+  assert.deepEqual(
+    by("events").map((e) => `${e.event}:${e.name}`),
+    ["on_chain_start:agent", "on_tool_start:clock", "on_tool_end:tools", "on_custom_event:progress",
+      "on_chat_model_stream:agent", "on_chat_model_stream:agent", "on_chain_end:agent"],
+  );
+  assert.deepEqual(by("events").filter((e) => e.event === "on_chat_model_stream").map((e) => e.data.chunk.content), words(2));
+  assert.deepEqual(by("debug").map((d) => d.type), ["task", "task_result", "checkpoint"]);
+  const checkpoint = by("checkpoints")[0];
+  assert.equal(checkpoint.values.messages.at(-1).content, "w0 w1");
+  const state = await client.threads.getState(thread_id);
+  assert.equal(checkpoint.config.configurable.checkpoint_id, state.checkpoint.checkpoint_id, "the streamed checkpoint is the thread's head");
+  assert.deepEqual(by("tasks").map((t) => (t.result ? "result" : "task")), ["task", "result"]);
+  assert.deepEqual(by("tools").map((t) => t.event), ["on_tool_start", "on_tool_end"]);
+  assert.equal(by("tools")[0].name, "clock");
+});
+
+test("a run stamps its thread's graph_id and assistant_id, so a sidebar finds the thread by them", async () => {
+  const { thread_id } = await client.threads.create({ metadata: { owner: "sidebar" } });
+  assert.deepEqual((await client.threads.search({ metadata: { graph_id: "agent", owner: "sidebar" } })).map((t) => t.thread_id), []);
+  await client.runs.wait(thread_id, "agent", { input: human("list me"), metadata: demo({ tokens: 1 }) });
+  const thread = await client.threads.get(thread_id);
+  assert.equal(thread.metadata.graph_id, "agent");
+  assert.equal(thread.metadata.assistant_id, "agent");
+  assert.equal(thread.metadata.owner, "sidebar", "the thread's own metadata stays");
+  const found = await client.threads.search({ metadata: { graph_id: "agent", owner: "sidebar" }, limit: 100 });
+  assert.deepEqual(found.map((t) => t.thread_id), [thread_id]);
+  assert.deepEqual(found[0].values.messages.map((m) => m.content), ["list me", "w0"]);
+});
+
+test("/ok, /info, and a JSON body without its Content-Type, as a chat front end sends them", async () => {
+  const headers = apiKey ? { "x-api-key": apiKey } : {};
+  assert.deepEqual(await (await fetch(`${apiUrl}/ok`, { headers })).json(), { ok: true });
+  const info = await fetch(`${apiUrl}/info`, { headers });
+  assert.equal(info.status, 200);
+  assert.equal((await info.json()).host.kind, "self-hosted");
+  // A passthrough that forwards only x-* headers drops the label: bytes, no Content-Type.
+  const unlabelled = await fetch(`${apiUrl}/threads`, {
+    method: "POST", headers, body: new TextEncoder().encode(JSON.stringify({ metadata: { via: "passthrough" } })),
+  });
+  assert.equal(unlabelled.status, 200);
+  assert.equal((await unlabelled.json()).metadata.via, "passthrough");
+  const form = await fetch(`${apiUrl}/threads`, { method: "POST", headers: { ...headers, "content-type": "application/x-www-form-urlencoded" }, body: "a=1" });
+  assert.equal(form.status, 415);
+});
+
+test("assistants are configuration: creating, changing or versioning one is refused legibly", async () => {
+  const refused = (e) => e.status === 404 || e.status === 405;
+  await assert.rejects(client.assistants.create({ graphId: "agent" }), refused);
+  await assert.rejects(client.assistants.update("agent", { metadata: { a: 1 } }), refused);
+  await assert.rejects(client.assistants.delete("agent"), refused);
+  await assert.rejects(client.assistants.getVersions("agent"), refused);
+  await assert.rejects(client.assistants.setLatest("agent", 2), refused);
+  assert.equal((await client.assistants.get("agent")).assistant_id, "agent", "the assistant is unchanged");
 });
 
 test("assistants: search, get, getGraph and getSchemas answer from the agent catalog", async () => {

@@ -20,9 +20,12 @@
 //   - assistant_id must be one of TURNSTILE_LANGGRAPH_ASSISTANTS (404 otherwise); every assistant
 //     runs the workers' agent.
 //   - multitask_strategy reject (LangGraph's default), enqueue and interrupt are the native
-//     multitask strategies; rollback is refused with 422, as are stream modes other than values,
-//     messages-tuple and updates (internal/render), and inputs this front door cannot run (a
-//     command, no human text).
+//     multitask strategies; rollback is refused with 422, as are stream modes internal/render
+//     does not render (it renders values, messages-tuple, updates, custom, events, debug, tasks,
+//     checkpoints and tools from the run's native events), and inputs this front door cannot run
+//     (a command, no human text).
+//   - Each run stamps its thread's metadata with graph_id and assistant_id, as the Platform does:
+//     chat front ends list an assistant's threads by them (threads.search).
 //   - A cron is a native schedule (/v1/schedules, fired once per tick by intake's scheduler):
 //     on a thread, each tick's run is a turn of the thread's session; without one, of a new
 //     session per tick (crons.go). The store is a tenant's namespaced key-value items in Postgres

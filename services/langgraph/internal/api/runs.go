@@ -300,9 +300,9 @@ func (h *Handler) post(r *http.Request, nr newRun) (frontdoor.Accepted, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.StoreTimeout)
 	defer cancel()
-	if err := h.threads.Touch(ctx, nr.tenant, nr.thread.ID); err != nil {
-		// updated_at is informational; the run is queued either way.
-		h.log.WarnContext(r.Context(), "touch thread failed", "session_id", nr.thread.ID, "turn_id", acc.TurnID, "err", err)
+	if err := h.threads.RunCreated(ctx, nr.tenant, nr.thread.ID, h.assistant(nr.body.AssistantID).GraphID, nr.body.AssistantID); err != nil {
+		// updated_at and the stamped assistant are informational; the run is queued either way.
+		h.log.WarnContext(r.Context(), "record run on thread failed", "session_id", nr.thread.ID, "turn_id", acc.TurnID, "err", err)
 	}
 	h.log.DebugContext(r.Context(), "run created", "session_id", nr.thread.ID, "turn_id", acc.TurnID, "assistant_id", nr.body.AssistantID)
 	return acc, nil

@@ -5,9 +5,11 @@
 // The modes rendered are values (the thread's messages after the run's input, again after a
 // takeover, and with the answer at the end), messages-tuple (sent as "messages" events carrying
 // [AI message chunk, metadata], one per turn.delta), updates (the agent's answer and tool calls
-// keyed by node) and custom (each turn.custom's data, the agent's own events). Any other mode
-// (events, debug: turnstile's runs are not graphs) is refused (ErrUnsupportedMode) before a run is
-// created.
+// keyed by node), custom (each turn.custom's data, the agent's own events), and the views of a
+// run as the one-node graph it stands for: events (LangChain's streamed events of the agent node,
+// its tokens, tools and custom events), debug (the node's task, its result and the checkpoint after
+// it), tasks and checkpoints (those alone) and tools (tool progress). Any other mode is refused
+// (ErrUnsupportedMode, naming it) before a run is created.
 //
 // Rendering is a pure function of one native event and the run's fixed context (its thread's
 // earlier messages and its input), so re-rendering a native event gives the same protocol events:

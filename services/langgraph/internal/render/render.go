@@ -20,7 +20,26 @@ const (
 	// ModeCustom relays the agent's own events (turn.custom) as "custom" events carrying their
 	// data, in order with the run's other events.
 	ModeCustom Mode = "custom"
+	// ModeEvents renders the run as LangChain's streamed events (astream_events v2, each an
+	// "events" event): on_chain_start and on_chain_end of the agent node around its attempt,
+	// on_chat_model_stream per delta, on_tool_start / on_tool_end per tool call and result, and
+	// on_custom_event per custom event.
+	ModeEvents Mode = "events"
+	// ModeDebug renders the run as LangGraph's debug stream (each a "debug" event): a task of the
+	// agent node when an attempt starts, its task_result and the checkpoint after it when the run
+	// ends. The events carry no timestamp: a stream renders the same on every resume.
+	ModeDebug Mode = "debug"
+	// ModeTasks and ModeCheckpoints are the debug stream's task and checkpoint payloads alone,
+	// as "tasks" and "checkpoints" events.
+	ModeTasks       Mode = "tasks"
+	ModeCheckpoints Mode = "checkpoints"
+	// ModeTools renders tool calls and results as "tools" events (on_tool_start, on_tool_end or
+	// on_tool_error, with toolCallId and name), what useStream's toolProgress reads.
+	ModeTools Mode = "tools"
 )
+
+// modeList names the modes rendered, for refusals.
+const modeList = "values, messages-tuple, updates, custom, events, debug, tasks, checkpoints and tools"
 
 // NodeName is the graph node the agent's answer is attributed to in updates and message metadata.
 const NodeName = "agent"
@@ -29,8 +48,8 @@ const NodeName = "agent"
 var ErrUnsupportedMode = errors.New("unsupported stream mode")
 
 // ParseModes reads a run's stream_mode: absent means values (LangGraph's default), a string is one
-// mode, a list is several; duplicates collapse. Modes outside values, messages-tuple, updates and
-// custom are an ErrUnsupportedMode naming them.
+// mode, a list is several; duplicates collapse. Modes outside modeList are an ErrUnsupportedMode
+// naming them.
 func ParseModes(raw json.RawMessage) ([]Mode, error) {
 	var names []string
 	switch s := strings.TrimSpace(string(raw)); {
@@ -52,11 +71,11 @@ func ParseModes(raw json.RawMessage) ([]Mode, error) {
 	for _, n := range names {
 		m := Mode(n)
 		switch m {
-		case ModeValues, ModeMessagesTuple, ModeUpdates, ModeCustom:
-		case "events", "debug":
-			return nil, fmt.Errorf("%w %q: turnstile's runs are not LangGraph graphs, so it has nothing to send in that mode; it renders values, messages-tuple, updates and custom", ErrUnsupportedMode, n)
+		case ModeValues, ModeMessagesTuple, ModeUpdates, ModeCustom, ModeEvents, ModeDebug, ModeTasks, ModeCheckpoints, ModeTools:
+		case "messages":
+			return nil, fmt.Errorf("%w %q: turnstile streams messages as messages-tuple (what the SDK asks for); it renders %s", ErrUnsupportedMode, n, modeList)
 		default:
-			return nil, fmt.Errorf("%w %q: turnstile renders values, messages-tuple, updates and custom", ErrUnsupportedMode, n)
+			return nil, fmt.Errorf("%w %q: turnstile renders %s", ErrUnsupportedMode, n, modeList)
 		}
 		if !seen[m] {
 			seen[m] = true
@@ -167,22 +186,47 @@ func (r *Run) Render(typ wire.EventType, data json.RawMessage) (out []Event, ter
 		if r.has(ModeValues) {
 			out = append(out, r.values(nil))
 		}
+		if r.has(ModeEvents) {
+			out = append(out, r.langchain("on_chain_start", NodeName, r.RunID, base.Attempt, map[string]any{"input": r.state(nil)}))
+		}
+		task := map[string]any{"id": r.taskID(base.Attempt), "name": NodeName, "input": r.state(nil), "triggers": []string{"start:" + NodeName}}
+		if r.has(ModeDebug) {
+			out = append(out, r.debug("task", task))
+		}
+		if r.has(ModeTasks) {
+			out = append(out, event("tasks", task))
+		}
 	case wire.EventDelta:
 		var d wire.DeltaData
-		if err := json.Unmarshal(data, &d); err == nil && r.has(ModeMessagesTuple) {
-			chunk := map[string]any{
-				"type": "AIMessageChunk", "content": d.Text, "id": AIMessageID(r.RunID, d.Attempt),
-				"tool_calls": []any{}, "tool_call_chunks": []any{},
-			}
+		if err := json.Unmarshal(data, &d); err != nil {
+			break
+		}
+		chunk := map[string]any{
+			"type": "AIMessageChunk", "content": d.Text, "id": AIMessageID(r.RunID, d.Attempt),
+			"tool_calls": []any{}, "tool_call_chunks": []any{},
+		}
+		if r.has(ModeMessagesTuple) {
 			out = append(out, event("messages", []any{chunk, r.chunkMetadata(d.Attempt)}))
+		}
+		if r.has(ModeEvents) {
+			out = append(out, r.langchain("on_chat_model_stream", NodeName, AIMessageID(r.RunID, d.Attempt), d.Attempt, map[string]any{"chunk": chunk}))
 		}
 	case wire.EventToolCall:
 		var d wire.ToolCallData
-		if err := json.Unmarshal(data, &d); err == nil && r.has(ModeUpdates) {
-			args := d.Arguments
-			if len(args) == 0 {
-				args = json.RawMessage(`{}`)
-			}
+		if err := json.Unmarshal(data, &d); err != nil {
+			break
+		}
+		args := d.Arguments
+		if len(args) == 0 {
+			args = json.RawMessage(`{}`)
+		}
+		if r.has(ModeEvents) {
+			out = append(out, r.langchain("on_tool_start", d.Name, d.CallID, d.Attempt, map[string]any{"input": args}))
+		}
+		if r.has(ModeTools) {
+			out = append(out, event("tools", map[string]any{"event": "on_tool_start", "toolCallId": d.CallID, "name": d.Name, "input": args}))
+		}
+		if r.has(ModeUpdates) {
 			msg := Message{
 				Type: "ai", ID: AIMessageID(r.RunID, d.Attempt) + "-" + d.CallID,
 				ToolCalls: []ToolCall{{ID: d.CallID, Name: d.Name, Args: args, Type: "tool_call"}},
@@ -191,25 +235,71 @@ func (r *Run) Render(typ wire.EventType, data json.RawMessage) (out []Event, ter
 		}
 	case wire.EventToolResult:
 		var d wire.ToolResultData
-		if err := json.Unmarshal(data, &d); err == nil && r.has(ModeUpdates) {
+		if err := json.Unmarshal(data, &d); err != nil {
+			break
+		}
+		if r.has(ModeUpdates) {
 			msg := Message{Type: "tool", ID: "tool-" + r.RunID + "-" + d.CallID, ToolCallID: d.CallID, Content: string(d.Result)}
 			out = append(out, event("updates", map[string]any{"tools": map[string]any{"messages": []Message{msg}}}))
 		}
+		if r.has(ModeEvents) {
+			res := d.Result
+			if len(res) == 0 {
+				res = json.RawMessage("null")
+			}
+			out = append(out, r.langchain("on_tool_end", "tools", d.CallID, d.Attempt, map[string]any{"output": res, "error": d.Error}))
+		}
+		if r.has(ModeTools) {
+			if d.Error != "" {
+				out = append(out, event("tools", map[string]any{"event": "on_tool_error", "toolCallId": d.CallID, "error": d.Error}))
+			} else {
+				out = append(out, event("tools", map[string]any{"event": "on_tool_end", "toolCallId": d.CallID, "output": d.Result}))
+			}
+		}
 	case wire.EventCustom:
 		var d wire.CustomData
-		if err := json.Unmarshal(data, &d); err == nil && r.has(ModeCustom) {
-			v := d.Data
-			if len(v) == 0 {
-				v = json.RawMessage("null")
-			}
+		if err := json.Unmarshal(data, &d); err != nil {
+			break
+		}
+		v := d.Data
+		if len(v) == 0 {
+			v = json.RawMessage("null")
+		}
+		if r.has(ModeCustom) {
 			out = append(out, Event{Name: "custom", Data: v})
+		}
+		if r.has(ModeEvents) {
+			out = append(out, r.langchain("on_custom_event", d.Name, r.RunID, d.Attempt, v))
 		}
 	case wire.EventCompleted:
 		var d wire.CompletedData
 		_ = json.Unmarshal(data, &d)
-		ai := Message{Type: "ai", Content: d.Output.Text, ID: AIMessageID(r.RunID, max(d.Attempt, 1))}
+		attempt := max(d.Attempt, 1)
+		ai := Message{Type: "ai", Content: d.Output.Text, ID: AIMessageID(r.RunID, attempt)}
 		if r.has(ModeUpdates) {
 			out = append(out, event("updates", map[string]any{NodeName: map[string]any{"messages": []Message{ai}}}))
+		}
+		if r.has(ModeEvents) {
+			out = append(out, r.langchain("on_chain_end", NodeName, r.RunID, attempt, map[string]any{"output": map[string]any{"messages": []Message{ai}}}))
+		}
+		result := map[string]any{
+			"id": r.taskID(attempt), "name": NodeName, "error": nil,
+			"result": []any{[]any{"messages", []Message{ai}}}, "interrupts": []any{},
+		}
+		checkpoint := map[string]any{
+			"config":   map[string]any{"configurable": map[string]any{"thread_id": r.ThreadID, "checkpoint_ns": "", "checkpoint_id": r.RunID}},
+			"values":   r.state(&ai),
+			"metadata": map[string]any{"source": "loop", "step": 1, "run_id": r.RunID},
+			"next":     []string{}, "tasks": []any{},
+		}
+		if r.has(ModeDebug) {
+			out = append(out, r.debug("task_result", result), r.debug("checkpoint", checkpoint))
+		}
+		if r.has(ModeTasks) {
+			out = append(out, event("tasks", result))
+		}
+		if r.has(ModeCheckpoints) {
+			out = append(out, event("checkpoints", checkpoint))
 		}
 		if r.has(ModeValues) {
 			out = append(out, r.values(&ai))
@@ -221,7 +311,14 @@ func (r *Run) Render(typ wire.EventType, data json.RawMessage) (out []Event, ter
 	case wire.EventFailed:
 		var d wire.ErrorData
 		_ = json.Unmarshal(data, &d)
-		return []Event{errorEvent("AgentError", d.Error)}, true
+		result := map[string]any{"id": r.taskID(max(d.Attempt, 1)), "name": NodeName, "error": d.Error, "result": []any{}, "interrupts": []any{}}
+		if r.has(ModeDebug) {
+			out = append(out, r.debug("task_result", result))
+		}
+		if r.has(ModeTasks) {
+			out = append(out, event("tasks", result))
+		}
+		return append(out, errorEvent("AgentError", d.Error)), true
 	case wire.EventExpired:
 		var d wire.ErrorData
 		_ = json.Unmarshal(data, &d)
@@ -235,7 +332,11 @@ func (r *Run) Render(typ wire.EventType, data json.RawMessage) (out []Event, ter
 	return out, false
 }
 
-func (r *Run) values(answer *Message) Event {
+func (r *Run) values(answer *Message) Event { return event("values", r.state(answer)) }
+
+// state is the thread's values during the run: its messages before, the run's input and, once
+// known, the answer.
+func (r *Run) state(answer *Message) map[string]any {
 	msgs := append([]Message{}, r.Prior...)
 	if r.Input != "" {
 		msgs = append(msgs, Message{Type: "human", Content: r.Input, ID: HumanMessageID(r.RunID)})
@@ -243,8 +344,29 @@ func (r *Run) values(answer *Message) Event {
 	if answer != nil {
 		msgs = append(msgs, *answer)
 	}
-	return event("values", map[string]any{"messages": msgs})
+	return map[string]any{"messages": msgs}
 }
+
+// langchain is one "events" event: LangChain's StreamEvent (astream_events v2) of the named
+// runnable, its run ID id.
+func (r *Run) langchain(kind, name, id string, attempt int, data any) Event {
+	parents := []string{}
+	if id != r.RunID {
+		parents = append(parents, r.RunID)
+	}
+	return event("events", map[string]any{
+		"event": kind, "name": name, "run_id": id, "data": data,
+		"metadata": r.chunkMetadata(attempt), "tags": []string{}, "parent_ids": parents,
+	})
+}
+
+// debug is one "debug" event of step 1 (the agent node's one step per run).
+func (r *Run) debug(kind string, payload any) Event {
+	return event("debug", map[string]any{"type": kind, "step": 1, "payload": payload})
+}
+
+// taskID names the agent node's task of one attempt.
+func (r *Run) taskID(attempt int) string { return fmt.Sprintf("task-%s-%d", r.RunID, max(attempt, 1)) }
 
 func (r *Run) chunkMetadata(attempt int) map[string]any {
 	return map[string]any{

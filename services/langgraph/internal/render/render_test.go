@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,7 +27,8 @@ func TestParseModes(t *testing.T) {
 		{"ListDeduplicated", `["messages-tuple","values","messages-tuple"]`, []render.Mode{render.ModeMessagesTuple, render.ModeValues}, false},
 		{"EmptyListIsValues", `[]`, []render.Mode{render.ModeValues}, false},
 		{"LegacyMessagesRefused", `["messages"]`, nil, true},
-		{"EventsRefused", `"events"`, nil, true},
+		{"EventsAndDebug", `["events","debug"]`, []render.Mode{render.ModeEvents, render.ModeDebug}, false},
+		{"UnknownRefused", `"frames"`, nil, true},
 		{"NotAString", `3`, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -40,8 +42,9 @@ func TestParseModes(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
-	_, err := render.ParseModes(json.RawMessage(`["debug"]`))
+	_, err := render.ParseModes(json.RawMessage(`["values","frames"]`))
 	require.ErrorIs(t, err, render.ErrUnsupportedMode)
+	require.ErrorContains(t, err, `"frames"`, "the refusal names the mode")
 }
 
 func data(t *testing.T, v any) json.RawMessage {
@@ -139,6 +142,110 @@ func TestRender(t *testing.T) {
 		b, _ := run.Render(wire.EventCompleted, d)
 		require.Equal(t, a, b)
 	})
+}
+
+// TestRenderEventsAndDebug: the events mode renders a run as LangChain's streamed events and
+// the debug mode as LangGraph's task, task_result and checkpoint, from the native events alone.
+func TestRenderEventsAndDebug(t *testing.T) {
+	t.Parallel()
+	base := wire.EventBase{TurnID: "r1", Attempt: 1}
+	run := &render.Run{RunID: "r1", ThreadID: "t1", AssistantID: "agent", Input: "hi", Modes: []render.Mode{render.ModeEvents, render.ModeDebug}}
+	type lc struct {
+		Event     string          `json:"event"`
+		Name      string          `json:"name"`
+		RunID     string          `json:"run_id"`
+		Data      json.RawMessage `json:"data"`
+		ParentIDs []string        `json:"parent_ids"`
+	}
+	type dbg struct {
+		Type    string          `json:"type"`
+		Step    int             `json:"step"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	var events []lc
+	var debugs []dbg
+	ended := false
+	for _, ev := range []struct {
+		typ wire.EventType
+		v   any
+	}{
+		{wire.EventStarted, base},
+		{wire.EventCustom, wire.CustomData{EventBase: base, Name: "progress", Data: json.RawMessage(`{"step":1}`)}},
+		{wire.EventToolCall, wire.ToolCallData{EventBase: base, CallID: "c1", Name: "clock", Arguments: json.RawMessage(`{"tz":"UTC"}`)}},
+		{wire.EventToolResult, wire.ToolResultData{EventBase: base, CallID: "c1", Result: json.RawMessage(`{"time":"noon"}`)}},
+		{wire.EventDelta, wire.DeltaData{EventBase: base, Text: "It is "}},
+		{wire.EventDelta, wire.DeltaData{EventBase: base, Index: 1, Text: "noon"}},
+		{wire.EventCompleted, wire.CompletedData{EventBase: base, Output: wire.Output{Text: "It is noon"}}},
+	} {
+		out, end := run.Render(ev.typ, data(t, ev.v))
+		ended = end
+		for _, e := range out {
+			switch e.Name {
+			case "events":
+				var x lc
+				require.NoError(t, json.Unmarshal(e.Data, &x))
+				events = append(events, x)
+			case "debug":
+				var x dbg
+				require.NoError(t, json.Unmarshal(e.Data, &x))
+				debugs = append(debugs, x)
+			case "end":
+			default:
+				t.Fatalf("mode not asked for: %s", e.Name)
+			}
+		}
+	}
+	require.True(t, ended)
+	kinds := make([]string, len(events))
+	for i, e := range events {
+		kinds[i] = e.Event + ":" + e.Name
+	}
+	require.Equal(t, []string{
+		"on_chain_start:agent", "on_custom_event:progress", "on_tool_start:clock", "on_tool_end:tools",
+		"on_chat_model_stream:agent", "on_chat_model_stream:agent", "on_chain_end:agent",
+	}, kinds)
+	require.Empty(t, events[0].ParentIDs, "the run is the root")
+	require.Equal(t, []string{"r1"}, events[4].ParentIDs)
+	require.JSONEq(t, `{"step":1}`, string(events[1].Data))
+	require.JSONEq(t, `{"input":{"tz":"UTC"}}`, string(events[2].Data))
+	require.Contains(t, string(events[4].Data), `"content":"It is "`)
+	require.JSONEq(t, `{"output":{"messages":[{"type":"ai","content":"It is noon","id":"ai-r1-1"}]}}`, string(events[6].Data))
+
+	require.Len(t, debugs, 3)
+	require.Equal(t, []string{"task", "task_result", "checkpoint"}, []string{debugs[0].Type, debugs[1].Type, debugs[2].Type})
+	require.JSONEq(t, `{"id":"task-r1-1","name":"agent","input":{"messages":[{"type":"human","content":"hi","id":"human-r1"}]},"triggers":["start:agent"]}`, string(debugs[0].Payload))
+	require.Contains(t, string(debugs[1].Payload), `"result":[["messages",[{"type":"ai","content":"It is noon","id":"ai-r1-1"}]]]`)
+	require.Contains(t, string(debugs[2].Payload), `"checkpoint_id":"r1"`)
+
+	out, end := run.Render(wire.EventFailed, data(t, wire.ErrorData{EventBase: base, Error: "boom"}))
+	require.True(t, end)
+	require.Equal(t, []string{"debug", "error"}, names(out))
+	require.Contains(t, string(out[0].Data), `"error":"boom"`)
+
+	// tasks, checkpoints and tools are parts of the same, each alone.
+	parts := &render.Run{RunID: "r1", ThreadID: "t1", Input: "hi", Modes: []render.Mode{render.ModeTasks, render.ModeCheckpoints, render.ModeTools}}
+	var got []string
+	for _, ev := range []struct {
+		typ wire.EventType
+		v   any
+	}{
+		{wire.EventStarted, base},
+		{wire.EventToolCall, wire.ToolCallData{EventBase: base, CallID: "c1", Name: "clock"}},
+		{wire.EventToolResult, wire.ToolResultData{EventBase: base, CallID: "c1", Error: "no clock"}},
+		{wire.EventCompleted, wire.CompletedData{EventBase: base, Output: wire.Output{Text: "x"}}},
+	} {
+		out, _ := parts.Render(ev.typ, data(t, ev.v))
+		for _, e := range out {
+			got = append(got, e.Name+" "+string(e.Data))
+		}
+	}
+	require.Len(t, got, 6)
+	require.True(t, strings.HasPrefix(got[0], `tasks {"id":"task-r1-1","input"`), got[0])
+	require.JSONEq(t, `{"event":"on_tool_start","toolCallId":"c1","name":"clock","input":{}}`, strings.TrimPrefix(got[1], "tools "))
+	require.JSONEq(t, `{"event":"on_tool_error","toolCallId":"c1","error":"no clock"}`, strings.TrimPrefix(got[2], "tools "))
+	require.True(t, strings.HasPrefix(got[3], `tasks {"error":null,"id":"task-r1-1"`), got[3])
+	require.True(t, strings.HasPrefix(got[4], `checkpoints {"config"`), got[4])
+	require.Equal(t, "end null", got[5])
 }
 
 func TestThreadMessages(t *testing.T) {

@@ -156,10 +156,15 @@ func (s *Store) Get(ctx context.Context, tenant, id string) (Thread, error) {
 	return t, err
 }
 
-// Touch records that a run was created on the thread (LangGraph's updated_at).
-func (s *Store) Touch(ctx context.Context, tenant, id string) error {
-	if _, err := s.pool.Exec(ctx, `UPDATE langgraph_threads SET updated_at = now() WHERE tenant = $1 AND thread_id = $2`, tenant, id); err != nil {
-		return fmt.Errorf("touch thread: %w", err)
+// RunCreated records that a run of the assistant (of graph graphID) was created on the thread:
+// its updated_at moves, and its metadata's graph_id and assistant_id name the run's, as the
+// Platform stamps them, so a chat sidebar that lists an assistant's threads by metadata (as
+// agent-chat-ui does, {"graph_id": …}) finds the thread.
+func (s *Store) RunCreated(ctx context.Context, tenant, id, graphID, assistantID string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE langgraph_threads
+		SET updated_at = now(), metadata = metadata || jsonb_build_object('graph_id', $3::text, 'assistant_id', $4::text)
+		WHERE tenant = $1 AND thread_id = $2`, tenant, id, graphID, assistantID); err != nil {
+		return fmt.Errorf("record run on thread: %w", err)
 	}
 	return nil
 }
