@@ -2,6 +2,9 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -12,6 +15,9 @@ const (
 	RetentionIntervalDefault      = time.Minute
 	RetentionBatchDefault         = 1000
 	WorkerVacuumDefault           = "auto"
+	WorkerReadAheadDefault        = 32768
+	WorkerSchedulerDefault        = "fair"
+	QuotaRefreshDefault           = time.Second
 )
 
 // WorkerSettings are the worker's settings beyond the shared ones.
@@ -40,6 +46,41 @@ type WorkerSettings struct {
 	// and sessions tables (it is off), workers vacuum them when dead rows pass 5% of live rows (at
 	// least 5,000; services/worker/internal/vacuum). Defaults to auto.
 	Vacuum string `env:"TURNSTILE_WORKER_VACUUM"`
+	// ReadAhead bounds the turns each of a worker's agents has fetched and not started (its
+	// read-ahead): the fair scheduler chooses among them, so it must reach past a noisy tenant's
+	// backlog to the other tenants' turns. Fetching pauses when it is full. A turn costs about
+	// 1.3 KiB of memory here (docs/BENCHMARKS.md, "Read-ahead"). Defaults to 32768.
+	ReadAhead int `env:"TURNSTILE_WORKER_READ_AHEAD"`
+	// Scheduler is fair (the next turn goes to the tenant furthest behind its weighted share,
+	// then the highest priority) or arrival (the oldest ready turn, whatever its tenant and
+	// priority; for comparison). Defaults to fair.
+	Scheduler string `env:"TURNSTILE_WORKER_SCHEDULER"`
+	// TenantWeights are the tenants' weights in the fair scheduler, as tenant=weight pairs
+	// separated by commas (a=2,b=0.5): while both have turns ready, a tenant of weight 2 starts
+	// twice as many as one of weight 1. A tenant not named weighs 1. Defaults to none.
+	TenantWeights string `env:"TURNSTILE_TENANT_WEIGHTS"`
+	// QuotaRefresh is how often workers and intake re-read the quotas set through
+	// /v1/admin/quotas, the running turns they count and the tenants' token usage: a change is in
+	// force on every replica within about this long. Defaults to 1s.
+	QuotaRefresh time.Duration `env:"TURNSTILE_QUOTA_REFRESH"`
+}
+
+// Weights parses TenantWeights.
+func (s WorkerSettings) Weights() (map[string]float64, error) {
+	out := map[string]float64{}
+	for pair := range strings.SplitSeq(s.TenantWeights, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(pair, "=")
+		w, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if !ok || err != nil || w <= 0 || w > 1000 || strings.TrimSpace(name) == "" {
+			return nil, fmt.Errorf("TURNSTILE_TENANT_WEIGHTS: %q is not tenant=weight with a weight above 0 and at most 1000", pair)
+		}
+		out[strings.TrimSpace(name)] = w
+	}
+	return out, nil
 }
 
 func (s *WorkerSettings) applyDefaults() {
@@ -58,6 +99,15 @@ func (s *WorkerSettings) applyDefaults() {
 	if s.Vacuum == "" {
 		s.Vacuum = WorkerVacuumDefault
 	}
+	if s.ReadAhead == 0 {
+		s.ReadAhead = WorkerReadAheadDefault
+	}
+	if s.Scheduler == "" {
+		s.Scheduler = WorkerSchedulerDefault
+	}
+	if s.QuotaRefresh == 0 {
+		s.QuotaRefresh = QuotaRefreshDefault
+	}
 }
 
 func (s WorkerSettings) validate() []error {
@@ -71,11 +121,17 @@ func (s WorkerSettings) validate() []error {
 		{s.RetentionInterval < 10*time.Millisecond, "TURNSTILE_RETENTION_INTERVAL: must be at least 10ms"},
 		{s.RetentionBatch < 1 || s.RetentionBatch > 100000, "TURNSTILE_RETENTION_BATCH: must be between 1 and 100000"},
 		{s.Vacuum != "auto" && s.Vacuum != "off", "TURNSTILE_WORKER_VACUUM: must be auto or off"},
+		{s.ReadAhead < 1 || s.ReadAhead > 10_000_000, "TURNSTILE_WORKER_READ_AHEAD: must be between 1 and 10000000"},
+		{s.Scheduler != "fair" && s.Scheduler != "arrival", "TURNSTILE_WORKER_SCHEDULER: must be fair or arrival"},
+		{s.QuotaRefresh < 10*time.Millisecond || s.QuotaRefresh > time.Minute, "TURNSTILE_QUOTA_REFRESH: must be between 10ms and 1m"},
 	}
 	for _, ch := range checks {
 		if ch.bad {
 			errs = append(errs, errors.New(ch.msg))
 		}
+	}
+	if _, err := s.Weights(); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }

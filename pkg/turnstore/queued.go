@@ -44,6 +44,8 @@ type QueuedParams struct {
 	Notifications Notifications
 	// Agents are the turns' agents (pkg/agents); an empty element is the default agent (NULL).
 	Agents pgarray.Texts
+	// Priorities are the turns' priorities (wire.Envelope.PriorityOf).
+	Priorities pgarray.Ints
 }
 
 // The insert takes the rows as arrays. DISTINCT ON keeps one row per turn (the earliest) when
@@ -80,7 +82,7 @@ func (s *Store) InsertQueued(ctx context.Context, p *QueuedParams) (int64, error
 	urls, tokens, configs, tasks := p.Notifications.args()
 	tag, err := s.pool.Exec(ctx, sql, p.TurnIDs, p.SessionKeys, p.Tenants, p.AcceptedAt, p.Deadlines, p.NeedSession,
 		p.ClientTurnIDs, p.Inputs, p.Metadata, p.Multitasks, p.Traceparents, p.Partitions, p.Offsets, p.TopicIDs,
-		urls, tokens, configs, tasks, p.Agents)
+		urls, tokens, configs, tasks, p.Agents, p.Priorities)
 	if err != nil {
 		return 0, fmt.Errorf("record queued turns: %w", err)
 	}

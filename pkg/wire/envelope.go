@@ -85,6 +85,32 @@ type Envelope struct {
 	// Agent names the agent the turn goes to (pkg/agents); empty in a record written before
 	// agents had names, which is the default agent's.
 	Agent string `json:"agent,omitempty"`
+	// Priority orders the turn among its own tenant's ready turns (PriorityMin to PriorityMax,
+	// higher first); nil is PriorityDefault. It never moves a turn ahead of another tenant's
+	// share: the worker's fair scheduler picks the tenant first, then the tenant's turn.
+	Priority *int `json:"priority,omitempty"`
+}
+
+// The range of a turn's priority (Envelope.Priority).
+const (
+	PriorityMin     = 0
+	PriorityMax     = 9
+	PriorityDefault = 5
+)
+
+// PriorityHeader is the Kafka record header that repeats a turn's priority as a decimal (absent
+// for PriorityDefault), so the worker's scheduler orders records without decoding their values.
+const PriorityHeader = "turnstile-priority"
+
+// PriorityValid reports whether p is within PriorityMin to PriorityMax.
+func PriorityValid(p int) bool { return p >= PriorityMin && p <= PriorityMax }
+
+// PriorityOf is e's priority, PriorityDefault when it names none.
+func (e *Envelope) PriorityOf() int {
+	if e.Priority == nil {
+		return PriorityDefault
+	}
+	return *e.Priority
 }
 
 // Webhook is a turn's native webhook: every status the turn takes is POSTed to URL, with Token in

@@ -126,6 +126,10 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	}, log)
 	topics := []string{cfg.DLQTopic}
 	w.parts.Add("kafka check", &w.kafka).Add("agents catalog", catalog)
+	weights, err := cfg.Worker.Weights()
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	for _, name := range served {
 		spec, ok := cat.Get(name)
@@ -136,7 +140,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 			continue
 		}
 		seen[name] = true
-		l, renewer, err := w.newLane(ctx, laneDeps{cfg: cfg, spec: spec, cat: cat, pool: pool, rdb: rdb, turns: turns, pub: pub, dead: deadLetters, um: um, log: log})
+		l, renewer, err := w.newLane(ctx, laneDeps{weights: weights, cfg: cfg, spec: spec, cat: cat, pool: pool, rdb: rdb, turns: turns, pub: pub, dead: deadLetters, um: um, log: log})
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", name, err)
 		}
@@ -160,16 +164,18 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 
 // laneDeps are what a lane shares with the worker's other lanes.
 type laneDeps struct {
-	cfg   config.Config
-	spec  agents.Agent
-	cat   *agents.Catalog
-	pool  *pgxpool.Pool
-	rdb   redis.UniversalClient
-	turns *turnstore.Store
-	pub   *streams.Publisher
-	dead  *deadletter.Producer
-	um    *upstreamMetrics
-	log   *slog.Logger
+	// weights are the tenants' weights in the fair scheduler (TURNSTILE_TENANT_WEIGHTS).
+	weights map[string]float64
+	cfg     config.Config
+	spec    agents.Agent
+	cat     *agents.Catalog
+	pool    *pgxpool.Pool
+	rdb     redis.UniversalClient
+	turns   *turnstore.Store
+	pub     *streams.Publisher
+	dead    *deadletter.Producer
+	um      *upstreamMetrics
+	log     *slog.Logger
 }
 
 // newLane builds the parts serving one agent and adds all but its consumer to w.parts; it returns
@@ -231,6 +237,10 @@ func (w *Worker) newLane(ctx context.Context, ld laneDeps) (*lane, *lease.Renewe
 		Group:            agents.ConsumerGroup(cfg.ConsumerGroup, ld.cat.Default, name),
 		InstanceID:       cfg.InstanceID,
 		MaxInflight:      spec.Limits.InFlight,
+		MaxBuffered:      cfg.Worker.ReadAhead,
+		MaxHeld:          cfg.Worker.ReadAhead,
+		Scheduler:        cfg.Worker.Scheduler,
+		Weights:          ld.weights,
 		DrainTimeout:     cfg.DrainTimeout,
 		SessionTimeout:   cfg.Worker.SessionTimeout,
 		RebalanceTimeout: cfg.Worker.RebalanceTimeout,

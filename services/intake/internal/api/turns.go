@@ -115,7 +115,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		TurnID: turnID, SessionID: sessionID, Tenant: tenant, Input: *req.Input,
 		Metadata: req.Metadata, Multitask: req.Multitask, Deadline: deadline, AcceptedAt: now,
 		Region: h.cfg.Region.Code, Webhook: envelopeWebhook(req), PushConfigs: envelopePushConfigs(req.PushConfigs),
-		Agent: agent.Name,
+		Agent: agent.Name, Priority: req.Priority,
 	}
 	if req.TurnID != "" {
 		env.ClientTurnID, _ = h.parseTurnID(req.TurnID) // turnID parsed it
@@ -133,7 +133,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	if h.d.TopicID != nil {
 		topicID = h.d.TopicID(topic)
 	}
-	rec := &kgo.Record{Topic: topic, Key: []byte(key.String()), Value: value}
+	rec := &kgo.Record{Topic: topic, Key: []byte(key.String()), Value: value, Headers: priorityHeaders(env)}
 	err = h.ensureTopic(ctx, topic)
 	if err == nil {
 		err = h.produceRecord(ctx, rec)
@@ -219,6 +219,7 @@ func (h *Handler) recordQueued(env wire.Envelope, rec *kgo.Record, topicID uuid.
 		Input: env.Input.Text, Metadata: env.Metadata, Multitask: env.Multitask,
 		Webhook: env.Webhook, PushConfigs: env.PushConfigs,
 		Partition: rec.Partition, Offset: rec.Offset, TopicID: topicID, Agent: env.Agent,
+		Priority: env.PriorityOf(),
 	}
 	for _, hd := range rec.Headers {
 		if hd.Key == "traceparent" {
@@ -445,7 +446,7 @@ func (h *Handler) Submit(ctx context.Context, env wire.Envelope) error {
 	if h.d.TopicID != nil {
 		topicID = h.d.TopicID(topic)
 	}
-	rec := &kgo.Record{Topic: topic, Key: []byte(env.SessionKey().String()), Value: value}
+	rec := &kgo.Record{Topic: topic, Key: []byte(env.SessionKey().String()), Value: value, Headers: priorityHeaders(env)}
 	err = h.ensureTopic(ctx, topic)
 	if err == nil {
 		err = h.produceRecord(ctx, rec)
@@ -470,4 +471,13 @@ func (h *Handler) FlushQueued(ctx context.Context) {
 	if h.d.Recorder != nil {
 		h.d.Recorder.Flush(ctx)
 	}
+}
+
+// priorityHeaders are the record headers that carry env's priority to the worker's scheduler
+// (wire.PriorityHeader), none for the default priority.
+func priorityHeaders(env wire.Envelope) []kgo.RecordHeader {
+	if env.Priority == nil || *env.Priority == wire.PriorityDefault {
+		return nil
+	}
+	return []kgo.RecordHeader{{Key: wire.PriorityHeader, Value: []byte(strconv.Itoa(*env.Priority))}}
 }

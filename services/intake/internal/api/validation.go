@@ -31,6 +31,9 @@ type postTurnRequest struct {
 	PushConfigs []pushConfigRequest `json:"push_configs,omitempty"`
 	// Agent names the agent of the catalog the turn goes to; empty for the default agent.
 	Agent string `json:"agent,omitempty"`
+	// Priority orders the turn among its tenant's ready turns (wire.PriorityMin to PriorityMax,
+	// higher first); absent is wire.PriorityDefault.
+	Priority *int `json:"priority,omitempty"`
 }
 
 // maxDeadlineMs is the latest deadline accepted, 9999-12-31 in milliseconds since the epoch.
@@ -86,6 +89,9 @@ func parseTurn(raw []byte) (postTurnRequest, *httpx.Problem) {
 		return req, problem(httpx.ProblemValidation, "input is required")
 	case strings.TrimSpace(req.Input.Text) == "":
 		return req, problem(httpx.ProblemValidation, "input.text is required")
+	}
+	if req.Priority != nil && !wire.PriorityValid(*req.Priority) {
+		return req, problem(httpx.ProblemValidation, fmt.Sprintf("priority %d is not between %d and %d", *req.Priority, wire.PriorityMin, wire.PriorityMax))
 	}
 	switch req.Multitask {
 	case "", "enqueue", "reject", "interrupt":

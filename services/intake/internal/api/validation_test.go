@@ -38,6 +38,8 @@ func TestValidation(t *testing.T) {
 		{"MissingInput", "s1", `{}`, nil, 422, httpx.ProblemValidation.Name},
 		{"EmptyText", "s1", `{"input":{"text":"  "}}`, nil, 422, httpx.ProblemValidation.Name},
 		{"UnknownStrategy", "s1", `{"input":{"text":"hi"},"multitask":"shout"}`, nil, 422, httpx.ProblemValidation.Name},
+		{"PriorityAboveRange", "s1", `{"input":{"text":"hi"},"priority":10}`, nil, 422, httpx.ProblemValidation.Name},
+		{"PriorityBelowRange", "s1", `{"input":{"text":"hi"},"priority":-1}`, nil, 422, httpx.ProblemValidation.Name},
 		{"NULInText", "s1", `{"input":{"text":"a\u0000b"}}`, nil, 400, httpx.ProblemInvalidBody.Name},
 		{"NULInMetadataValue", "s1", `{"input":{"text":"hi"},"metadata":{"k":"a\u0000"}}`, nil, 400, httpx.ProblemInvalidBody.Name},
 		{"NULInMetadataKey", "s1", `{"input":{"text":"hi"},"metadata":{"\u0000k":1}}`, nil, 400, httpx.ProblemInvalidBody.Name},

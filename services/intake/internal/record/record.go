@@ -49,6 +49,8 @@ type Row struct {
 	TopicID   uuid.UUID
 	// Agent is the agent the turn goes to (the record's envelope's).
 	Agent string
+	// Priority is the turn's priority (wire.Envelope.PriorityOf).
+	Priority int
 }
 
 // Limits of a Recorder. BufferSize bounds the rows waiting for the loop (Add drops beyond it);
@@ -238,7 +240,7 @@ func (r *Recorder) write(ctx context.Context, db *turnstore.Store, batch []Row) 
 		ClientTurnIDs: make([]*uuid.UUID, n),
 		Inputs:        make(pgarray.Texts, n), Metadata: make([][]byte, n), Multitasks: make([]*string, n),
 		Traceparents: make([]*string, n), Partitions: make(pgarray.Ints, n), Offsets: make(pgarray.Ints, n),
-		TopicIDs: make([]*uuid.UUID, n), Agents: make(pgarray.Texts, n),
+		TopicIDs: make([]*uuid.UUID, n), Agents: make(pgarray.Texts, n), Priorities: make(pgarray.Ints, n),
 	}
 	for i, row := range batch {
 		p.Inputs[i], p.Partitions[i], p.Offsets[i] = pgarray.Text(row.Input), pgarray.Int(row.Partition), pgarray.Int(row.Offset)
@@ -256,7 +258,7 @@ func (r *Recorder) write(ctx context.Context, db *turnstore.Store, batch []Row) 
 		if row.TopicID != uuid.Nil {
 			p.TopicIDs[i] = &batch[i].TopicID
 		}
-		p.TurnIDs[i], p.Agents[i] = pgarray.UUID(row.TurnID), pgarray.Text(row.Agent)
+		p.TurnIDs[i], p.Agents[i], p.Priorities[i] = pgarray.UUID(row.TurnID), pgarray.Text(row.Agent), pgarray.Int(row.Priority)
 		p.SessionKeys[i], p.Tenants[i] = pgarray.Text(row.Session.String()), pgarray.Text(row.Tenant)
 		p.AcceptedAt[i], p.Deadlines[i] = pgarray.Time(row.AcceptedAt), pgarray.Time(row.Deadline)
 		p.NeedSession[i] = pgarray.Bool(row.NeedSession)

@@ -28,7 +28,7 @@ func BenchmarkSchedule(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer cl.Close()
-	c.client, c.parts, c.sessions = cl, map[partKey]*partState{}, map[sessionKey]*session{}
+	c.client, c.parts, c.sessions, c.tenants = cl, map[partKey]*partState{}, map[sessionKey]*session{}, map[string]*tenant{}
 	all := make([]int32, parts)
 	for p := range all {
 		all[p] = int32(p)

@@ -47,6 +47,19 @@ type Config struct {
 	FetchMaxBytes int32
 	// ExtraOpts are appended to the client options (tests tune session timeouts).
 	ExtraOpts []kgo.Opt
+	// Scheduler chooses the next turn among the ready ones: SchedulerFair (the default) or
+	// SchedulerArrival.
+	Scheduler string
+	// Weights are tenants' weights in the fair scheduler: a tenant with weight 2 gets twice the
+	// starts of one with weight 1 while both have turns ready. A tenant not named weighs 1.
+	Weights map[string]float64
+	// Limiter, when set, holds a tenant back at its concurrency quota (see Limiter).
+	Limiter Limiter
+	// Held, when set, is called (outside the consumer's lock, on a goroutine the consumer owns)
+	// with records that could start but wait for their tenant's limit, each once while it waits:
+	// the worker announces them (turn.waiting, reason tenant_limit). Stop waits for it to return,
+	// so it must bound its own I/O.
+	Held func(recs []*kgo.Record)
 	// Draining, when set, is called as Stop begins to drain, once fetching has stopped: the worker
 	// passes execute.Executor.Drain, which hands off at once the turns that only wait.
 	Draining func()
@@ -79,6 +92,14 @@ type Consumer struct {
 	client   *kgo.Client
 	parts    map[partKey]*partState
 	sessions map[sessionKey]*session
+	// tenants are the tenants of the sessions in sessions; active holds those with a ready
+	// session that the limiter does not hold, least virtual time first; vnow is the virtual time
+	// of the last start and tseq numbers activations (fair.go).
+	tenants map[string]*tenant
+	active  tenantHeap
+	vnow    float64
+	tseq    uint64
+	limiter Limiter
 	// order lists the assigned partitions' states, sorted by partition, for the round-robin starts
 	// and the pause decisions to walk without a lookup each; next is where the round-robin start
 	// resumes.
@@ -109,6 +130,11 @@ func New(cfg Config, handle Handler, log *slog.Logger) (*Consumer, error) {
 		return nil, errors.New("create consumer: topic and group are required")
 	case cfg.MaxInflight <= 0:
 		return nil, errors.New("create consumer: MaxInflight must be positive")
+	case cfg.Scheduler != "" && cfg.Scheduler != SchedulerFair && cfg.Scheduler != SchedulerArrival:
+		return nil, fmt.Errorf("create consumer: unknown scheduler %q", cfg.Scheduler)
+	}
+	if cfg.Scheduler == "" {
+		cfg.Scheduler = SchedulerFair
 	}
 	if cfg.MaxBuffered == 0 {
 		cfg.MaxBuffered = cfg.MaxInflight
@@ -123,7 +149,7 @@ func New(cfg Config, handle Handler, log *slog.Logger) (*Consumer, error) {
 	if cfg.FetchMaxBytes == 0 {
 		cfg.FetchMaxBytes = 1 << 20
 	}
-	return &Consumer{cfg: cfg, handle: handle, log: log}, nil
+	return &Consumer{cfg: cfg, handle: handle, log: log, limiter: cfg.Limiter}, nil
 }
 
 // clientOpts are the group client's options.
@@ -183,7 +209,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 	// The client joins the group as it is built, and its callbacks take mu: they see the fresh
 	// state and the client only once both are in place.
 	c.mu.Lock()
-	c.parts, c.sessions = map[partKey]*partState{}, map[sessionKey]*session{}
+	c.parts, c.sessions, c.tenants, c.active = map[partKey]*partState{}, map[sessionKey]*session{}, map[string]*tenant{}, nil
 	c.order, c.next, c.inflight, c.closing = nil, 0, 0, false
 	c.turnsCtx = turnsCtx
 	c.joined.Store(false)

@@ -42,6 +42,6 @@ func (c *Consumer) retryDeferred(s *session) {
 	pause := s.pause
 	c.requeueDeferredLocked(s)
 	s.pause = pause // still nothing else ran: the next pause keeps growing
-	ps.ready.push(readySession{s, s.queue[0].rec.Offset})
+	c.readyLocked(s, ps)
 	c.scheduleLocked()
 }

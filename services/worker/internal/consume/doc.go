@@ -3,13 +3,28 @@
 // partition at its lowest unfinished record, pauses fetching while it is at capacity (so the backlog
 // stays in Kafka, not in memory), and drains on Stop.
 //
-// Scheduling: every fetched record joins its session's FIFO (the record key is the session ID). A
-// session with no running turn is "ready"; each partition keeps its ready sessions ordered by their
-// head record's offset (the turn accepted first starts first, so a session's follow-up does not
-// queue behind sessions that became ready while its previous turn ran), and starts take turns
-// between partitions — one ready session of each partition per round — up to the in-flight limit. So a 40-second turn occupies one slot and blocks only its own
-// session, never the other sessions of its partition (no head-of-line blocking), and under a deep
-// backlog no partition's oldest turn waits while another partition's fetched records are worked off.
+// Scheduling: every fetched record joins its session's FIFO (the record key is the session's key,
+// "<tenant>/<session ID>"). A session with no running turn is "ready"; the next turn to start is
+// chosen in two steps (fair.go). First the tenant: start-time fair queueing over the tenants with
+// a ready session — each tenant's virtual time grows by 1/weight per start (Config.Weights,
+// default 1) and the tenant with the least goes next, so while several tenants have turns ready
+// each gets its weighted share of the slots whatever the size of its backlog, and a tenant that
+// was idle joins at the current virtual time (idleness earns no burst). Then the tenant's turn:
+// the highest priority (the record's PriorityHeader, wire.PriorityMin to PriorityMax) among its
+// ready sessions, taking turns between partitions on a tie, and within one partition the oldest
+// head record first (a session's follow-up does not queue behind sessions that became ready
+// while its previous turn ran). Priority so orders a tenant's own turns and never takes another
+// tenant's share. A Limiter (the tenant's concurrency quota) may hold a tenant back: it leaves
+// the fair order until one of its turns ends or Recheck is called, and its waiting head records
+// are handed to Config.Held once. SchedulerArrival instead treats every record as one tenant's,
+// without priorities: the order before tenants were scheduled, kept for comparison.
+//
+// A 40-second turn occupies one slot and blocks only its own session, never the other sessions of
+// its partition (no head-of-line blocking), and under a deep backlog no partition's oldest turn
+// of a tenant waits while another partition's fetched records are worked off. For the fair order
+// to reach past a noisy tenant's backlog to the other tenants' turns, the worker sets MaxBuffered
+// and MaxHeld to its read-ahead (TURNSTILE_WORKER_READ_AHEAD): the other tenants' records are
+// found only once fetched.
 //
 // Capacity: the consumer takes every record the client has fetched as soon as it arrives (the
 // client hands a fetch out partition by partition, so taking a few records at a time would serve one
@@ -63,7 +78,8 @@
 //
 // The package is one type split into files by concern: consume.go (configuration and the
 // lifecycle: New, Start, Stop and its drain), schedule.go (fetched records into session queues,
-// starts up to the in-flight limit, a turn's end), heap.go (a partition's ready sessions by
+// starts up to the in-flight limit, a turn's end), fair.go (the fair order between tenants,
+// priorities, the limiter), heap.go (a tenant's ready sessions of a partition by priority and
 // offset), defer.go (deferred records and their retry), flow.go (per-partition fetch pauses),
 // rebalance.go (assignments, revokes and losses), commit.go (offset commits), recover.go (a new
 // topic incarnation, lost records, repeated errors) and waiting.go (the first assignment, for

@@ -8,7 +8,7 @@ package consume
 func (c *Consumer) pauseLocked() {
 	var pause, resume map[string][]int32
 	for _, ps := range c.order {
-		full := len(ps.ready) >= c.bufferedShare || ps.held >= c.heldShare
+		full := ps.ready >= c.bufferedShare || ps.held >= c.heldShare
 		switch {
 		case full && !ps.paused:
 			pause = addPart(pause, ps.pk)

@@ -1,11 +1,11 @@
 package consume
 
-// readyHeap orders a partition's ready sessions by their head record's offset, so the turn that has
-// waited longest starts first: a session whose turn just finished has its next turn in line by
+// readyHeap orders a tenant's ready sessions of one partition by their head record's priority,
+// highest first, then by its offset, so among equals the turn that has waited longest starts first: a session whose turn just finished has its next turn in line by
 // when that turn was accepted, not behind every session that became ready meanwhile. That keeps
 // the oldest startable turn's wait (the backlog age) as short as the backlog allows.
 //
-// It is a binary min-heap on offset, written out on the typed slice: container/heap takes and returns
+// It is a binary heap on (priority, offset), written out on the typed slice: container/heap takes and returns
 // its elements as interfaces, two allocations a turn.
 type readyHeap []readySession
 
@@ -15,7 +15,7 @@ func (h *readyHeap) push(r readySession) {
 	s := *h
 	for i := len(s) - 1; i > 0; {
 		parent := (i - 1) / 2
-		if s[parent].offset <= s[i].offset {
+		if !s[i].before(s[parent]) {
 			break
 		}
 		s[parent], s[i] = s[i], s[parent]
@@ -23,7 +23,7 @@ func (h *readyHeap) push(r readySession) {
 	}
 }
 
-// pop removes and returns the session with the lowest offset. The heap must not be empty.
+// pop removes and returns the session that goes first. The heap must not be empty.
 func (h *readyHeap) pop() readySession {
 	s := *h
 	top, n := s[0], len(s)-1
@@ -31,10 +31,10 @@ func (h *readyHeap) pop() readySession {
 	s = s[:n]
 	for i := 0; ; {
 		least := i
-		if l := 2*i + 1; l < n && s[l].offset < s[least].offset {
+		if l := 2*i + 1; l < n && s[l].before(s[least]) {
 			least = l
 		}
-		if r := 2*i + 2; r < n && s[r].offset < s[least].offset {
+		if r := 2*i + 2; r < n && s[r].before(s[least]) {
 			least = r
 		}
 		if least == i {
@@ -45,4 +45,12 @@ func (h *readyHeap) pop() readySession {
 	}
 	*h = s
 	return top
+}
+
+// before reports whether r goes before o: a higher priority, or an equal one and a lower offset.
+func (r readySession) before(o readySession) bool {
+	if r.prio != o.prio {
+		return r.prio > o.prio
+	}
+	return r.offset < o.offset
 }

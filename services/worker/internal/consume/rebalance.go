@@ -86,12 +86,18 @@ func (c *Consumer) forget(parts map[string][]int32) {
 	if resume != nil && c.client != nil {
 		c.client.ResumeFetchPartitions(resume)
 	}
+	for _, t := range c.tenants {
+		t.forgetPartsLocked(drop)
+		if t.ready == 0 {
+			c.active.remove(t)
+		}
+	}
 	for sk, s := range c.sessions {
 		if drop[sk.part] {
 			s.queue, s.deferred = nil, nil
 			stopRetry(s)
 			if !s.running {
-				delete(c.sessions, sk)
+				c.deleteSessionLocked(s)
 			}
 		}
 	}

@@ -21,9 +21,9 @@ type partState struct {
 	// gen changes when the partition is revoked, so completions of turns fetched under an earlier
 	// assignment do not touch a later one's tracker.
 	gen uint64
-	// ready holds exactly the partition's sessions whose head record could start now, the oldest
-	// head record (lowest offset) first.
-	ready readyHeap
+	// ready counts the partition's sessions whose head record could start now (held in their
+	// tenants' heaps; a stale entry counts until it is popped).
+	ready int
 	// held counts the partition's fetched records that have not started.
 	held int
 	// paused is whether the partition's fetching is paused.
@@ -42,6 +42,7 @@ type sessionKey struct {
 // is never started again.
 type session struct {
 	sk      sessionKey
+	tenant  *tenant
 	running bool
 	queue   []queued
 	// deferred are records the handler deferred (Defer), oldest first: held, uncommitted, and
@@ -52,15 +53,19 @@ type session struct {
 	pause    time.Duration
 }
 
-// readySession is a ready session and the offset of its head record.
+// readySession is a ready session and the offset and priority of its head record.
 type readySession struct {
 	s      *session
 	offset int64
+	prio   int8
 }
 
 type queued struct {
-	rec *kgo.Record
-	gen uint64
+	rec  *kgo.Record
+	gen  uint64
+	prio int8
+	// announced: the record was announced as waiting for its tenant's limit.
+	announced bool
 }
 
 // pollLoop takes every fetched record as soon as it arrives. The client hands out a fetch partition
@@ -115,13 +120,14 @@ func (c *Consumer) addLocked(rec *kgo.Record) {
 	sk := sessionKey{pk, string(rec.Key)}
 	s := c.sessions[sk]
 	if s == nil {
-		s = &session{sk: sk}
+		s = &session{sk: sk, tenant: c.tenantOfLocked(rec.Key)}
+		s.tenant.sessions++
 		c.sessions[sk] = s
 	}
-	s.queue = append(s.queue, queued{rec: rec, gen: ps.gen})
+	s.queue = append(s.queue, queued{rec: rec, gen: ps.gen, prio: c.priorityOf(rec)})
 	ps.held++
 	if !s.running && len(s.queue) == 1 {
-		ps.ready.push(readySession{s, rec.Offset})
+		c.readyLocked(s, ps)
 	}
 }
 
@@ -158,25 +164,6 @@ func (c *Consumer) takeLocked() (*session, queued, bool) {
 	return s, q, true
 }
 
-// nextReadyLocked takes the next ready session, round-robin by partition and the oldest head record
-// first within one; ps is nil when no session is ready.
-func (c *Consumer) nextReadyLocked() (*session, *partState) {
-	n := len(c.order)
-	for i := range n {
-		j := (c.next + i) % n
-		ps := c.order[j]
-		for len(ps.ready) > 0 {
-			s := ps.ready.pop().s
-			if s.running || len(s.queue) == 0 {
-				continue
-			}
-			c.next = (j + 1) % n
-			return s, ps
-		}
-	}
-	return nil, nil
-}
-
 // run handles q, a record of session s, and then every record that may start when the one before
 // it ends, until none may.
 func (c *Consumer) run(ctx context.Context, s *session, q queued) {
@@ -207,6 +194,7 @@ func (c *Consumer) run(ctx context.Context, s *session, q queued) {
 // queue when any other of its records ends.
 func (c *Consumer) finishLocked(s *session, q queued, res Result) {
 	c.inflight--
+	c.endedLocked(s.tenant)
 	ps := c.parts[s.sk.part]
 	if ps != nil && ps.gen == q.gen && res == Commit {
 		ps.tracker.Done(q.rec.Offset)
@@ -221,7 +209,7 @@ func (c *Consumer) finishLocked(s *session, q queued, res Result) {
 		s.deferred = append(s.deferred, q)
 		ps.held++
 		if len(s.queue) > 0 {
-			ps.ready.push(readySession{s, s.queue[0].rec.Offset})
+			c.readyLocked(s, ps)
 			return
 		}
 		c.armRetryLocked(s)
@@ -241,11 +229,11 @@ func (c *Consumer) finishLocked(s *session, q queued, res Result) {
 		}
 		s.queue, s.deferred = nil, nil
 		stopRetry(s)
-		delete(c.sessions, s.sk)
+		c.deleteSessionLocked(s)
 	case len(s.queue) == 0:
 		c.dropEmptyLocked(s)
 	default:
-		ps.ready.push(readySession{s, s.queue[0].rec.Offset})
+		c.readyLocked(s, ps)
 	}
 }
 
@@ -253,6 +241,22 @@ func (c *Consumer) finishLocked(s *session, q queued, res Result) {
 func (c *Consumer) dropEmptyLocked(s *session) {
 	if len(s.queue) == 0 && len(s.deferred) == 0 && !s.running {
 		stopRetry(s)
-		delete(c.sessions, s.sk)
+		c.deleteSessionLocked(s)
+	}
+}
+
+// deleteSessionLocked removes s from the session map, and its tenant with its last session.
+func (c *Consumer) deleteSessionLocked(s *session) {
+	if c.sessions[s.sk] != s {
+		return
+	}
+	delete(c.sessions, s.sk)
+	t := s.tenant
+	t.sessions--
+	if t.sessions == 0 {
+		c.active.remove(t)
+		if c.tenants[t.name] == t {
+			delete(c.tenants, t.name)
+		}
 	}
 }
