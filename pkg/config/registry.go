@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -105,4 +106,17 @@ func (s RegistrySettings) validate() []error {
 		}
 	}
 	return errs
+}
+
+// RegistryURL is TURNSTILE_REGISTRY_URL, or this process's own HTTP port on the loopback address
+// when it is unset (every role in one process, as make dev runs it).
+func (c Config) RegistryURL() string {
+	if c.Registry.URL != "" {
+		return c.Registry.URL
+	}
+	_, port, err := net.SplitHostPort(c.HTTPAddr)
+	if err != nil || port == "" || port == "0" {
+		port = "8080"
+	}
+	return "http://" + net.JoinHostPort("127.0.0.1", port)
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/turnstile-run/turnstile/pkg/registry/snapshot"
+
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/pool"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/upstream"
 )
@@ -161,6 +163,15 @@ type upstreamMetrics struct {
 	collector *upstreamCollector
 	observer  *poolObserver
 	once      sync.Once
+
+	snapOnce  sync.Once
+	snapshots *snapshot.Metrics
+}
+
+// snapshotMetrics returns the collectors of the registry snapshots, registered on first use.
+func (u *upstreamMetrics) snapshotMetrics() *snapshot.Metrics {
+	u.snapOnce.Do(func() { u.snapshots = snapshot.NewMetrics(u.reg) })
+	return u.snapshots
 }
 
 // forName returns the pool observer of upstream name, registering the collectors on first use.

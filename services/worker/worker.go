@@ -20,6 +20,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
+	"github.com/turnstile-run/turnstile/pkg/registry/snapshot"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
@@ -274,14 +275,36 @@ func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registere
 func buildAgentFor(ctx context.Context, cfg config.Config, spec agents.Agent, um *upstreamMetrics, log *slog.Logger) (agent.Agent, *pool.Pool, error) {
 	a := spec.Settings
 	var p *pool.Pool
+	var followers []*snapshot.Follower
 	guard := func(single, probe string, parse func([]string) ([]pool.Source, error)) (*upstream.Guard, error) {
 		entries := a.AgentEndpointList()
 		if len(entries) == 0 {
 			entries = []string{single}
 		}
-		sources, err := parse(entries)
+		// "registry" names the agent's registrations in the agent registry: a snapshot the
+		// worker follows (pkg/registry/snapshot), beside the other sources.
+		var rest []string
+		for _, e := range entries {
+			if strings.TrimSpace(e) != RegistryEndpoint {
+				rest = append(rest, e)
+				continue
+			}
+			f, err := snapshot.New(snapshot.Config{
+				URL: cfg.RegistryURL(), Agent: spec.Name, APIKey: cfg.Registry.APIKey, Refresh: cfg.Registry.Refresh,
+				StaleLimit: cfg.Registry.StaleLimit, Dir: cfg.Registry.SnapshotDirOrDefault(), Log: log,
+				Metrics: um.snapshotMetrics(),
+			})
+			if err != nil {
+				return nil, err
+			}
+			followers = append(followers, f)
+		}
+		sources, err := parse(rest)
 		if err != nil {
 			return nil, fmt.Errorf("TURNSTILE_AGENT_ENDPOINTS: %w", err)
+		}
+		for _, f := range followers {
+			sources = append(sources, f)
 		}
 		switch a.AgentProbePath {
 		case "off":
@@ -336,7 +359,7 @@ func buildAgentFor(ctx context.Context, cfg config.Config, spec agents.Agent, um
 			BaseURL: a.OpenAIBaseURL, APIKey: a.OpenAIAPIKey, Model: a.OpenAIModel,
 			System: a.OpenAISystem, HeaderTimeout: a.HeaderTimeout, Guard: g,
 		})
-		return ag, p, err
+		return pinned(ag, followers), p, err
 	case "http":
 		if a.HTTPAgentURL == "" && !pooled {
 			return nil, nil, errors.New("TURNSTILE_AGENT=http needs TURNSTILE_HTTP_AGENT_URL (or TURNSTILE_AGENT_ENDPOINTS)")
@@ -353,7 +376,7 @@ func buildAgentFor(ctx context.Context, cfg config.Config, spec agents.Agent, um
 			hc.Headers = map[string]string{"Authorization": a.HTTPAgentAuthorization}
 		}
 		ag, err := httpagent.New(hc)
-		return ag, p, err
+		return pinned(ag, followers), p, err
 	case "a2a":
 		if a.A2AURL == "" && !pooled {
 			return nil, nil, errors.New("TURNSTILE_AGENT=a2a needs TURNSTILE_A2A_URL (or TURNSTILE_AGENT_ENDPOINTS)")
@@ -363,10 +386,32 @@ func buildAgentFor(ctx context.Context, cfg config.Config, spec agents.Agent, um
 			return nil, nil, err
 		}
 		ag, err := a2a.New(ctx, a2a.Config{URL: a.A2AURL, HeaderTimeout: a.HeaderTimeout, Guard: g})
-		return ag, p, err
+		return pinned(ag, followers), p, err
 	default:
 		return nil, nil, fmt.Errorf("TURNSTILE_AGENT: unknown agent %q (demo, openai, http, a2a)", spec.Adapter)
 	}
+}
+
+// RegistryEndpoint is the endpoint entry (an agents file's endpoints, TURNSTILE_AGENT_ENDPOINTS)
+// that names the agent's registrations in the agent registry (docs/REGISTRY.md).
+const RegistryEndpoint = "registry"
+
+// pinned runs ag's turns pinned to the endpoint their first request went to (pool.Pin), and fails
+// a turn with agent.ErrUnavailable when a registry snapshot the agent routes from is past its
+// stale limit. Up to the limit, a stale snapshot is routed from.
+func pinned(ag agent.Agent, followers []*snapshot.Follower) agent.Agent {
+	if ag == nil {
+		return nil
+	}
+	return agent.Func(func(ctx context.Context, turn agent.Turn, history []agent.Message, sink agent.Sink) (agent.Result, error) {
+		for _, f := range followers {
+			// Without any snapshot yet the pool makes the turn wait for one, within its deadline.
+			if err := f.Check(); errors.Is(err, snapshot.ErrStale) {
+				return agent.Result{}, fmt.Errorf("%w: %w", agent.ErrUnavailable, err)
+			}
+		}
+		return ag.Run(pool.Pin(ctx), turn, history, sink)
+	})
 }
 
 // ready returns nil once Kafka has answered (the topics exist) and the group has assigned the

@@ -35,6 +35,7 @@ type Pool struct {
 
 	st    atomic.Pointer[state]
 	ready chan struct{} // closed once the pool has known an endpoint
+	watch chan struct{} // a Watcher source changed
 
 	mu        sync.Mutex
 	all       []*Endpoint
@@ -63,6 +64,7 @@ func New(cfg Config, sources ...Source) *Pool {
 	cfg.defaults()
 	p := &Pool{
 		cfg: cfg, now: time.Now, sources: sources, last: make([][]string, len(sources)), ready: make(chan struct{}),
+		watch:  make(chan struct{}, 1),
 		byAddr: map[string]*Endpoint{}, table: map[string]*placement{},
 	}
 	p.st.Store(&state{})
@@ -76,7 +78,13 @@ func New(cfg Config, sources ...Source) *Pool {
 	if len(static) > 0 {
 		p.Set(static)
 	}
+	for _, s := range sources {
+		if c, ok := s.(lifecycle.Component); ok {
+			p.parts.Add("pool source", c)
+		}
+	}
 	p.parts.Add("pool resolver", &lifecycle.Runner{Name: "pool resolver", Run: p.resolveLoop})
+	p.parts.Add("pool source watcher", &lifecycle.Runner{Name: "pool source watcher", Run: p.watchSources})
 	if cfg.ProbePath != "" {
 		p.parts.Add("pool prober", &lifecycle.Runner{Name: "pool prober", Run: p.probeLoop})
 	}
@@ -192,14 +200,21 @@ func (p *Pool) Pick(ctx context.Context, turn agent.Turn, previous upstream.Targ
 	}
 	var ep *Endpoint
 	var key string
-	if p.cfg.Policy == LeastRequest {
+	pn, pinned := p.pinned(ctx)
+	switch {
+	case pinned != nil && pinned != avoid && slices.Contains(p.current(p.now()).candidates, pinned):
+		ep = pinned
+	case p.cfg.Policy == LeastRequest:
 		ep = p.leastRequest(avoid)
-	} else {
+	default:
 		key = RouteKey(turn)
 		ep = p.affinity(key, avoid)
 	}
 	if ep == nil {
 		return nil, ErrNoEndpoints
+	}
+	if pn != nil && ep != pinned {
+		pn.set(p, ep)
 	}
 	ep.inflight.Add(1)
 	span := trace.SpanFromContext(ctx)

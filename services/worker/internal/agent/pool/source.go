@@ -7,9 +7,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
-
-	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 )
 
 // Source names some of a pool's endpoints. Resolve is asked again every ResolveInterval; when it
@@ -17,6 +16,14 @@ import (
 // Implementations must be safe for concurrent use.
 type Source interface {
 	Resolve(ctx context.Context) ([]string, error)
+}
+
+// Watcher is an optional interface of a Source, found by type assertion: Changes is signalled when
+// the source's answer may have changed, and the pool resolves at once instead of waiting for
+// ResolveInterval (the registry's snapshot). A Source that is also a lifecycle.Component is
+// started and stopped with the pool, before the pool resolves it.
+type Watcher interface {
+	Changes() <-chan struct{}
 }
 
 // Static is a fixed list of endpoint URLs.
@@ -125,12 +132,66 @@ func (p *Pool) resolveLoop(ctx context.Context) {
 		t.Stop()
 	}
 	// The sweep is as frequent as the resolve, which is often enough for an idle time of minutes.
-	lifecycle.Every(ctx, p.cfg.ResolveInterval, func(ctx context.Context) {
-		p.resolve(ctx)
-		p.mu.Lock()
-		p.sweep(p.now().Add(-p.cfg.AffinityIdle))
-		p.mu.Unlock()
-	})
+	tick := time.NewTicker(p.cfg.ResolveInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.watch:
+			p.resolve(ctx)
+		case <-tick.C:
+			p.resolve(ctx)
+			p.mu.Lock()
+			p.sweep(p.now().Add(-p.cfg.AffinityIdle))
+			p.mu.Unlock()
+		}
+	}
+}
+
+// watchSources forwards every Watcher's signal to p.watch until ctx ends.
+func (p *Pool) watchSources(ctx context.Context) {
+	var cases []<-chan struct{}
+	for _, s := range p.sources {
+		if w, ok := s.(Watcher); ok {
+			cases = append(cases, w.Changes())
+		}
+	}
+	if len(cases) == 0 {
+		<-ctx.Done()
+		return
+	}
+	merged := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	for _, c := range cases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-c:
+					select {
+					case merged <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	defer wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-merged:
+			select {
+			case p.watch <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 func (p *Pool) known() bool {
