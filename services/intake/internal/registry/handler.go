@@ -30,8 +30,9 @@ import (
 // Knobs no variable sets.
 const (
 	// StoreTimeoutDefault bounds every statement of a request: a request never waits on Postgres
-	// longer than this, it is answered 503 instead.
-	StoreTimeoutDefault = 2 * time.Second
+	// longer than this, it is answered 503 instead. Half the replica client's request timeout
+	// (pkg/registry/client), so a replica hears the 503 rather than timing out.
+	StoreTimeoutDefault = time.Second
 	// RetryAfterDefault is the base of a shed request's jittered Retry-After.
 	RetryAfterDefault = time.Second
 	// maxBody bounds a registration's body.
