@@ -173,6 +173,10 @@ func TestChartDefaults(t *testing.T) {
 	}
 	require.Equal(t, "http://ts-turnstile-intake:8080", aisdkEnv["TURNSTILE_INTAKE_URL"], "the AI SDK front door reaches intake through its service")
 	require.Equal(t, "http://ts-turnstile-gateway:8080", aisdkEnv["TURNSTILE_GATEWAY_URL"])
+	paths := get(ing, "spec.rules.0.http.paths").([]any)
+	console := paths[len(paths)-1]
+	require.Equal(t, "/console", get(console, "path"))
+	require.Equal(t, "ts-turnstile-intake", get(console, "backend.service.name"), "intake serves the console beside the admin API")
 	require.Equal(t, "/threads", get(ing, "spec.rules.0.http.paths.6.path"))
 	require.Equal(t, "ts-turnstile-langgraph", get(ing, "spec.rules.0.http.paths.6.backend.service.name"))
 	lg := get(r.find("Deployment", "ts-turnstile-langgraph"), "spec.template.spec.containers.0.env")

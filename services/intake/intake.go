@@ -21,6 +21,7 @@ import (
 	"github.com/turnstile-run/turnstile/services/intake/internal/admincli"
 	"github.com/turnstile-run/turnstile/services/intake/internal/api"
 	"github.com/turnstile-run/turnstile/services/intake/internal/backlog"
+	"github.com/turnstile-run/turnstile/services/intake/internal/console"
 	"github.com/turnstile-run/turnstile/services/intake/internal/record"
 	"github.com/turnstile-run/turnstile/services/intake/internal/redrive"
 	"github.com/turnstile-run/turnstile/services/intake/internal/registry"
@@ -85,6 +86,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	if err != nil {
 		return nil, err
 	}
+	signer := streamtoken.New(streamtoken.Options{Keys: keys, TTL: cfg.Auth.StreamTokenTTL})
 	place, err := cfg.Region.Local()
 	if err != nil {
 		return nil, err
@@ -159,7 +161,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		Producer: producer,
 		Pool:     pool,
 		Redis:    rdb,
-		Signer:   streamtoken.New(streamtoken.Options{Keys: keys, TTL: cfg.Auth.StreamTokenTTL}),
+		Signer:   signer,
 		Recorder: rec,
 		TopicID:  redriver.TopicID,
 		EnsureTopic: func(ctx context.Context, topic string) error {
@@ -174,7 +176,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	adm := admin.New(admin.Config{
 		Region: cfg.Region.Code, KeyPrefix: cfg.KeyPrefix, DefaultDeadline: cfg.DefaultDeadline,
 	}, admin.Deps{
-		Pool: pool, Redis: rdb, Events: events, Submit: h, Authenticate: h.Authenticate,
+		Pool: pool, Redis: rdb, Events: events, Submit: h, Signer: signer, Authenticate: h.Authenticate,
 		Kick: func() { jobs.Kick() }, Log: log,
 	})
 	jobs = admin.NewRunner(admin.RunnerConfig{Owner: cfg.InstanceID, Lease: cfg.Intake.AdminJobLease}, adm)
@@ -216,12 +218,13 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	return i, nil
 }
 
-// Routes mounts the intake API.
+// Routes mounts the intake API, the admin API and the console (/console/) over it.
 // Each request runs in a server span whose context travels with the turn.
 func (i *Intake) Routes(r chi.Router) {
 	i.handler.Routes(r.With(telemetry.Middleware("intake")))
 	i.admin.Routes(r.With(telemetry.Middleware("intake")))
 	i.registry.Routes(r.With(telemetry.Middleware("intake")))
+	console.Routes(r)
 	r.Get("/v1/backlog", i.serveBacklog)
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -186,6 +187,7 @@ func TestAdminTenantIsolationAndAudit(t *testing.T) {
 			{http.MethodGet, "/blockers"},
 			{http.MethodPost, "/cancel"},
 			{http.MethodPost, "/replay"},
+			{http.MethodPost, "/stream-token"},
 		} {
 			status, b := adminCall(t, r.method, base+"/v1/admin/turns/"+theirs+r.path, acme, nil)
 			require.Equal(t, http.StatusNotFound, status, "%s %s: %s", r.method, r.path, b)
@@ -193,6 +195,25 @@ func TestAdminTenantIsolationAndAudit(t *testing.T) {
 		}
 		status, _ := adminCall(t, http.MethodGet, base+"/v1/admin/turns/"+theirs+"/timeline", root, nil)
 		require.Equal(t, http.StatusOK, status, "an admin reads any tenant's turn")
+
+		// An admin's stream grant follows globex's turn on the gateway: its tenant's session.
+		status, b := adminCall(t, http.MethodPost, base+"/v1/admin/turns/"+theirs+"/stream-token", root, nil)
+		require.Equal(t, http.StatusOK, status, string(b))
+		var grant struct {
+			Tenant      string `json:"tenant"`
+			StreamURL   string `json:"stream_url"`
+			StreamToken string `json:"stream_token"`
+		}
+		require.NoError(t, json.Unmarshal(b, &grant))
+		require.Equal(t, "globex", grant.Tenant)
+		resp, err := http.Get(base + grant.StreamURL + "?turn_id=" + theirs + "&access_token=" + url.QueryEscape(grant.StreamToken))
+		require.NoError(t, err)
+		events, err := io.ReadAll(resp.Body)
+		require.NoError(t, resp.Body.Close())
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(events))
+		require.Contains(t, string(events), "event: turn.completed", "the stream ends at the turn's terminal event")
+		require.Contains(t, string(events), theirs)
 	})
 
 	var replayID string
@@ -247,6 +268,21 @@ func TestAdminTenantIsolationAndAudit(t *testing.T) {
 		adminGet(t, base+"/v1/admin/turns/"+next+"/blockers", acme, &bl)
 		require.Len(t, bl.Blocking, 1)
 		require.Equal(t, slow, bl.Blocking[0].TurnID)
+		type backlogRow struct {
+			Agent   string `json:"agent"`
+			Tenant  string `json:"tenant"`
+			Queued  int    `json:"queued"`
+			Running int    `json:"running"`
+		}
+		var backlog struct {
+			Backlog []backlogRow `json:"backlog"`
+		}
+		testenv.WaitFor(t, 30*time.Second, "acme's backlog: next queued behind slow", func() bool {
+			adminGet(t, base+"/v1/admin/backlog", root, &backlog)
+			return slices.Contains(backlog.Backlog, backlogRow{Agent: "agent", Tenant: "acme", Queued: 1, Running: 1})
+		})
+		adminGet(t, base+"/v1/admin/backlog", globex, &backlog)
+		require.Empty(t, backlog.Backlog, "globex has no live turn; acme's are not its")
 		status, b := adminCall(t, http.MethodPost, base+"/v1/admin/turns/"+slow+"/replay", acme, nil)
 		require.Equal(t, http.StatusConflict, status, string(b))
 		require.Contains(t, string(b), "turn-live")

@@ -17,6 +17,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/streams"
+	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/intake/internal/api"
 )
@@ -60,6 +61,8 @@ type Deps struct {
 	Redis  redis.UniversalClient
 	Events *streams.Publisher
 	Submit Submitter
+	// Signer mints the stream grants of GET …/stream-token; nil answers that route 503.
+	Signer *streamtoken.Signer
 	// Authenticate resolves the request's key (api.Handler.Authenticate).
 	Authenticate func(http.Handler) http.Handler
 	// Kick, when set, tells the local job runner a job was created.
@@ -92,6 +95,8 @@ func (h *Handler) Routes(r chi.Router) {
 		r.Get("/turns/{turn_id}/blockers", h.blockers)
 		r.Post("/turns/{turn_id}/cancel", h.cancelTurn)
 		r.Post("/turns/{turn_id}/replay", h.replayTurn)
+		r.Post("/turns/{turn_id}/stream-token", h.streamToken)
+		r.Get("/backlog", h.backlog)
 		r.Get("/workers", h.workers)
 		r.Get("/jobs", h.listJobs)
 		r.Post("/jobs", h.createJob)

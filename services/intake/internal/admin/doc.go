@@ -1,7 +1,9 @@
 // Package admin is the operator's API, /v1/admin/…: search turns by filter, read a turn's
 // timeline and what blocks its session, list dead letters, cancel and replay one turn, run bulk
 // cancels and replays by filter as jobs, list the workers holding turns, and read the audit log of
-// every admin action. The CLI (`turnstile turns|jobs|workers|dlq|audit`) speaks it.
+// every admin action, the live turns by agent and tenant (backlog), and mint a stream token for a
+// turn's session so an operator can follow it live on the gateway. The CLI (`turnstile
+// turns|jobs|workers|dlq|audit`) and the console (package console, /console/) speak it.
 //
 // Who sees what. Every route runs behind intake's authentication: an admin key (pkg/apikey,
 // `apikey create --admin`) sees every tenant; a tenant's key sees only its tenant, whatever its

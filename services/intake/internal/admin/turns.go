@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -370,4 +371,34 @@ func (h *Handler) workers(w http.ResponseWriter, r *http.Request) {
 		out = []Worker{}
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"workers": out})
+}
+
+// StreamGrant is the answer of POST /v1/admin/turns/{turn_id}/stream-token: a stream token for
+// the turn's session, whose events (the gateway's SSE at StreamURL) show the turn live.
+type StreamGrant struct {
+	TurnID      string `json:"turn_id"`
+	Tenant      string `json:"tenant"`
+	SessionID   string `json:"session_id"`
+	StreamURL   string `json:"stream_url"`
+	StreamToken string `json:"stream_token"`
+}
+
+// streamToken mints a stream token for the session of a turn the caller may see: an admin key
+// follows any tenant's turn, a tenant's key its own (another tenant's turn is a 404, as in every
+// admin route). The token names the turn's tenant, so it reads that tenant's session only.
+func (h *Handler) streamToken(w http.ResponseWriter, r *http.Request) {
+	if h.d.Signer == nil {
+		refuse(w, httpx.ProblemStoreUnavail.Problem("stream tokens are not available here"))
+		return
+	}
+	v, ok := h.loadTurn(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	httpx.WriteJSON(w, http.StatusOK, StreamGrant{
+		TurnID: v.TurnID, Tenant: v.Tenant, SessionID: v.SessionID,
+		StreamURL:   "/v1/sessions/" + url.PathEscape(v.SessionID) + "/events",
+		StreamToken: h.d.Signer.SignKey(principal(r).KeyID, v.Tenant, v.SessionID),
+	})
 }
