@@ -106,13 +106,6 @@ func TestManyAgents(t *testing.T) {
 	}
 
 	t.Run("AlternatingSessionKeepsOrder", func(t *testing.T) {
-		// Known defect, open in issue 37: with a topic per agent, two turns of one session on
-		// different agents are claimed by different lanes, and the claim's order check sees only
-		// rows already in Postgres. Two claims running at once, or an earlier turn whose queued
-		// row is still in intake's buffer, let a later turn start first or beside it (CI saw "a
-		// turn started before the session's previous one finished"). Claims need to be ordered
-		// per session across lanes before this check can pass reliably.
-		t.Skip("per-session order across agents is not yet enforced across lanes (issue 37)")
 		var ids []uuid.UUID
 		for i := range 8 {
 			agent := []string{"support", "research"}[i%2]

@@ -143,7 +143,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, httpx.ProblemKafkaUnavail.Problem("the turn could not be durably queued in time; retry with the same Idempotency-Key"))
 		return
 	}
-	h.recordQueued(env, rec, topicID)
+	h.recordQueued(ctx, env, rec, topicID)
 	if req.Multitask == "interrupt" {
 		h.interrupt(ctx, key, turnID, now)
 	}
@@ -209,7 +209,13 @@ func (h *Handler) produceOnce(ctx context.Context, rec *kgo.Record) error {
 // recordQueued hands the turn's queued row to the recorder, under the session's key: everything
 // its record rec holds, and where Kafka put it (in the topic whose ID was topicID before the
 // produce).
-func (h *Handler) recordQueued(env wire.Envelope, rec *kgo.Record, topicID uuid.UUID) {
+//
+// With several agents in the catalog the answer waits for the row (record.Recorder.Record, at most
+// record.WriteTimeout): a session's turns may go to different agents, whose records are consumed
+// by different lanes, and a later turn's claim keeps the session's order only against the rows it
+// can see (invariant 16). With one agent every turn of a session is in one partition of one topic,
+// whose consumer keeps their order, so the row is written off the request path as before.
+func (h *Handler) recordQueued(ctx context.Context, env wire.Envelope, rec *kgo.Record, topicID uuid.UUID) {
 	if h.d.Recorder == nil {
 		return
 	}
@@ -226,7 +232,16 @@ func (h *Handler) recordQueued(env wire.Envelope, rec *kgo.Record, topicID uuid.
 			row.Traceparent = string(hd.Value)
 		}
 	}
-	h.d.Recorder.Add(row)
+	if len(h.agents().Names()) < 2 {
+		h.d.Recorder.Add(row)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), record.WriteTimeout)
+	defer cancel()
+	if res := h.d.Recorder.Record(ctx, row); res != record.WaitWritten {
+		h.d.Log.WarnContext(ctx, "queued row not confirmed before the answer; the session's order across agents rests on its later write",
+			"session_id", env.SessionID, "turn_id", env.TurnID, "result", res)
+	}
 }
 
 // interrupt requests cancellation of every live turn the session (named by its key) accepted before this one, so this
@@ -454,7 +469,7 @@ func (h *Handler) Submit(ctx context.Context, env wire.Envelope) error {
 	if err != nil {
 		return err
 	}
-	h.recordQueued(env, rec, topicID)
+	h.recordQueued(ctx, env, rec, topicID)
 	return nil
 }
 

@@ -27,5 +27,13 @@
 //     created the row) wins; the queued row never overwrites progress. A row writes its session's
 //     row only when asked (Row.NeedSession; intake does not ask: a session is its tenant's by its
 //     key).
+//   - Record is Add for a caller that must not answer before the row is written: intake's accept
+//     path in an installation of several agents, where a session's later turn may be claimed by
+//     another agent's lane and keeps the session's order only against rows it can see. A waiting
+//     row is written at once with whatever else waits (group commit), so the wait is one
+//     statement, not the interval. While the last statement failed, Record does not wait (the
+//     row is added as by Add and the wait counted as skipped in
+//     turnstile_intake_queued_rows_waited_total): an outage costs one request one WriteTimeout,
+//     and intake keeps accepting at full speed.
 //   - Flush lets a caller that must read its own writes (cancel, interrupt) push pending rows out.
 package record

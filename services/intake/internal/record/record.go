@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -51,6 +52,11 @@ type Row struct {
 	Agent string
 	// Priority is the turn's priority (wire.Envelope.PriorityOf).
 	Priority int
+
+	// done, when set (Record), is closed once the row's statement returned; ok then says whether
+	// it was written (or existed already).
+	done chan struct{}
+	ok   *bool
 }
 
 // Limits of a Recorder. BufferSize bounds the rows waiting for the loop (Add drops beyond it);
@@ -73,6 +79,10 @@ type Recorder struct {
 	flushReq chan chan struct{}
 	dropped  *prometheus.CounterVec
 	written  prometheus.Counter
+	waited   *prometheus.CounterVec
+	// healthy is whether the last statement succeeded: Record waits only while it is, so a
+	// Postgres outage costs a request at most one WriteTimeout, not every request one.
+	healthy atomic.Bool
 
 	loop lifecycle.Loop
 }
@@ -96,12 +106,67 @@ func New(pool *pgxpool.Pool, interval time.Duration, log *slog.Logger, reg prome
 			Help: "Queued rows of accepted turns written to Postgres (a turn whose row existed already is not counted).",
 		}),
 	}
+	r.waited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turnstile_intake_queued_rows_waited_total",
+		Help: "Accepted turns whose answer waited for their queued row (installations of several agents), by result: written, dropped, timeout, or skipped (Postgres was failing).",
+	}, []string{"result"})
 	// Every reason has a series from the start, so a rate over it is 0 rather than absent.
 	for _, reason := range []string{"buffer_full", "no_database", "database_error", "database_timeout"} {
 		r.dropped.WithLabelValues(reason)
 	}
-	reg.MustRegister(r.dropped, r.written)
+	for _, result := range []string{WaitWritten, WaitDropped, WaitTimeout, WaitSkipped} {
+		r.waited.WithLabelValues(result)
+	}
+	r.healthy.Store(pool != nil)
+	reg.MustRegister(r.dropped, r.written, r.waited)
 	return r
+}
+
+// Results of Record.
+const (
+	// WaitWritten: the row is in Postgres (written, or there already).
+	WaitWritten = "written"
+	// WaitDropped: the row's statement failed, or the buffer was full.
+	WaitDropped = "dropped"
+	// WaitTimeout: ctx ended first; the row may yet be written.
+	WaitTimeout = "timeout"
+	// WaitSkipped: the last statement had failed, so the row was added without waiting.
+	WaitSkipped = "skipped"
+)
+
+// Record adds row and waits until its statement returned, or ctx ended, and says which (one of
+// the Wait… results). A waiting row is written at once with whatever else waits (group commit,
+// not the interval's timer). While Postgres fails (the last statement failed) it adds the row
+// without waiting: intake keeps accepting at full speed through an outage (static stability).
+//
+// A turn whose answer waited for its row is visible to every claim that starts after the
+// answer: a later turn of the session, posted after it and consumed by a lane of another agent,
+// finds it in its claim's order check (pkg/turnstore, claim.sql).
+func (r *Recorder) Record(ctx context.Context, row Row) string {
+	if !r.healthy.Load() || r.loop.Done() == nil {
+		r.Add(row)
+		r.waited.WithLabelValues(WaitSkipped).Inc()
+		return WaitSkipped
+	}
+	row.done, row.ok = make(chan struct{}), new(bool)
+	select {
+	case r.in <- row:
+	default:
+		r.dropped.WithLabelValues("buffer_full").Inc()
+		r.waited.WithLabelValues(WaitDropped).Inc()
+		return WaitDropped
+	}
+	result := WaitTimeout
+	select {
+	case <-row.done:
+		result = WaitDropped
+		if *row.ok {
+			result = WaitWritten
+		}
+	case <-ctx.Done():
+	}
+	r.waited.WithLabelValues(result).Inc()
+	return result
 }
 
 // Add queues a row without blocking; when the buffer is full the row is dropped and counted.
@@ -210,9 +275,14 @@ func (r *Recorder) run(ctx context.Context) {
 			close(ack)
 		case row := <-r.in:
 			batch = append(batch, row)
-			if len(batch) >= MaxBatch {
+			switch {
+			case row.done != nil:
+				// Someone waits: write now, with what else is waiting (group commit).
+				drain()
 				write()
-			} else if !armed {
+			case len(batch) >= MaxBatch:
+				write()
+			case !armed:
 				timer.Reset(r.interval)
 				armed = true
 			}
@@ -227,9 +297,21 @@ func (r *Recorder) run(ctx context.Context) {
 }
 
 func (r *Recorder) write(ctx context.Context, db *turnstore.Store, batch []Row) {
+	ok := r.insert(ctx, db, batch)
+	r.healthy.Store(ok)
+	for _, row := range batch {
+		if row.done != nil {
+			*row.ok = ok
+			close(row.done)
+		}
+	}
+}
+
+// insert writes batch in one statement and says whether it succeeded.
+func (r *Recorder) insert(ctx context.Context, db *turnstore.Store, batch []Row) bool {
 	if db == nil {
 		r.dropped.WithLabelValues("no_database").Add(float64(len(batch)))
-		return
+		return false
 	}
 	n := len(batch)
 	// As pgarray's arrays: a uuid.UUID would be encoded through its text form, and a plain slice's
@@ -280,7 +362,8 @@ func (r *Recorder) write(ctx context.Context, db *turnstore.Store, batch []Row) 
 		r.dropped.WithLabelValues(reason).Add(float64(n))
 		r.log.Warn("queued rows not recorded; the turns are in Kafka and their claim will record them",
 			"rows", n, "err", err)
-		return
+		return false
 	}
 	r.written.Add(float64(written))
+	return true
 }

@@ -110,6 +110,36 @@ func TestRecorder(t *testing.T) {
 		require.EqualValues(t, 2, testutil.ToFloat64(r.dropped.WithLabelValues("database_error")))
 	})
 
+	t.Run("RecordWaitsForTheRow", func(t *testing.T) {
+		// An hour's interval: only a waiting row's own write can put it in Postgres before Record
+		// returns.
+		r := New(env.Pool, time.Hour, env.Log, prometheus.NewRegistry())
+		require.NoError(t, r.Start(ctx))
+		defer func() { require.NoError(t, r.Stop(ctx)) }()
+		before := row("s-wait")
+		r.Add(before)
+		rw := row("s-wait")
+		require.Equal(t, WaitWritten, r.Record(ctx, rw))
+		var n int
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE turn_id = ANY($1)`,
+			[]uuid.UUID{before.TurnID, rw.TurnID}).Scan(&n))
+		require.Equal(t, 2, n, "the waiting row and the rows buffered before it are written")
+		require.EqualValues(t, 1, testutil.ToFloat64(r.waited.WithLabelValues(WaitWritten)))
+	})
+
+	t.Run("RecordDoesNotWaitOnAFailingPostgres", func(t *testing.T) {
+		dead, err := postgres.NewLazyPool(ctx, "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1", postgres.Options{})
+		require.NoError(t, err)
+		defer dead.Close()
+		r := New(dead, time.Millisecond, env.Log, prometheus.NewRegistry())
+		require.NoError(t, r.Start(ctx))
+		defer func() { require.NoError(t, r.Stop(ctx)) }()
+		require.Equal(t, WaitDropped, r.Record(ctx, row("s-d")), "the first wait learns of the outage")
+		require.Equal(t, WaitSkipped, r.Record(ctx, row("s-d")), "later ones do not wait for it")
+		r.Flush(ctx)
+		require.EqualValues(t, 2, testutil.ToFloat64(r.dropped.WithLabelValues("database_error")))
+	})
+
 	t.Run("StopFlushesAndIsSafeTwice", func(t *testing.T) {
 		r := New(env.Pool, time.Hour, env.Log, prometheus.NewRegistry())
 		require.NoError(t, r.Stop(ctx), "stop before start")
