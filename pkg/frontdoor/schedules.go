@@ -7,23 +7,12 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
+
+	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
 // Schedule is a schedule as the native API shows it (/v1/schedules).
-type Schedule struct {
-	ScheduleID string          `json:"schedule_id"`
-	Schedule   string          `json:"schedule"`
-	Timezone   string          `json:"timezone"`
-	SessionID  *string         `json:"session_id"`
-	Turn       json.RawMessage `json:"turn"`
-	Metadata   json.RawMessage `json:"metadata"`
-	Enabled    bool            `json:"enabled"`
-	EndTime    *time.Time      `json:"end_time"`
-	NextFireAt *time.Time      `json:"next_fire_at"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-}
+type Schedule = wire.Schedule
 
 // ScheduleRequest is the body of POST and PATCH /v1/schedules…; unset members are omitted
 // (a PATCH leaves them as they are).
@@ -54,10 +43,7 @@ type ScheduleQuery struct {
 }
 
 // SchedulePage is a page of schedules and how many match in all.
-type SchedulePage struct {
-	Schedules []Schedule `json:"schedules"`
-	Total     int        `json:"total"`
-}
+type SchedulePage = wire.SchedulePage
 
 func (c *Client) schedulesURL() string { return c.intake + "/v1/schedules" }
 

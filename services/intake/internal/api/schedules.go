@@ -30,23 +30,8 @@ const (
 	schedulePageDefault = 20
 )
 
-// ScheduleView is a schedule as the API shows it.
-type ScheduleView struct {
-	ScheduleID string          `json:"schedule_id"`
-	Schedule   string          `json:"schedule"`
-	Timezone   string          `json:"timezone"`
-	SessionID  *string         `json:"session_id"`
-	Turn       json.RawMessage `json:"turn"`
-	Metadata   json.RawMessage `json:"metadata"`
-	Enabled    bool            `json:"enabled"`
-	EndTime    *time.Time      `json:"end_time"`
-	NextFireAt *time.Time      `json:"next_fire_at"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-}
-
-func viewSchedule(s schedule.Schedule) ScheduleView {
-	v := ScheduleView{
+func viewSchedule(s schedule.Schedule) wire.Schedule {
+	v := wire.Schedule{
 		ScheduleID: s.ID, Schedule: s.Cron, Timezone: s.Timezone, Turn: s.Turn, Metadata: s.Metadata,
 		Enabled: s.Enabled, EndTime: s.EndTime, NextFireAt: s.NextFireAt, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 	}
@@ -54,12 +39,6 @@ func viewSchedule(s schedule.Schedule) ScheduleView {
 		v.SessionID = &s.SessionID
 	}
 	return v
-}
-
-// SchedulePage is the answer of GET /v1/schedules: a page and how many match in all.
-type SchedulePage struct {
-	Schedules []ScheduleView `json:"schedules"`
-	Total     int            `json:"total"`
 }
 
 // scheduleRequest is the body of POST and PATCH /v1/schedules…; nil members are unset.
@@ -282,7 +261,7 @@ func (h *Handler) listSchedules(w http.ResponseWriter, r *http.Request) {
 		h.schedulesDown(w, r, route, err)
 		return
 	}
-	page := SchedulePage{Schedules: make([]ScheduleView, len(ss)), Total: total}
+	page := wire.SchedulePage{Schedules: make([]wire.Schedule, len(ss)), Total: total}
 	for i, s := range ss {
 		page.Schedules[i] = viewSchedule(s)
 	}

@@ -18,7 +18,7 @@ func TestSchedules(t *testing.T) {
 	b := setup(t, options{cfg: func(c *Config) { c.SchedulesMax = 2 }})
 	base := b.srv.URL
 
-	var s ScheduleView
+	var s wire.Schedule
 	t.Run("Create", func(t *testing.T) {
 		r := do(t, base, request{Method: http.MethodPost, Path: "/v1/schedules", Body: `{"schedule":"*/5 * * * * *","session_id":"daily-1",
 			"turn":{"input":{"text":"report"}},"metadata":{"team":"ops"}}`})
@@ -47,13 +47,13 @@ func TestSchedules(t *testing.T) {
 	t.Run("ListGetUpdate", func(t *testing.T) {
 		r := do(t, base, request{Method: http.MethodGet, Path: `/v1/schedules?metadata={"team":"ops"}&limit=5`})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-		var page SchedulePage
+		var page wire.SchedulePage
 		r.JSON(t, &page)
 		require.Equal(t, 1, page.Total)
 		require.Equal(t, s.ScheduleID, page.Schedules[0].ScheduleID)
 		r = do(t, base, request{Method: http.MethodPatch, Path: "/v1/schedules/" + s.ScheduleID, Body: `{"enabled":false}`})
 		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
-		var got ScheduleView
+		var got wire.Schedule
 		r.JSON(t, &got)
 		require.False(t, got.Enabled)
 		require.Nil(t, got.NextFireAt)
