@@ -48,14 +48,8 @@ type cronJSON struct {
 }
 
 func viewCron(s frontdoor.Schedule) cronJSON {
-	md := map[string]any{}
-	_ = json.Unmarshal(s.Metadata, &md)
 	var cm cronMeta
-	if raw, ok := md[metaKey]; ok {
-		b, _ := json.Marshal(raw)
-		_ = json.Unmarshal(b, &cm)
-		delete(md, metaKey)
-	}
+	md := splitMeta(s.Metadata, &cm)
 	c := cronJSON{
 		CronID: s.ScheduleID, AssistantID: cm.AssistantID, EndTime: s.EndTime, Schedule: s.Schedule,
 		Timezone: s.Timezone, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, NextRunDate: s.NextFireAt,
@@ -221,12 +215,8 @@ func (h *Handler) updateCron(w http.ResponseWriter, r *http.Request) {
 	req := frontdoor.ScheduleRequest{Schedule: body.Schedule, Timezone: body.Timezone, Enabled: body.Enabled, EndTime: body.EndTime}
 	if isSet(body.Input) || body.Metadata != nil || isSet(body.StreamMode) {
 		// The turn is rebuilt from what changed and what the cron was created with.
-		md := md0(cur.Metadata)
 		var cm cronMeta
-		if raw, ok := md[metaKey]; ok {
-			b, _ := json.Marshal(raw)
-			_ = json.Unmarshal(b, &cm)
-		}
+		splitMeta(cur.Metadata, &cm)
 		next := cronBody{AssistantID: old.AssistantID, Input: cm.Input, Metadata: old.Metadata, Multitask: cm.Multitask, StreamMode: body.StreamMode}
 		if isSet(body.Input) {
 			next.Input = body.Input
@@ -255,12 +245,6 @@ func (h *Handler) updateCron(w http.ResponseWriter, r *http.Request) {
 	}
 	h.ok(route)
 	httpx.WriteJSON(w, http.StatusOK, viewCron(s))
-}
-
-func md0(raw json.RawMessage) map[string]any {
-	md := map[string]any{}
-	_ = json.Unmarshal(raw, &md)
-	return md
 }
 
 // deleteCron answers DELETE /runs/crons/{cron_id} (crons.delete); the runs it made stay.

@@ -60,16 +60,24 @@ func runStatus(s wire.Status) string {
 	return string(s)
 }
 
-// viewRun is the Run a turn of the thread is.
-func viewRun(threadID string, t frontdoor.Turn) runJSON {
+// splitMeta reads native metadata (a turn's or a schedule's) into the client's own members, which
+// it returns, and the member this front door keeps under metaKey, which it decodes into own (a
+// *runMeta or *cronMeta). Metadata that is not an object reads as empty.
+func splitMeta(raw json.RawMessage, own any) map[string]any {
 	md := map[string]any{}
-	_ = json.Unmarshal(t.Metadata, &md)
-	var rm runMeta
-	if raw, ok := md[metaKey]; ok {
-		b, _ := json.Marshal(raw)
-		_ = json.Unmarshal(b, &rm)
+	_ = json.Unmarshal(raw, &md)
+	if v, ok := md[metaKey]; ok {
+		b, _ := json.Marshal(v)
+		_ = json.Unmarshal(b, own)
 		delete(md, metaKey)
 	}
+	return md
+}
+
+// viewRun is the Run a turn of the thread is.
+func viewRun(threadID string, t frontdoor.Turn) runJSON {
+	var rm runMeta
+	md := splitMeta(t.Metadata, &rm)
 	updated := t.AcceptedAt
 	for _, ts := range []*time.Time{t.StartedAt, t.FinishedAt} {
 		if ts != nil {
