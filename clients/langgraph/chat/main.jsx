@@ -6,8 +6,10 @@
 // reconnectOnMount and stream modes values, messages-tuple and custom; a human message is sent as
 // the app sends it (its own id, text content blocks, shown at once through optimisticValues).
 // The thread ID lives in the address (?threadId=…), so a reload restores the conversation.
-// Query parameters: apiUrl (the LangGraph API), assistantId (default "agent"), and the demo
-// agent's knobs tokens, custom and duration_ms.
+// Query parameters: apiUrl (the LangGraph API), assistantId (default "agent"), the demo agent's
+// knobs tokens, custom and duration_ms, and observe=1, which also registers useStream's
+// onLangChainEvent, onDebugEvent, onCheckpointEvent and onTaskEvent (so runs ask for the events,
+// debug, checkpoints and tasks modes too) and counts what each receives.
 import { StrictMode, useCallback, useEffect, useMemo, useState } from "react";
 import { createRoot } from "react-dom/client";
 import { Client } from "@langchain/langgraph-sdk";
@@ -16,6 +18,7 @@ import { useStream } from "@langchain/langgraph-sdk/react";
 const params = new URLSearchParams(window.location.search);
 const apiUrl = params.get("apiUrl") ?? window.location.origin;
 const assistantId = params.get("assistantId") ?? "agent";
+const observe = params.get("observe") === "1";
 
 function knobs() {
   const demo = {};
@@ -76,6 +79,9 @@ function App() {
   const [connection, setConnection] = useState("checking");
   const [threads, setThreads] = useState([]);
   const [custom, setCustom] = useState([]);
+  const [observed, setObserved] = useState({});
+  const count = (kind, name) =>
+    setObserved((prev) => ({ ...prev, [kind]: [...(prev[kind] ?? []), name] }));
   const [text, setText] = useState("");
   const client = useMemo(() => new Client({ apiUrl }), []);
 
@@ -111,6 +117,14 @@ function App() {
       refreshThreads();
     },
     onCustomEvent: (event) => setCustom((prev) => [...prev, event]),
+    ...(observe
+      ? {
+          onLangChainEvent: (e) => count("events", e.event),
+          onDebugEvent: (e) => count("debug", e.type),
+          onCheckpointEvent: () => count("checkpoints", "checkpoint"),
+          onTaskEvent: (e) => count("tasks", "result" in e ? "result" : "task"),
+        }
+      : {}),
     onFinish: () => refreshThreads(),
     onError: (e) => console.error("stream failed", e),
   });
@@ -120,6 +134,7 @@ function App() {
     if (!text.trim() || stream.isLoading) return;
     const human = { id: crypto.randomUUID(), type: "human", content: [{ type: "text", text }] };
     setCustom([]);
+    setObserved({});
     stream.submit(
       { messages: [human] },
       {
@@ -155,6 +170,7 @@ function App() {
             <li key={i}>{JSON.stringify(c)}</li>
           ))}
         </ul>
+        {observe ? <pre data-testid="observed">{JSON.stringify(observed)}</pre> : null}
         <form onSubmit={send}>
           <input data-testid="input" value={text} onChange={(e) => setText(e.target.value)} placeholder="Type your message…" />
           <button data-testid="send" type="submit">Send</button>

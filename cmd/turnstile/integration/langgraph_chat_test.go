@@ -66,7 +66,8 @@ func (f *failedRequests) list() ([]string, int) {
 // from threads.search by graph_id showing each thread's values.messages), in real Chromium, served
 // from an origin other than the LangGraph API's (allowed by TURNSTILE_LANGGRAPH_CORS_ORIGINS): a
 // message and its reply with the agent's custom events, a follow-up, the thread in the sidebar, a
-// reload restoring it, a second thread, and switching back; no console error and no failed request.
+// reload restoring it, a second thread (with useStream's events, debug, checkpoint and task
+// callbacks registered too), and switching back; no console error and no failed request.
 func TestLangGraphChatUI(t *testing.T) {
 	started := time.Now()
 	dir := langgraphProject(t)
@@ -116,6 +117,7 @@ func TestLangGraphChatUI(t *testing.T) {
 		Messages   [][]string `json:"messages"`
 		Threads    [][]string `json:"threads"`
 		Custom     []string   `json:"custom"`
+		Observed   string     `json:"observed"`
 	}
 	page := func() shown {
 		raw, err := chromedp.Run(runCtx, chromedp.Evaluate[string](`JSON.stringify({
@@ -131,6 +133,7 @@ func TestLangGraphChatUI(t *testing.T) {
 				return [li.dataset.threadId, li.textContent];
 			}),
 			custom: Array.from(document.querySelectorAll('[data-testid="custom"] li')).map(function (li) { return li.textContent; }),
+			observed: (document.querySelector('[data-testid="observed"]') || {}).textContent || "{}",
 		})`))
 		require.NoError(t, err)
 		var s shown
@@ -210,6 +213,15 @@ func TestLangGraphChatUI(t *testing.T) {
 	require.Equal(t, conversation("hello there", "and a follow-up"), s.Messages)
 	require.Equal(t, first, s.Thread)
 
+	// The same page asking for every graph view too (observe=1: onLangChainEvent, onDebugEvent,
+	// onCheckpointEvent, onTaskEvent), as some front ends do: the thread opens from the address,
+	// and the next run streams them alongside its messages.
+	require.NoError(t, chromedp.Do(runCtx,
+		chromedp.Navigate(fmt.Sprintf("%s/?apiUrl=%s&assistantId=agent&custom=%d&observe=1&threadId=%s", pageOrigin, api, custom, first)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="input"]`)),
+	))
+	waitShown("the thread opened from the address", func(s shown) bool { return s.Thread == first && len(s.Messages) == 4 })
+
 	// A second thread.
 	require.NoError(t, chromedp.Do(runCtx, chromedp.Click(chromedp.CSS(`[data-testid="new-thread"]`))))
 	waitShown("an empty new thread", func(s shown) bool { return s.Thread == "" && len(s.Messages) == 0 })
@@ -219,6 +231,15 @@ func TestLangGraphChatUI(t *testing.T) {
 	})
 	require.Equal(t, conversation("a second thread"), s.Messages)
 	second := s.Thread
+	var observed map[string][]string
+	require.NoError(t, json.Unmarshal([]byte(s.Observed), &observed))
+	require.Equal(t, []string{"task", "task_result", "checkpoint"}, observed["debug"])
+	require.Equal(t, []string{"task", "result"}, observed["tasks"])
+	require.Equal(t, []string{"checkpoint"}, observed["checkpoints"])
+	require.Equal(t, "on_chain_start", observed["events"][0])
+	require.Equal(t, "on_chain_end", observed["events"][len(observed["events"])-1])
+	require.Contains(t, observed["events"], "on_custom_event")
+	require.Contains(t, observed["events"], "on_chat_model_stream")
 	s = waitShown("the sidebar to list both threads", func(s shown) bool {
 		return listed(s, first, "hello there") && listed(s, second, "a second thread")
 	})
