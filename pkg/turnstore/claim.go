@@ -32,6 +32,10 @@ const (
 	// start yet. It is no attempt and no failure; the row, if any, is left as it was, which the
 	// statement also reports (any outcome of that row takes precedence over this one).
 	ClaimBlocked ClaimOutcome = "BLOCKED"
+	// ClaimPaused: a queue pause covers the turn (its tenant's, its agent's, or that tenant's of
+	// that agent): it may not start until resumed. Like ClaimBlocked it is no attempt; the turn's
+	// row is written queued when it had none, and a row as it was takes precedence.
+	ClaimPaused ClaimOutcome = "PAUSED"
 )
 
 // ClaimParams are the turns one claim statement takes, as column arrays with one element per turn
@@ -63,6 +67,9 @@ type ClaimParams struct {
 	// Agents are the turns' agents (wire.Envelope.Agent), NULL (an invalid element) for the
 	// default agent of a record that names none.
 	Agents pgarray.Texts
+	// Agent is the catalog name of the agent whose turns these are (a worker's lane claims one
+	// agent's turns), for the queue pauses of that agent.
+	Agent string
 }
 
 // args are claimSQL's arguments.
@@ -71,6 +78,7 @@ func (p *ClaimParams) args() []any {
 	return []any{
 		p.TurnIDs, p.SessionKeys, p.Tenants, p.Inputs, p.Metadata, p.AcceptedAt, p.Deadlines, p.Partitions,
 		p.Offsets, p.Owner, p.TTL.Milliseconds(), p.MaxAttempts, p.ClientTurnIDs, urls, tokens, configs, tasks, p.Agents,
+		p.Agent,
 	}
 }
 
@@ -169,7 +177,7 @@ func (s *Store) ClaimTurns(ctx context.Context, p *ClaimParams) ([]ClaimRow, err
 
 // The values ClaimTurns maps the statement's text columns to.
 var (
-	outcomes = []ClaimOutcome{ClaimAcquired, ClaimDone, ClaimLeased, ClaimCancelled, ClaimExhausted, ClaimBlocked}
+	outcomes = []ClaimOutcome{ClaimAcquired, ClaimDone, ClaimLeased, ClaimCancelled, ClaimExhausted, ClaimBlocked, ClaimPaused}
 	statuses = []wire.Status{
 		wire.StatusQueued, wire.StatusRunning, wire.StatusSucceeded, wire.StatusFailed,
 		wire.StatusCancelled, wire.StatusExpired,

@@ -22,6 +22,26 @@ WITH req AS (
           AND ((e.started_at IS NOT NULL AND NOT own.started)
             OR ((e.started_at IS NOT NULL) = own.started AND e.accepted_at < r.accepted_at))
     )
+), pauses AS MATERIALIZED (
+    -- The queue pauses (migration 00270) of this claim's agent ($19, the lane's: every request of
+    -- a claim is of one agent), or of every agent, by tenant ('' for every tenant). The table is a
+    -- page or two, read once per statement; each request then probes a hash of it.
+    SELECT q.tenant FROM queue_pauses q WHERE q.agent = '' OR q.agent = $19
+), paused AS (
+    -- Requests a queue pause covers: they do not start, taken over or not; running turns finish.
+    SELECT r.turn_id FROM req r
+    WHERE r.turn_id NOT IN (SELECT b.turn_id FROM blocked b)
+      AND (r.tenant IN (SELECT p.tenant FROM pauses p) OR '' IN (SELECT p.tenant FROM pauses p))
+), held AS (
+    -- A paused turn's row is written queued if it has none yet, so the session's later turns stay
+    -- behind it (blocked) while it waits, and the backlog knows it is paused rather than waiting.
+    INSERT INTO turns AS t (turn_id, session_id, tenant, status, input, metadata, accepted_at, deadline,
+        kafka_partition, kafka_offset, client_turn_id, webhook_url, webhook_token, task_id, agent)
+    SELECT r.turn_id, r.session_id, r.tenant, 'queued', jsonb_build_object('text', r.input_text), r.metadata,
+        r.accepted_at, r.deadline, r.kpart, r.koff, r.client_turn_id, r.webhook_url, r.webhook_token, r.task_id,
+        NULLIF(r.agent, '')
+    FROM req r WHERE r.turn_id IN (SELECT p.turn_id FROM paused p) ORDER BY r.turn_id
+    ON CONFLICT (turn_id) DO NOTHING
 ), notify AS (
     -- The push configs of the requests the claim may insert (not those blocked), stored before
     -- the outbox trigger of the insert or take-over below runs.
@@ -36,7 +56,8 @@ WITH req AS (
     SELECT r.turn_id, r.session_id, r.tenant, 'running', 1, nextval('fencing_token_seq'), $10,
         now() + $11 * interval '1 millisecond', jsonb_build_object('text', r.input_text), r.metadata, r.accepted_at,
         r.deadline, now(), r.kpart, r.koff, r.client_turn_id, r.webhook_url, r.webhook_token, r.task_id, NULLIF(r.agent, '')
-    FROM req r WHERE r.turn_id NOT IN (SELECT b.turn_id FROM blocked b) ORDER BY r.turn_id
+    FROM req r WHERE r.turn_id NOT IN (SELECT b.turn_id FROM blocked b) AND r.turn_id NOT IN (SELECT p.turn_id FROM paused p)
+    ORDER BY r.turn_id
     ON CONFLICT (turn_id) DO UPDATE SET
         status = 'running',
         attempt = t.attempt + 1,
@@ -64,6 +85,8 @@ SELECT c.turn_id, 'ACQUIRED', c.attempt, c.fencing_token, 'running', c.lease_exp
 FROM claimed c
 UNION ALL
 SELECT b.turn_id, 'BLOCKED', 0, 0, 'queued', now(), 0, NULL FROM blocked b
+UNION ALL
+SELECT p.turn_id, 'PAUSED', 0, 0, 'queued', now(), 0, NULL FROM paused p
 UNION ALL
 SELECT p.turn_id,
     CASE

@@ -9,6 +9,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/apikey"
 	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
@@ -175,9 +176,10 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	var jobs *admin.Runner
 	adm := admin.New(admin.Config{
 		Region: cfg.Region.Code, KeyPrefix: cfg.KeyPrefix, DefaultDeadline: cfg.DefaultDeadline,
+		PresenceInterval: cfg.Worker.PresenceInterval,
 	}, admin.Deps{
 		Pool: pool, Redis: rdb, Events: events, Submit: h, Signer: signer, Authenticate: h.Authenticate,
-		Kick: func() { jobs.Kick() }, Log: log,
+		Kick: func() { jobs.Kick() }, Settings: func() []config.Setting { return config.View(cfg) }, Log: log,
 	})
 	jobs = admin.NewRunner(admin.RunnerConfig{Owner: cfg.InstanceID, Lease: cfg.Intake.AdminJobLease}, adm)
 	// The agent registry's write path lives here, beside the catalog it registers replicas of.
@@ -231,14 +233,15 @@ func (i *Intake) Routes(r chi.Router) {
 // BacklogAge is the current backlog age (see internal/backlog).
 func (i *Intake) BacklogAge() time.Duration { return i.backlog.Age() }
 
-// serveBacklog answers KEDA's metrics-api scaler: {"backlog_age_seconds": 12.5}, the oldest
-// agent's age, or with ?agent=NAME that agent's (each agent's ScaledObject asks for its own).
+// serveBacklog answers KEDA's metrics-api scaler: {"backlog_age_seconds": 12.5, "paused_turns": 0},
+// the oldest agent's age, or with ?agent=NAME that agent's (each agent's ScaledObject asks for its
+// own). paused_turns are the queued turns a queue pause holds: shown apart, never in the age.
 func (i *Intake) serveBacklog(w http.ResponseWriter, r *http.Request) {
-	age := i.backlog.Age()
+	age, paused := i.backlog.Age(), i.backlog.Paused()
 	if name := r.URL.Query().Get("agent"); name != "" {
-		age = i.backlog.AgeOf(name)
+		age, paused = i.backlog.AgeOf(name), i.backlog.PausedOf(name)
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]float64{"backlog_age_seconds": age.Seconds()})
+	httpx.WriteJSON(w, http.StatusOK, map[string]float64{"backlog_age_seconds": age.Seconds(), "paused_turns": float64(paused)})
 }
 
 // readTopic reads the turns topic's ID, which goes with every queued row (package redrive), before

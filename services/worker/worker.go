@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,6 +38,7 @@ import (
 	"github.com/turnstile-run/turnstile/services/worker/internal/execute"
 	"github.com/turnstile-run/turnstile/services/worker/internal/history"
 	"github.com/turnstile-run/turnstile/services/worker/internal/lease"
+	"github.com/turnstile-run/turnstile/services/worker/internal/presence"
 	"github.com/turnstile-run/turnstile/services/worker/internal/retention"
 	"github.com/turnstile-run/turnstile/services/worker/internal/vacuum"
 )
@@ -63,6 +65,9 @@ type Worker struct {
 	parts   lifecycle.Group
 	kafka   kafkaCheck
 	metrics *metrics
+	// inFlight counts the records the consumers handle now, for the worker's presence row.
+	inFlight atomic.Int64
+	presence *presence.Presence
 }
 
 // lane is the part of a worker that serves one agent.
@@ -158,6 +163,18 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	for _, h := range housekeeping {
 		w.parts.Add("table upkeep", h)
 	}
+	var laneNames []string
+	for _, l := range w.lanes {
+		laneNames = append(laneNames, l.agent)
+	}
+	w.presence = presence.New(pool, presence.Config{
+		Identity: cfg.InstanceID, Version: app.BuildInfo().Version, Agents: laneNames,
+		Interval: cfg.Worker.PresenceInterval,
+		InFlight: func() int { return int(w.inFlight.Load()) },
+		Drain:    w.drain,
+	}, log)
+	// Last: it starts once the worker serves, and stops first, saying so in its row.
+	w.parts.Add("presence", w.presence)
 	log.Info("worker serves agents", "agents", served, "topics", topics[1:])
 	w.Shell = app.NewShell(app.ShellConfig{Name: "worker", Parts: &w.parts, Ready: w.ready})
 	return w, nil
@@ -188,7 +205,7 @@ func (w *Worker) newLane(ctx context.Context, ld laneDeps) (*lane, *lease.Renewe
 	if err != nil {
 		return nil, nil, err
 	}
-	store := lease.NewStore(ld.pool, cfg.InstanceID, cfg.LeaseTTL, spec.Limits.MaxAttempts)
+	store := lease.NewStore(ld.pool, cfg.InstanceID, cfg.LeaseTTL, spec.Limits.MaxAttempts).ForAgent(spec.Name)
 	renewer := lease.NewRenewer(store, cfg.Heartbeat, log)
 	renewer.OnRenew = func(n int, err error) {
 		result := "ok"
@@ -223,6 +240,7 @@ func (w *Worker) newLane(ctx context.Context, ld laneDeps) (*lane, *lease.Renewe
 			Takeover:     func() { m.takeovers.Inc() },
 			Retry:        func(cause string) { m.retries.WithLabelValues(cause).Inc() },
 			Blocked:      func() { m.blocked.Inc() },
+			Paused:       func() { m.paused.Inc() },
 			PublishRetried: func(terminal bool) {
 				if terminal {
 					m.publishRetries.WithLabelValues("terminal").Inc()
@@ -248,7 +266,11 @@ func (w *Worker) newLane(ctx context.Context, ld laneDeps) (*lane, *lease.Renewe
 		Draining:         exec.Drain,
 	}, func(ctx context.Context, rec *kgo.Record) consume.Result {
 		inflight.Inc()
-		defer inflight.Dec()
+		w.inFlight.Add(1)
+		defer func() {
+			inflight.Dec()
+			w.inFlight.Add(-1)
+		}()
 		return exec.Handle(ctx, rec)
 	}, log)
 	if err != nil {
@@ -414,10 +436,33 @@ func pinned(ag agent.Agent, followers []*snapshot.Follower) agent.Agent {
 	})
 }
 
+// drain is an operator's drain (package presence): the consumers stop as on SIGTERM — no new
+// claims, the turns in flight finish within TURNSTILE_DRAIN_TIMEOUT, the rest are handed off and
+// the groups left — and the process idles, not ready, until it is restarted. The worker's own Stop
+// later finds them stopped.
+func (w *Worker) drain(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, w.deps.Config.DrainTimeout+10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, l := range w.lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.consumer.Stop(ctx); err != nil {
+				w.deps.Log.Warn("operator's drain: consumer stop", "agent", l.agent, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // ready returns nil once Kafka has answered (the topics exist) and the group has assigned the
 // consumer (see consume.Consumer.Waiting); otherwise it says what the worker waits for. The shell
 // asks it while the worker runs.
 func (w *Worker) ready() error {
+	if w.presence != nil && w.presence.Draining() {
+		return errors.New("drained by an operator (POST /v1/admin/workers/{identity}/drain): restart the process to serve again")
+	}
 	if err := w.kafka.ready(); err != nil {
 		return err
 	}
@@ -555,6 +600,7 @@ type metrics struct {
 	renewals      *prometheus.CounterVec
 	renewedLeases prometheus.Counter
 	takeovers     prometheus.Counter
+	paused        prometheus.Counter
 	retries       *prometheus.CounterVec
 	blocked       prometheus.Counter
 	deadLettered  *prometheus.CounterVec
@@ -621,6 +667,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "turnstile_worker_claims_blocked_total",
 			Help: "Claims refused because an earlier accepted turn of the session was not terminal; the record is held and claimed again when that turn ends.",
 		}),
+		paused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnstile_worker_claims_paused_total",
+			Help: "Claims refused because a queue pause covers the turn's tenant or agent; the record is held and claimed again after a pause of up to 5 s.",
+		}),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "turnstile_worker_takeovers_total",
 			Help: "Attempts that took a turn over from an earlier attempt whose lease expired while held (its worker died, stalled or was cut off).",
@@ -674,6 +724,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, result := range []string{"ok", "error"} {
 		m.renewals.WithLabelValues(result)
 	}
-	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.retentionThreads, m.vacuums, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.retries, m.blocked, m.deadLettered, m.publishRetries)
+	reg.MustRegister(m.batchSize, m.batchDuration, m.retentionDeleted, m.retentionThreads, m.vacuums, m.inflight, m.attempts, m.duration, m.renewals, m.renewedLeases, m.takeovers, m.retries, m.blocked, m.paused, m.deadLettered, m.publishRetries)
 	return m
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/streams"
@@ -52,6 +53,9 @@ type Config struct {
 	DefaultDeadline time.Duration
 	// Timeout defaults to TimeoutDefault.
 	Timeout time.Duration
+	// PresenceInterval is the workers' presence interval (config.WorkerPresenceIntervalDefault by
+	// default): a worker is alive while its row is younger than three.
+	PresenceInterval time.Duration
 }
 
 // Deps are the API's collaborators. Redis and Events may be nil: a timeline then has no events
@@ -67,7 +71,9 @@ type Deps struct {
 	Authenticate func(http.Handler) http.Handler
 	// Kick, when set, tells the local job runner a job was created.
 	Kick func()
-	Log  *slog.Logger
+	// Settings is the configuration view of this process (config.View), for GET /v1/admin/config.
+	Settings func() []config.Setting
+	Log      *slog.Logger
 }
 
 // Handler serves /v1/admin/….
@@ -80,6 +86,9 @@ type Handler struct {
 func New(cfg Config, d Deps) *Handler {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = TimeoutDefault
+	}
+	if cfg.PresenceInterval == 0 {
+		cfg.PresenceInterval = config.WorkerPresenceIntervalDefault
 	}
 	return &Handler{cfg: cfg, d: d}
 }
@@ -98,6 +107,11 @@ func (h *Handler) Routes(r chi.Router) {
 		r.Post("/turns/{turn_id}/stream-token", h.streamToken)
 		r.Get("/backlog", h.backlog)
 		r.Get("/workers", h.workers)
+		r.Post("/workers/{identity}/drain", h.drainWorker)
+		r.Get("/pauses", h.listPauses)
+		r.Post("/pauses", h.pause)
+		r.Post("/pauses/resume", h.resume)
+		r.Get("/config", h.configView)
 		r.Get("/jobs", h.listJobs)
 		r.Post("/jobs", h.createJob)
 		r.Get("/jobs/{job_id}", h.getJob)

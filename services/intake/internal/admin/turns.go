@@ -340,39 +340,6 @@ func (h *Handler) actor() *actor {
 	}
 }
 
-// Worker is a worker holding turns now, as their leases say.
-type Worker struct {
-	Identity string    `json:"identity"`
-	InFlight int       `json:"in_flight"`
-	LeaseTo  time.Time `json:"lease_expires_at"`
-}
-
-// workers serves GET /v1/admin/workers: the workers holding live leases, with their turns in
-// flight (of the tenant, for a tenant's key).
-func (h *Handler) workers(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
-	defer cancel()
-	rows, err := h.d.Pool.Query(ctx, `SELECT lease_owner, count(*), max(lease_expires_at) FROM turns
-		WHERE status = 'running' AND lease_expires_at > now() AND ($1 = '' OR tenant = $1)
-		GROUP BY lease_owner ORDER BY lease_owner`, scope(r))
-	if err != nil {
-		h.storeFault(w, r, "the workers", err)
-		return
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Worker, error) {
-		var wk Worker
-		return wk, row.Scan(&wk.Identity, &wk.InFlight, &wk.LeaseTo)
-	})
-	if err != nil {
-		h.storeFault(w, r, "the workers", err)
-		return
-	}
-	if out == nil {
-		out = []Worker{}
-	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"workers": out})
-}
-
 // StreamGrant is the answer of POST /v1/admin/turns/{turn_id}/stream-token: a stream token for
 // the turn's session, whose events (the gateway's SSE at StreamURL) show the turn live.
 type StreamGrant struct {

@@ -22,7 +22,9 @@ import (
 var Commands = []app.Command{
 	{Name: "turns", Usage: "turns ls|show|blockers|cancel|replay", Run: runTurns},
 	{Name: "jobs", Usage: "jobs ls|show|create|cancel", Run: runJobs},
-	{Name: "workers", Usage: "workers", Run: runWorkers},
+	{Name: "workers", Usage: "workers ls|drain", Run: runWorkers},
+	{Name: "queue", Usage: "queue ls|pause|resume", Run: runQueue},
+	{Name: "admin-config", Usage: "admin-config (the intake's configuration, over the admin API)", Run: runConfig},
 	{Name: "dlq", Usage: "dlq ls|replay|replay-all", Run: runDLQ},
 	{Name: "audit", Usage: "audit", Run: runAudit},
 }

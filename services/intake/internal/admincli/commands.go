@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/turnstile-run/turnstile/pkg/app"
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/services/intake/internal/admin"
 )
 
@@ -215,11 +217,31 @@ func runJobs(ctx context.Context, env app.CommandEnv, args []string) error {
 }
 
 func runWorkers(ctx context.Context, env app.CommandEnv, args []string) error {
-	f := newFlags("workers", env, false)
-	if _, err := f.parse(args); err != nil {
-		return err
+	const u = "workers [ls] | workers drain IDENTITY"
+	sub := "ls"
+	if len(args) > 0 && (args[0] == "ls" || args[0] == "drain") {
+		sub, args = args[0], args[1:]
+	}
+	f := newFlags("workers "+sub, env, false)
+	pos, err := f.parse(args)
+	if err != nil {
+		return fmt.Errorf("%w\nusage: %s", err, u)
 	}
 	c := f.client(env)
+	if sub == "drain" {
+		if len(pos) != 1 {
+			return usageErr(u)
+		}
+		b, err := c.do(ctx, http.MethodPost, "/v1/admin/workers/"+url.PathEscape(pos[0])+"/drain", nil)
+		if err != nil {
+			return err
+		}
+		var wk admin.Worker
+		return c.show(b, &wk, func(w *bytes.Buffer) { printWorkers(w, []admin.Worker{wk}) })
+	}
+	if len(pos) != 0 {
+		return usageErr(u)
+	}
 	b, err := c.do(ctx, http.MethodGet, "/v1/admin/workers", nil)
 	if err != nil {
 		return err
@@ -227,10 +249,99 @@ func runWorkers(ctx context.Context, env app.CommandEnv, args []string) error {
 	var l struct {
 		Workers []admin.Worker `json:"workers"`
 	}
-	return c.show(b, &l, func(w *bytes.Buffer) {
-		fmt.Fprintln(w, "WORKER\tIN FLIGHT\tLEASE UNTIL")
-		for _, wk := range l.Workers {
-			fmt.Fprintf(w, "%s\t%d\t%s\n", wk.Identity, wk.InFlight, when(&wk.LeaseTo))
+	return c.show(b, &l, func(w *bytes.Buffer) { printWorkers(w, l.Workers) })
+}
+
+func printWorkers(w *bytes.Buffer, workers []admin.Worker) {
+	fmt.Fprintln(w, "WORKER\tVERSION\tAGENTS\tIN FLIGHT\tSTATE\tLAST SEEN")
+	for _, wk := range workers {
+		state := "serving"
+		switch {
+		case !wk.Alive:
+			state = "gone"
+		case wk.Draining:
+			state = "draining"
+		case wk.DrainRequested:
+			state = "drain requested"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", wk.Identity, wk.Version, strings.Join(wk.Agents, ","), wk.InFlight, state, when(wk.LastSeen))
+	}
+}
+
+func runQueue(ctx context.Context, env app.CommandEnv, args []string) error {
+	const u = "queue ls | queue pause [--tenant T] [--agent A] [--reason TEXT] | queue resume [--tenant T] [--agent A]"
+	if len(args) == 0 {
+		return usageErr(u)
+	}
+	f := newFlags("queue "+args[0], env, false)
+	tenant := f.fs.String("tenant", "", "the tenant whose turns to pause or resume")
+	agent := f.fs.String("agent", "", "the agent whose turns to pause or resume")
+	reason := f.fs.String("reason", "", "why (shown with the pause)")
+	pos, err := f.parse(args[1:])
+	if err != nil {
+		return fmt.Errorf("%w\nusage: %s", err, u)
+	}
+	if len(pos) != 0 {
+		return usageErr(u)
+	}
+	c := f.client(env)
+	var b []byte
+	switch args[0] {
+	case "ls":
+		b, err = c.do(ctx, http.MethodGet, "/v1/admin/pauses", nil)
+		if err != nil {
+			return err
+		}
+		var l struct {
+			Pauses []admin.Pause `json:"pauses"`
+		}
+		return c.show(b, &l, func(w *bytes.Buffer) { printPauses(w, l.Pauses) })
+	case "pause":
+		b, err = c.do(ctx, http.MethodPost, "/v1/admin/pauses", admin.PauseScope{Tenant: *tenant, Agent: *agent, Reason: *reason})
+	case "resume":
+		b, err = c.do(ctx, http.MethodPost, "/v1/admin/pauses/resume", admin.PauseScope{Tenant: *tenant, Agent: *agent})
+	default:
+		return usageErr(u)
+	}
+	if err != nil {
+		return err
+	}
+	var p admin.Pause
+	return c.show(b, &p, func(w *bytes.Buffer) {
+		fmt.Fprintf(w, "%sd\n", args[0])
+		printPauses(w, []admin.Pause{p})
+	})
+}
+
+func printPauses(w *bytes.Buffer, pauses []admin.Pause) {
+	fmt.Fprintln(w, "TENANT\tAGENT\tQUEUED\tPAUSED\tBY\tREASON")
+	or := func(s string) string {
+		if s == "" {
+			return "*"
+		}
+		return s
+	}
+	for _, p := range pauses {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", or(p.Tenant), or(p.Agent), p.Queued, when(&p.PausedAt), p.PausedBy, p.Reason)
+	}
+}
+
+func runConfig(ctx context.Context, env app.CommandEnv, args []string) error {
+	f := newFlags("admin-config", env, false)
+	if _, err := f.parse(args); err != nil {
+		return err
+	}
+	c := f.client(env)
+	b, err := c.do(ctx, http.MethodGet, "/v1/admin/config", nil)
+	if err != nil {
+		return err
+	}
+	var v struct {
+		Settings []config.Setting `json:"settings"`
+	}
+	return c.show(b, &v, func(w *bytes.Buffer) {
+		for _, s := range v.Settings {
+			fmt.Fprintf(w, "%s=%s\n", s.Name, s.Value)
 		}
 	})
 }

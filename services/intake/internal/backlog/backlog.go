@@ -44,9 +44,11 @@ type Monitor struct {
 
 	mu       sync.Mutex
 	ages     map[string]time.Duration // by agent
+	paused   map[string]int           // by agent
 	measured chan struct{}            // closed after the first successful measurement
 
 	gauge    *prometheus.GaugeVec
+	held     *prometheus.GaugeVec
 	failures prometheus.Counter
 
 	loop lifecycle.Loop
@@ -65,17 +67,21 @@ func New(cfg Config, pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Regist
 		one := agents.FromConfig(config.Default())
 		cfg.Agents = func() *agents.Catalog { return one }
 	}
-	m := &Monitor{cfg: cfg, pool: pool, log: log, measured: make(chan struct{}), ages: map[string]time.Duration{}}
+	m := &Monitor{cfg: cfg, pool: pool, log: log, measured: make(chan struct{}), ages: map[string]time.Duration{}, paused: map[string]int{}}
 	m.gauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "turnstile_backlog_age_seconds",
 		Help: "Age of the oldest accepted turn of the agent that could start now but has not (queued, or its lease expired, and not behind its own session's running turn).",
+	}, []string{"agent"})
+	m.held = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "turnstile_backlog_paused_turns",
+		Help: "Queued turns of the agent held by a queue pause (POST /v1/admin/pauses): not backlog, since more workers cannot start them.",
 	}, []string{"agent"})
 	m.failures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "turnstile_backlog_query_failures_total",
 		Help: "Backlog-age queries that failed (the gauge then holds its last value).",
 	})
 	if reg != nil {
-		reg.MustRegister(m.gauge, m.failures)
+		reg.MustRegister(m.gauge, m.held, m.failures)
 	}
 	return m
 }
@@ -104,6 +110,7 @@ func (m *Monitor) Refresh(ctx context.Context) {
 		store = turnstore.New(m.pool)
 	}
 	got := make(map[string]time.Duration, len(cat.Names()))
+	paused := make(map[string]int, len(cat.Names()))
 	ok := true
 	for _, name := range cat.Names() {
 		qctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
@@ -113,6 +120,9 @@ func (m *Monitor) Refresh(ctx context.Context) {
 			err = errors.New("query backlog age: no Postgres pool")
 		} else {
 			age, err = store.BacklogAgeOf(qctx, name, name == cat.Default)
+			if err == nil {
+				paused[name], err = store.PausedTurnsOf(qctx, name, name == cat.Default)
+			}
 		}
 		cancel()
 		if err != nil {
@@ -130,12 +140,16 @@ func (m *Monitor) Refresh(ctx context.Context) {
 	for name := range m.ages {
 		if !slices.Contains(cat.Names(), name) {
 			delete(m.ages, name)
+			delete(m.paused, name)
 			m.gauge.DeleteLabelValues(name)
+			m.held.DeleteLabelValues(name)
 		}
 	}
 	for name, age := range got {
 		m.ages[name] = age
 		m.gauge.WithLabelValues(name).Set(age.Seconds())
+		m.paused[name] = paused[name]
+		m.held.WithLabelValues(name).Set(float64(paused[name]))
 	}
 	if ok {
 		select {
@@ -151,6 +165,25 @@ func (m *Monitor) AgeOf(agent string) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.ages[agent]
+}
+
+// PausedOf is the number of one agent's queued turns a queue pause held at the last successful
+// measurement.
+func (m *Monitor) PausedOf(agent string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.paused[agent]
+}
+
+// Paused is PausedOf summed over every agent.
+func (m *Monitor) Paused() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, p := range m.paused {
+		n += p
+	}
+	return n
 }
 
 // Measured is closed once the first measurement succeeded.

@@ -152,6 +152,9 @@ type Hooks struct {
 	// Blocked is called when a claim found an earlier turn of the session not terminal, and the
 	// record was deferred (consume.Defer).
 	Blocked func()
+	// Paused is called when a claim found the turn's queue paused (turnstore.ClaimPaused), and
+	// the record is deferred.
+	Paused func()
 	// PublishRetried is called before each further try of a group of events Redis could not take
 	// (unreachable, or an error of the call); terminal says the group ends the turn (see
 	// terminalPatience).

@@ -145,6 +145,14 @@ func (t *turn) claimLease() (consume.Result, bool) {
 			x.hooks.Blocked()
 		}
 		return consume.Defer, false
+	case turnstore.ClaimPaused:
+		// An operator paused the turn's tenant or agent: the record is held like a blocked one
+		// and claimed again after the consumer's deferral pause, until the queue is resumed.
+		t.log.DebugContext(ctx, "turn waits: its queue is paused")
+		if x.hooks.Paused != nil {
+			x.hooks.Paused()
+		}
+		return consume.Defer, false
 	case turnstore.ClaimCancelled:
 		t.finishUnleased(wire.StatusCancelled, "cancelled before it started", "")
 		return consume.Commit, false

@@ -54,11 +54,19 @@ type Store struct {
 	owner       string
 	ttl         time.Duration
 	maxAttempts int
+	agent       string
 }
 
 // NewStore returns a store that claims as owner with leases of ttl, allowing maxAttempts attempts.
 func NewStore(pool *pgxpool.Pool, owner string, ttl time.Duration, maxAttempts int) *Store {
 	return &Store{db: turnstore.New(pool), owner: owner, ttl: ttl, maxAttempts: maxAttempts}
+}
+
+// ForAgent names the catalog agent whose turns the store claims (a worker lane's), for the queue
+// pauses of that agent (turnstore.ClaimPaused); without it only tenant pauses apply. It returns s.
+func (s *Store) ForAgent(name string) *Store {
+	s.agent = name
+	return s
 }
 
 // TTL is the lease duration.
@@ -193,7 +201,7 @@ func matchClaims(rows []turnstore.ClaimRow, pos []int, ids pgarray.UUIDs, out []
 			// under the statement.
 			continue
 		}
-		if found[i] && r.Outcome == turnstore.ClaimBlocked {
+		if found[i] && (r.Outcome == turnstore.ClaimBlocked || r.Outcome == turnstore.ClaimPaused) {
 			// What the row as it was says (ended, leased, cancelled, exhausted) comes first: such
 			// a turn is not waiting for its session's order.
 			continue
@@ -304,7 +312,7 @@ func (s *Store) claimParams(rows []claimRow, pos []int) turnstore.ClaimParams {
 		Inputs: make(pgarray.Texts, n), Metadata: make([][]byte, n), AcceptedAt: make(pgarray.Times, n),
 		Deadlines: make(pgarray.Times, n), Partitions: make(pgarray.Ints, n), Offsets: make(pgarray.Ints, n),
 		Owner: s.owner, TTL: s.ttl, MaxAttempts: s.maxAttempts, ClientTurnIDs: make([]*uuid.UUID, n),
-		Agents: make(pgarray.Texts, n),
+		Agents: make(pgarray.Texts, n), Agent: s.agent,
 	}
 	for i, k := range pos {
 		r := rows[k]
