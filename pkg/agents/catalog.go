@@ -29,8 +29,9 @@ var Adapters = []string{"demo", "openai", "http", "a2a"}
 // nameRE is what a name may be: lower-case letters, digits and inner hyphens.
 var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
-// reserved names would make an agent's topic another topic's name (turns.dlq).
-var reserved = []string{"dlq"}
+// reserved names would make an agent's topic another topic's name (turns.dlq), or its A2A
+// endpoint (/a2a/{agent}) the default agent's HTTP+JSON binding (/a2a/rest).
+var reserved = []string{"dlq", "rest"}
 
 // ValidName reports whether name may name an agent.
 func ValidName(name string) bool { return nameRE.MatchString(name) && !slices.Contains(reserved, name) }

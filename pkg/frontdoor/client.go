@@ -117,6 +117,9 @@ type TurnRequest struct {
 	// PushConfigs are push-notification configs of the turn's task, stored with it from the
 	// turn's first write on.
 	PushConfigs []PushConfig `json:"push_configs,omitempty"`
+	// Agent names the catalog's agent the turn goes to (pkg/agents); empty for the default agent.
+	// Intake refuses an agent it does not know (404 agent-not-found) before anything reaches Kafka.
+	Agent string `json:"agent,omitempty"`
 }
 
 // PushAuthentication is a push config's authentication; Credentials are write-only.

@@ -261,6 +261,9 @@ func TurnAttributes(turnID string, session wire.SessionKey, attempt int) trace.S
 	return trace.WithAttributes(attrs...)
 }
 
+// AgentAttribute names the catalog's agent (pkg/agents) a span's turn goes to.
+func AgentAttribute(name string) attribute.KeyValue { return attribute.String("turnstile.agent", name) }
+
 // ServiceName names a process's service from its roles: turnstile-<role> for one role, turnstile
 // for several.
 func ServiceName(roles []string) string {

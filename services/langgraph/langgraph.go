@@ -2,12 +2,15 @@ package langgraph
 
 import (
 	"context"
+	"slices"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/turnstile-run/turnstile/pkg/admission"
+	"github.com/turnstile-run/turnstile/pkg/agents"
 	"github.com/turnstile-run/turnstile/pkg/app"
 	"github.com/turnstile-run/turnstile/pkg/frontdoor"
+	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/services/langgraph/internal/api"
 	"github.com/turnstile-run/turnstile/services/langgraph/internal/web"
 )
@@ -41,12 +44,13 @@ func New(ctx context.Context, d *app.Deps) (*LangGraph, error) {
 	fdc := frontdoor.FromConfig(cfg, d.LocalURL())
 	fdc.Admission, fdc.Door, fdc.Tenants = d.Admission(), admission.DoorLangGraph, cfg.Auth.Enabled()
 	fd := frontdoor.New(fdc)
-	describe, err := describeFromCatalog(d)
+	catalog, err := d.Agents()
 	if err != nil {
 		return nil, err
 	}
+	assistants := catalogAssistants{w: catalog, configured: cfg.LangGraph.AssistantList()}
 	h := api.New(api.Config{
-		Assistants: cfg.LangGraph.AssistantList(), Describe: describe, Auth: cfg.Auth.Enabled(),
+		Assistants: assistants.configured, Describe: assistants.describe, Agents: assistants, Auth: cfg.Auth.Enabled(),
 		CORSOrigins: cfg.LangGraph.CORSOriginList(), Version: app.BuildInfo().Version,
 		KeepAlive: cfg.KeepAlive, MaxBody: cfg.MaxBody, RetryAfter: cfg.Intake.RetryAfter,
 		Region: place, ThreadsMax: cfg.LangGraph.ThreadsMax, MetadataMax: cfg.LangGraph.MetadataMax,
@@ -60,6 +64,8 @@ func New(ctx context.Context, d *app.Deps) (*LangGraph, error) {
 			_ = h.Wait(ctx)
 		},
 		Wait: func(ctx context.Context) error { return ctx.Err() },
+		// The catalog reloads while the role runs (its Start and Stop are safe twice).
+		Parts: new(lifecycle.Group).Add("agents catalog", catalog),
 	})}, nil
 }
 
@@ -73,37 +79,68 @@ func (l *LangGraph) Routes(r chi.Router) {
 // clients rejoin here with Last-Event-ID. Tests use it to cut connections mid-run.
 func (l *LangGraph) CutStreams() { l.handler.Cut() }
 
-// describeFromCatalog describes assistants from the agent catalog (pkg/agents): the agent of the
-// assistant's name, else the default agent, with its assistant card (graph_id, name,
-// description, metadata).
-func describeFromCatalog(d *app.Deps) (func(string) (api.AssistantInfo, bool), error) {
-	w, err := d.Agents()
-	if err != nil {
-		return nil, err
+// catalogAssistants are the assistants of the agent catalog (pkg/agents), as the catalog is at
+// each call: every agent is an assistant under its name; an assistant ID resolves to the agent of
+// that name, else to the first agent (by name) whose assistant graph_id it is, else — for an ID
+// of TURNSTILE_LANGGRAPH_ASSISTANTS — to the default agent.
+type catalogAssistants struct {
+	w          *agents.Watcher
+	configured []string
+}
+
+// IDs are the catalog's agents' names.
+func (c catalogAssistants) IDs() []string { return c.w.Catalog().Names() }
+
+// AgentOf resolves assistantID to its agent ("" for the default agent).
+func (c catalogAssistants) AgentOf(assistantID string) (string, bool) {
+	a, ok := c.agent(assistantID)
+	if !ok {
+		return "", false
 	}
-	return func(id string) (api.AssistantInfo, bool) {
-		cat := w.Catalog()
-		if cat == nil {
-			return api.AssistantInfo{}, false
+	if a.Name == c.w.Catalog().Default {
+		return "", true
+	}
+	return a.Name, true
+}
+
+// agent is the catalog agent assistantID resolves to.
+func (c catalogAssistants) agent(assistantID string) (agents.Agent, bool) {
+	cat := c.w.Catalog()
+	if assistantID == "" {
+		return agents.Agent{}, false
+	}
+	if a, ok := cat.Get(assistantID); ok {
+		return a, true
+	}
+	for _, a := range cat.Agents() {
+		if a.Assistant.GraphID == assistantID {
+			return a, true
 		}
-		a, ok := cat.Get(id)
-		if !ok {
-			if a, ok = cat.Get(""); !ok {
-				return api.AssistantInfo{}, false
-			}
-		}
-		name := a.Assistant.Name
-		if name == "" {
-			name = id
-		}
-		desc := a.Assistant.Description
-		if desc == "" {
-			desc = a.Description
-		}
-		md := map[string]any{"agent": a.Name}
-		for k, v := range a.Assistant.Metadata {
-			md[k] = v
-		}
-		return api.AssistantInfo{GraphID: a.GraphID(), Name: name, Description: desc, Metadata: md}, true
-	}, nil
+	}
+	if slices.Contains(c.configured, assistantID) {
+		return cat.Get("")
+	}
+	return agents.Agent{}, false
+}
+
+// describe describes an assistant from its agent's assistant card (graph_id, name, description,
+// metadata, and the agent's name as metadata.agent).
+func (c catalogAssistants) describe(id string) (api.AssistantInfo, bool) {
+	a, ok := c.agent(id)
+	if !ok {
+		return api.AssistantInfo{}, false
+	}
+	name := a.Assistant.Name
+	if name == "" {
+		name = id
+	}
+	desc := a.Assistant.Description
+	if desc == "" {
+		desc = a.Description
+	}
+	md := map[string]any{"agent": a.Name}
+	for k, v := range a.Assistant.Metadata {
+		md[k] = v
+	}
+	return api.AssistantInfo{GraphID: a.GraphID(), Name: name, Description: desc, Metadata: md}, true
 }

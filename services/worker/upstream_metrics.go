@@ -18,6 +18,7 @@ type upstreamCollector struct {
 	guards []*upstream.Guard
 	pools  []*pool.Pool
 	names  []string
+	agents []string
 
 	limit, inflight, waiting, calls, failures, retries, denied *prometheus.Desc
 	waits, waitingNow                                          *prometheus.Desc
@@ -28,8 +29,10 @@ type upstreamCollector struct {
 }
 
 func newUpstreamCollector() *upstreamCollector {
-	l := []string{"upstream"}
-	e := []string{"upstream", "endpoint"}
+	// agent names the catalog's agent whose upstream it is (with an agents file, upstream is the
+	// agent's name too; without one, its URL).
+	l := []string{"upstream", "agent"}
+	e := []string{"upstream", "agent", "endpoint"}
 	d := prometheus.NewDesc
 	return &upstreamCollector{
 		limit:    d("turnstile_worker_upstream_limit", "Concurrency limit of an upstream's calls in flight to all its endpoints together.", l, nil),
@@ -37,11 +40,11 @@ func newUpstreamCollector() *upstreamCollector {
 		waiting:  d("turnstile_worker_upstream_waiting", "Turns waiting for a slot under an upstream's total limit.", l, nil),
 		calls:    d("turnstile_worker_upstream_calls_total", "Calls made to an upstream.", l, nil),
 		failures: d("turnstile_worker_upstream_failures_total",
-			"Failed upstream calls by class: overload, retryable, unavailable, terminal.", []string{"upstream", "class"}, nil),
+			"Failed upstream calls by class: overload, retryable, unavailable, terminal.", []string{"upstream", "agent", "class"}, nil),
 		waits: d("turnstile_worker_upstream_waits_total",
-			"Waits of turns on an upstream begun, by reason: each wait for a slot, each pause before a retry.", []string{"upstream", "reason"}, nil),
+			"Waits of turns on an upstream begun, by reason: each wait for a slot, each pause before a retry.", []string{"upstream", "agent", "reason"}, nil),
 		waitingNow: d("turnstile_worker_upstream_turns_waiting",
-			"Turns waiting on an upstream now, by reason (for upstream_unavailable: between tries).", []string{"upstream", "reason"}, nil),
+			"Turns waiting on an upstream now, by reason (for upstream_unavailable: between tries).", []string{"upstream", "agent", "reason"}, nil),
 		retries: d("turnstile_worker_upstream_retries_total", "Retries the upstream's total retry budget granted.", l, nil),
 		denied:  d("turnstile_worker_upstream_retries_denied_total", "Retries the upstream's total retry budget refused.", l, nil),
 
@@ -56,7 +59,7 @@ func newUpstreamCollector() *upstreamCollector {
 		epInflight: d("turnstile_worker_upstream_endpoint_inflight", "Requests in flight to an endpoint.", e, nil),
 		epLimit:    d("turnstile_worker_upstream_endpoint_limit", "An endpoint's adaptive concurrency limit (AIMD).", e, nil),
 		epRequests: d("turnstile_worker_upstream_endpoint_requests_total",
-			"Requests an endpoint answered, by outcome: ok, overload, retryable, terminal.", []string{"upstream", "endpoint", "outcome"}, nil),
+			"Requests an endpoint answered, by outcome: ok, overload, retryable, terminal.", []string{"upstream", "agent", "endpoint", "outcome"}, nil),
 		epEjected:   d("turnstile_worker_upstream_endpoint_ejected", "1 while an endpoint is ejected.", e, nil),
 		epProbeOK:   d("turnstile_worker_upstream_endpoint_probe_ok", "1 while an endpoint passes its probes (or none are configured).", e, nil),
 		epEjections: d("turnstile_worker_upstream_endpoint_ejections_total", "Times an endpoint was ejected.", e, nil),
@@ -68,10 +71,11 @@ func newUpstreamCollector() *upstreamCollector {
 	}
 }
 
-// add registers a guard and its pool (nil for none) under a name; call before the collector is
-// registered.
-func (c *upstreamCollector) add(name string, g *upstream.Guard, p *pool.Pool) {
+// add registers a guard and its pool (nil for none) under a name, of the catalog's agent agent;
+// call before the collector is registered.
+func (c *upstreamCollector) add(name, agent string, g *upstream.Guard, p *pool.Pool) {
 	c.names = append(c.names, name)
+	c.agents = append(c.agents, agent)
 	c.guards = append(c.guards, g)
 	c.pools = append(c.pools, p)
 }
@@ -95,49 +99,49 @@ func gauge(b bool) float64 {
 
 func (c *upstreamCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, g := range c.guards {
-		name := c.names[i]
+		name, agent := c.names[i], c.agents[i]
 		lim := g.Limiter()
-		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, lim.Limit(), name)
-		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(lim.Inflight()), name)
-		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(lim.Waiting()), name)
-		ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(g.Calls()), name)
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, lim.Limit(), name, agent)
+		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(lim.Inflight()), name, agent)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(lim.Waiting()), name, agent)
+		ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(g.Calls()), name, agent)
 		for _, cl := range []upstream.Class{upstream.Overload, upstream.Retryable, upstream.Unavailable, upstream.Terminal} {
-			ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(g.Failures(cl)), name, cl.String())
+			ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(g.Failures(cl)), name, agent, cl.String())
 		}
 		begun, now := g.Waits()
 		for i, reason := range upstream.WaitReasons {
-			ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(begun[i]), name, reason)
-			ch <- prometheus.MustNewConstMetric(c.waitingNow, prometheus.GaugeValue, float64(now[i]), name, reason)
+			ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(begun[i]), name, agent, reason)
+			ch <- prometheus.MustNewConstMetric(c.waitingNow, prometheus.GaugeValue, float64(now[i]), name, agent, reason)
 		}
 		st := g.Budget().Stats()
-		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(st.Retries), name)
-		ch <- prometheus.MustNewConstMetric(c.denied, prometheus.CounterValue, float64(st.Denied), name)
+		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(st.Retries), name, agent)
+		ch <- prometheus.MustNewConstMetric(c.denied, prometheus.CounterValue, float64(st.Denied), name, agent)
 		if c.pools[i] != nil {
-			c.collectPool(ch, name, c.pools[i].Stats())
+			c.collectPool(ch, name, agent, c.pools[i].Stats())
 		}
 	}
 }
 
-func (c *upstreamCollector) collectPool(ch chan<- prometheus.Metric, name string, s pool.Stats) {
-	ch <- prometheus.MustNewConstMetric(c.endpoints, prometheus.GaugeValue, float64(len(s.Endpoints)), name)
-	ch <- prometheus.MustNewConstMetric(c.panic, prometheus.GaugeValue, gauge(s.Panic), name)
-	ch <- prometheus.MustNewConstMetric(c.panics, prometheus.CounterValue, float64(s.Panics), name)
-	ch <- prometheus.MustNewConstMetric(c.suspended, prometheus.CounterValue, float64(s.Suspended), name)
-	ch <- prometheus.MustNewConstMetric(c.moved, prometheus.CounterValue, float64(s.Moves), name)
+func (c *upstreamCollector) collectPool(ch chan<- prometheus.Metric, name, agent string, s pool.Stats) {
+	ch <- prometheus.MustNewConstMetric(c.endpoints, prometheus.GaugeValue, float64(len(s.Endpoints)), name, agent)
+	ch <- prometheus.MustNewConstMetric(c.panic, prometheus.GaugeValue, gauge(s.Panic), name, agent)
+	ch <- prometheus.MustNewConstMetric(c.panics, prometheus.CounterValue, float64(s.Panics), name, agent)
+	ch <- prometheus.MustNewConstMetric(c.suspended, prometheus.CounterValue, float64(s.Suspended), name, agent)
+	ch <- prometheus.MustNewConstMetric(c.moved, prometheus.CounterValue, float64(s.Moves), name, agent)
 	for _, e := range s.Endpoints {
 		a := e.Address
-		ch <- prometheus.MustNewConstMetric(c.epInflight, prometheus.GaugeValue, float64(e.Inflight), name, a)
-		ch <- prometheus.MustNewConstMetric(c.epLimit, prometheus.GaugeValue, e.Limit, name, a)
+		ch <- prometheus.MustNewConstMetric(c.epInflight, prometheus.GaugeValue, float64(e.Inflight), name, agent, a)
+		ch <- prometheus.MustNewConstMetric(c.epLimit, prometheus.GaugeValue, e.Limit, name, agent, a)
 		for outcome, n := range e.Requests {
-			ch <- prometheus.MustNewConstMetric(c.epRequests, prometheus.CounterValue, float64(n), name, a, outcome)
+			ch <- prometheus.MustNewConstMetric(c.epRequests, prometheus.CounterValue, float64(n), name, agent, a, outcome)
 		}
-		ch <- prometheus.MustNewConstMetric(c.epEjected, prometheus.GaugeValue, gauge(e.Ejected), name, a)
-		ch <- prometheus.MustNewConstMetric(c.epProbeOK, prometheus.GaugeValue, gauge(e.ProbeOK), name, a)
-		ch <- prometheus.MustNewConstMetric(c.epEjections, prometheus.CounterValue, float64(e.Ejections), name, a)
-		ch <- prometheus.MustNewConstMetric(c.epTaskNotFound, prometheus.CounterValue, float64(e.TaskNotFound), name, a)
-		ch <- prometheus.MustNewConstMetric(c.epSessions, prometheus.GaugeValue, float64(e.Sessions), name, a)
-		ch <- prometheus.MustNewConstMetric(c.epRetries, prometheus.CounterValue, float64(e.Retries), name, a)
-		ch <- prometheus.MustNewConstMetric(c.epDenied, prometheus.CounterValue, float64(e.RetryDenied), name, a)
+		ch <- prometheus.MustNewConstMetric(c.epEjected, prometheus.GaugeValue, gauge(e.Ejected), name, agent, a)
+		ch <- prometheus.MustNewConstMetric(c.epProbeOK, prometheus.GaugeValue, gauge(e.ProbeOK), name, agent, a)
+		ch <- prometheus.MustNewConstMetric(c.epEjections, prometheus.CounterValue, float64(e.Ejections), name, agent, a)
+		ch <- prometheus.MustNewConstMetric(c.epTaskNotFound, prometheus.CounterValue, float64(e.TaskNotFound), name, agent, a)
+		ch <- prometheus.MustNewConstMetric(c.epSessions, prometheus.GaugeValue, float64(e.Sessions), name, agent, a)
+		ch <- prometheus.MustNewConstMetric(c.epRetries, prometheus.CounterValue, float64(e.Retries), name, agent, a)
+		ch <- prometheus.MustNewConstMetric(c.epDenied, prometheus.CounterValue, float64(e.RetryDenied), name, agent, a)
 	}
 }
 

@@ -12,7 +12,8 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/config"
 )
 
-// TestUpstreamMetrics builds an HTTP agent and reads its guard's state back through the registry.
+// TestUpstreamMetrics builds an HTTP agent and reads its guard's state back through the registry,
+// labelled with its upstream and its agent.
 func TestUpstreamMetrics(t *testing.T) {
 	cfg := config.Default()
 	cfg.Agent = "http"
@@ -24,10 +25,10 @@ func TestUpstreamMetrics(t *testing.T) {
 	want := `
 # HELP turnstile_worker_upstream_limit Concurrency limit of an upstream's calls in flight to all its endpoints together.
 # TYPE turnstile_worker_upstream_limit gauge
-turnstile_worker_upstream_limit{upstream="http://127.0.0.1:1/agent"} 1024
+turnstile_worker_upstream_limit{agent="agent",upstream="http://127.0.0.1:1/agent"} 1024
 # HELP turnstile_worker_upstream_endpoint_limit An endpoint's adaptive concurrency limit (AIMD).
 # TYPE turnstile_worker_upstream_endpoint_limit gauge
-turnstile_worker_upstream_endpoint_limit{endpoint="http://127.0.0.1:1/agent",upstream="http://127.0.0.1:1/agent"} 16
+turnstile_worker_upstream_endpoint_limit{agent="agent",endpoint="http://127.0.0.1:1/agent",upstream="http://127.0.0.1:1/agent"} 16
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "turnstile_worker_upstream_limit", "turnstile_worker_upstream_endpoint_limit"))
 	n, err := testutil.GatherAndCount(reg)

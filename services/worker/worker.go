@@ -361,7 +361,7 @@ func buildAgentFor(ctx context.Context, cfg config.Config, spec agents.Agent, um
 			MinUseful: cfg.MinUsefulTime,
 			Limiter:   upstream.LimiterConfig{Initial: total, Min: total, Max: total},
 		})
-		um.collector.add(name, g, p)
+		um.collector.add(name, spec.Name, g, p)
 		return g, nil
 	}
 	plain := func(entries []string) ([]pool.Source, error) { return pool.Parse(entries, nil) }

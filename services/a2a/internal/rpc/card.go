@@ -32,7 +32,7 @@ type CardHandler struct {
 // NewCardHandler serves c; rpcPath is the JSON-RPC endpoint's path, appended to the request's
 // origin when c.URL is empty; trusted are the networks whose forwarding headers are believed.
 func NewCardHandler(c *a2a.AgentCard, rpcPath string, trusted []netip.Prefix) *CardHandler {
-	h := &CardHandler{card: *c, path: rpcPath, rest: RESTPath + strings.TrimPrefix(rpcPath, Path), static: a2asrv.NewStaticAgentCardHandler(c), trusted: trusted}
+	h := &CardHandler{card: *c, path: rpcPath, rest: rpcPath + "/rest", static: a2asrv.NewStaticAgentCardHandler(c), trusted: trusted}
 	if c.URL != "" {
 		b, err := card.JSON(c, strings.TrimSuffix(c.URL, rpcPath)+h.rest)
 		if err != nil {

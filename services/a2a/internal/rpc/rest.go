@@ -73,6 +73,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, base string) 
 	method := "unknown"
 	call := tasks.NewCall(frontdoor.Credential(r.Header.Get("Authorization")), r.Header.Get("Last-Event-ID"))
 	call.Deadline = r.Header.Get(frontdoor.DeadlineHeader)
+	call.Agent = AgentOf(r.Context())
 	defer func() { s.requests.WithLabelValues(method, call.Outcome()).Inc() }()
 	s.restCORS.Allow(w, r)
 	if r.Method == http.MethodOptions {

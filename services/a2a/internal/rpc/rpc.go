@@ -120,6 +120,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	method := "unknown"
 	call := tasks.NewCall(frontdoor.Credential(r.Header.Get("Authorization")), r.Header.Get("Last-Event-ID"))
 	call.Deadline = r.Header.Get(frontdoor.DeadlineHeader)
+	call.Agent = AgentOf(r.Context())
 	defer func() { s.requests.WithLabelValues(method, call.Outcome()).Inc() }()
 	s.cors.Allow(w, r)
 	if r.Method == http.MethodOptions {

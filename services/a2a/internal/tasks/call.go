@@ -18,6 +18,9 @@ type Call struct {
 	LastEventID string
 	// Deadline is the caller's X-Deadline-Epoch-Ms header, passed on as the turn's deadline.
 	Deadline string
+	// Agent is the catalog's agent the endpoint serves (/a2a/{agent}); empty at the root paths,
+	// which serve the default agent.
+	Agent string
 
 	readyOnce sync.Once
 	readyCh   chan struct{}

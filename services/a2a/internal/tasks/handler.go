@@ -404,7 +404,7 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 		return nil, call.native(err, a2a.ErrTaskNotFound)
 	}
 	acc, err := h.fd.PostTurn(ctx, call.Credential, sub.contextID,
-		frontdoor.TurnRequest{Input: wire.Input{Text: text}, Metadata: md, PushConfigs: messagePush(m, pushConfigOf(p))},
+		frontdoor.TurnRequest{Input: wire.Input{Text: text}, Metadata: md, PushConfigs: messagePush(m, pushConfigOf(p)), Agent: call.Agent},
 		frontdoor.PostOptions{IdempotencyKey: m.ID, Deadline: dl})
 	if err != nil {
 		return nil, call.native(err, a2a.ErrTaskNotFound)
@@ -414,7 +414,7 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 		sub.task = a2a.TaskID(acc.TurnID)
 	}
 	h.log.LogAttrs(ctx, slog.LevelInfo, "a2a message accepted", slog.String("task_id", string(sub.task)),
-		slog.String("turn_id", sub.turnID), slog.String("session_id", sub.contextID))
+		slog.String("turn_id", sub.turnID), slog.String("session_id", sub.contextID), slog.String("agent", call.Agent))
 	return sub, nil
 }
 

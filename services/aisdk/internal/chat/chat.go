@@ -88,6 +88,10 @@ func New(cfg Config, fd *frontdoor.Client, log *slog.Logger, reg prometheus.Regi
 func (h *Handler) Routes(r chi.Router) {
 	r.Post("/v1/chat", h.post)
 	r.Post("/v1/chat/{chat_id}", h.post)
+	// An agent of the catalog by its path (the body's agent member does the same on the routes
+	// above); an unknown one is intake's 404 agent-not-found, before anything reaches Kafka.
+	r.Post("/v1/agents/{name}/chat", h.post)
+	r.Post("/v1/agents/{name}/chat/{chat_id}", h.post)
 	r.Get("/v1/chat/{chat_id}/stream", h.resume)
 	r.Get("/v1/chat/{chat_id}/messages", h.messages)
 }
@@ -108,7 +112,7 @@ func (h *Handler) refuse(w http.ResponseWriter, route string, err error) {
 
 func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	const route = "post"
-	t, p := readRequest(w, r, chi.URLParam(r, "chat_id"), h.cfg.MaxBody)
+	t, p := readRequest(w, r, chi.URLParam(r, "chat_id"), chi.URLParam(r, "name"), h.cfg.MaxBody)
 	if p != nil {
 		h.requests.WithLabelValues(route, "refused").Inc()
 		httpx.WriteProblem(w, *p)
@@ -126,13 +130,13 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request, t turn, dl ti
 	const route = "post"
 	cred := frontdoor.CredentialOf(r)
 	acc, err := h.fd.PostTurn(r.Context(), cred, t.chatID, frontdoor.TurnRequest{
-		Input: wire.Input{Text: t.text}, Metadata: t.metadata, Multitask: t.multitask,
+		Input: wire.Input{Text: t.text}, Metadata: t.metadata, Multitask: t.multitask, Agent: t.agent,
 	}, frontdoor.PostOptions{IdempotencyKey: t.idempotencyKey(), Deadline: dl})
 	if err != nil {
 		h.refuse(w, route, err)
 		return
 	}
-	log := h.log.With("session_id", t.chatID, "turn_id", acc.TurnID)
+	log := h.log.With("session_id", t.chatID, "turn_id", acc.TurnID, "agent", t.agent)
 	h.stream(w, r, route, log, frontdoor.StreamRequest{SessionID: t.chatID, Token: acc.StreamToken, TurnID: acc.TurnID},
 		acc.TurnID, uistream.Cursor{})
 }

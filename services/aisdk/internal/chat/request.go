@@ -30,6 +30,8 @@ type chatRequest struct {
 	MessageID string         `json:"messageId"`
 	Metadata  map[string]any `json:"metadata"`
 	Multitask string         `json:"multitask"`
+	// Agent names the catalog's agent the turn goes to (also /v1/agents/{name}/chat).
+	Agent string `json:"agent"`
 }
 
 // The triggers DefaultChatTransport sends.
@@ -43,12 +45,13 @@ type turn struct {
 	chatID, text, messageID, trigger string
 	metadata                         map[string]any
 	multitask                        string
+	agent                            string
 }
 
 // readRequest decodes and checks a POST; the problem says why a request is refused. w is given to
 // the body's size limit so that the server closes the connection after a too-large body's answer
 // instead of reading the rest of it (a client waiting on Expect: 100-continue gets its 413).
-func readRequest(w http.ResponseWriter, r *http.Request, pathID string, maxBody int64) (turn, *httpx.Problem) {
+func readRequest(w http.ResponseWriter, r *http.Request, pathID, pathAgent string, maxBody int64) (turn, *httpx.Problem) {
 	fail := func(t httpx.ProblemType, format string, args ...any) (turn, *httpx.Problem) {
 		p := t.Problem(fmt.Sprintf(format, args...))
 		return turn{}, &p
@@ -78,6 +81,12 @@ func readRequest(w http.ResponseWriter, r *http.Request, pathID string, maxBody 
 	if p := checkChatID(id); p != nil {
 		return turn{}, p
 	}
+	if pathAgent != "" {
+		if req.Agent != "" && req.Agent != pathAgent {
+			return fail(httpx.ProblemValidation, "body agent %q differs from the agent in the path", req.Agent)
+		}
+		req.Agent = pathAgent
+	}
 	switch req.Trigger {
 	case "", triggerSubmit, triggerRegenerate:
 	default:
@@ -101,7 +110,7 @@ func readRequest(w http.ResponseWriter, r *http.Request, pathID string, maxBody 
 	}
 	return turn{
 		chatID: id, text: text.String(), messageID: last.ID, trigger: req.Trigger,
-		metadata: req.Metadata, multitask: req.Multitask,
+		metadata: req.Metadata, multitask: req.Multitask, agent: req.Agent,
 	}, nil
 }
 

@@ -26,7 +26,7 @@ func TestReadRequest(t *testing.T) {
 		for i := 0; i+1 < len(header); i += 2 {
 			r.Header.Set(header[i], header[i+1])
 		}
-		return readRequest(httptest.NewRecorder(), r, pathID, 1024)
+		return readRequest(httptest.NewRecorder(), r, pathID, "", 1024)
 	}
 
 	t.Run("DefaultChatTransportBody", func(t *testing.T) {
@@ -80,7 +80,7 @@ func TestReadRequest(t *testing.T) {
 		}
 		r := httptest.NewRequest(http.MethodPost, "/v1/chat", strings.NewReader(`{}`))
 		r.Header.Set("Content-Type", "text/plain")
-		_, p := readRequest(httptest.NewRecorder(), r, "", 1024)
+		_, p := readRequest(httptest.NewRecorder(), r, "", "", 1024)
 		require.Equal(t, httpx.ProblemUnsupportedType.Name, p.Type)
 	})
 }
@@ -93,7 +93,7 @@ func TestReadRequest(t *testing.T) {
 func TestTooLargeBodyWithContinue(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, p := readRequest(w, r, "", MaxBodyDefault); p != nil {
+		if _, p := readRequest(w, r, "", "", MaxBodyDefault); p != nil {
 			httpx.WriteProblem(w, *p)
 		}
 	}))

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
@@ -57,6 +58,7 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, httpx.ProblemAgentNotFound.Problem(fmt.Sprintf("no agent named %q (GET /v1/agents lists them)", req.Agent)))
 		return
 	}
+	trace.SpanFromContext(r.Context()).SetAttributes(telemetry.AgentAttribute(agent.Name))
 	now := h.now()
 	deadline, err := h.deadline(r, req, now, agent.Limits.DefaultDeadline)
 	if err != nil {

@@ -63,6 +63,10 @@ type Config struct {
 	// Describe, when set, describes an assistant (its graph, name, description) from the agent
 	// catalog (pkg/agents); false leaves the assistant described by its ID.
 	Describe func(assistantID string) (AssistantInfo, bool)
+	// Agents, when set, is the agent catalog's side of the assistants (pkg/agents): the assistant
+	// IDs it adds to Assistants (one per agent, its name), and the agent a run of an assistant goes
+	// to (false: no such assistant). Without it every assistant of Assistants is the default agent.
+	Agents AssistantAgents
 	// Auth says whether API keys are required (TURNSTILE_AUTH=on).
 	Auth bool
 	// CORSOrigins may call every LangGraph route from a browser page
@@ -118,6 +122,16 @@ func (c *Config) applyDefaults() {
 	if c.StoreValueMax <= 0 {
 		c.StoreValueMax = StoreValueMaxDefault
 	}
+}
+
+// AssistantAgents resolves assistants to the catalog's agents. Implementations must be safe for
+// concurrent use (the catalog reloads).
+type AssistantAgents interface {
+	// IDs are the assistant IDs the catalog adds.
+	IDs() []string
+	// AgentOf is the agent a run of assistantID goes to ("" for the default agent), and whether
+	// assistantID is an assistant at all.
+	AgentOf(assistantID string) (string, bool)
 }
 
 // Handler serves the LangGraph routes.

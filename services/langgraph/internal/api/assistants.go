@@ -104,7 +104,7 @@ func (h *Handler) searchAssistants(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := []assistantJSON{}
-	for _, id := range h.cfg.Assistants {
+	for _, id := range h.assistantIDs() {
 		a := h.assistant(id)
 		if (body.GraphID != "" && a.GraphID != body.GraphID) || (body.Name != "" && !strings.Contains(a.Name, body.Name)) ||
 			!contains(a.Metadata, toAny(body.Metadata)) {
@@ -138,6 +138,29 @@ func toAny(m map[string]any) any {
 	return m
 }
 
+// assistantIDs are the assistants runs may name: TURNSTILE_LANGGRAPH_ASSISTANTS's and the catalog's
+// agents', each once.
+func (h *Handler) assistantIDs() []string {
+	ids := slices.Clone(h.cfg.Assistants)
+	if h.cfg.Agents != nil {
+		for _, id := range h.cfg.Agents.IDs() {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+// agentOf is the agent a run of the assistant goes to ("" for the default agent) and whether
+// there is such an assistant.
+func (h *Handler) agentOf(assistantID string) (string, bool) {
+	if h.cfg.Agents != nil {
+		return h.cfg.Agents.AgentOf(assistantID)
+	}
+	return "", h.assistants[assistantID]
+}
+
 // knownAssistant authenticates and finds the path's assistant, answering the refusal itself.
 func (h *Handler) knownAssistant(w http.ResponseWriter, r *http.Request, route string) (assistantJSON, bool) {
 	if _, p := h.authenticate(r); p != nil {
@@ -145,7 +168,7 @@ func (h *Handler) knownAssistant(w http.ResponseWriter, r *http.Request, route s
 		return assistantJSON{}, false
 	}
 	id := chi.URLParam(r, "assistant_id")
-	if !h.assistants[id] {
+	if _, ok := h.agentOf(id); !ok {
 		h.refuse(w, route, httpx.ProblemAssistantNotFound.Problem("no assistant "+id+" (TURNSTILE_LANGGRAPH_ASSISTANTS)"))
 		return assistantJSON{}, false
 	}

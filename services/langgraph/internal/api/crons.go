@@ -159,7 +159,7 @@ func (h *Handler) createCron(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, httpx.ProblemValidation.Problem(refusal))
 		return
 	}
-	if !h.assistants[body.AssistantID] {
+	if _, ok := h.agentOf(body.AssistantID); !ok {
 		h.refuse(w, route, httpx.ProblemAssistantNotFound.Problem("no assistant "+body.AssistantID+" (TURNSTILE_LANGGRAPH_ASSISTANTS)"))
 		return
 	}
@@ -175,6 +175,7 @@ func (h *Handler) createCron(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, httpx.ProblemValidation.Problem(refusal))
 		return
 	}
+	turn.Agent, _ = h.agentOf(body.AssistantID) // each fire's turn goes to the assistant's agent
 	req := frontdoor.ScheduleRequest{
 		Schedule: body.Schedule, Timezone: body.Timezone, SessionID: threadID, Turn: turn,
 		Metadata: scheduleMeta(body.Metadata, cm), Enabled: body.Enabled, EndTime: body.EndTime,
@@ -236,6 +237,7 @@ func (h *Handler) updateCron(w http.ResponseWriter, r *http.Request) {
 			h.refuse(w, route, httpx.ProblemValidation.Problem(refusal))
 			return
 		}
+		turn.Agent, _ = h.agentOf(next.AssistantID)
 		req.Turn, req.Metadata = turn, scheduleMeta(next.Metadata, ncm)
 	}
 	s, err := h.fd.UpdateSchedule(r.Context(), c.cred, id, req)

@@ -186,7 +186,7 @@ func (h *Handler) parseRun(w http.ResponseWriter, r *http.Request, route string,
 		h.refuse(w, route, httpx.ProblemValidation.Problem(refusal))
 		return newRun{}, false
 	}
-	if !h.assistants[body.AssistantID] {
+	if _, ok := h.agentOf(body.AssistantID); !ok {
 		h.refuse(w, route, httpx.ProblemAssistantNotFound.Problem("no assistant "+body.AssistantID+" (TURNSTILE_LANGGRAPH_ASSISTANTS)"))
 		return newRun{}, false
 	}
@@ -300,8 +300,11 @@ func (h *Handler) post(r *http.Request, nr newRun) (frontdoor.Accepted, error) {
 	if err != nil {
 		return frontdoor.Accepted{}, err
 	}
+	// The assistant's agent was known when the run was checked; one the catalog dropped since is
+	// refused by intake (404 agent-not-found), before anything reaches Kafka.
+	agent, _ := h.agentOf(nr.body.AssistantID)
 	acc, err := h.fd.PostTurn(r.Context(), nr.cred, nr.thread.ID, frontdoor.TurnRequest{
-		Input: wire.Input{Text: nr.text}, Metadata: md, Multitask: nr.body.Multitask,
+		Input: wire.Input{Text: nr.text}, Metadata: md, Multitask: nr.body.Multitask, Agent: agent,
 	}, frontdoor.PostOptions{IdempotencyKey: r.Header.Get("Idempotency-Key"), Deadline: dl})
 	if err != nil {
 		return acc, err
@@ -312,7 +315,7 @@ func (h *Handler) post(r *http.Request, nr newRun) (frontdoor.Accepted, error) {
 		// updated_at and the stamped assistant are informational; the run is queued either way.
 		h.log.WarnContext(r.Context(), "record run on thread failed", "session_id", nr.thread.ID, "turn_id", acc.TurnID, "err", err)
 	}
-	h.log.DebugContext(r.Context(), "run created", "session_id", nr.thread.ID, "turn_id", acc.TurnID, "assistant_id", nr.body.AssistantID)
+	h.log.DebugContext(r.Context(), "run created", "session_id", nr.thread.ID, "turn_id", acc.TurnID, "assistant_id", nr.body.AssistantID, "agent", agent)
 	return acc, nil
 }
 

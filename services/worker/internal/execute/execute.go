@@ -269,6 +269,9 @@ func (t *turn) open() bool {
 	session := env.SessionKey()
 	ctx = logging.With(ctx, slog.String("turn_id", turnID), slog.String("session_id", env.SessionID), slog.String("tenant", env.Tenant))
 	ctx, span := telemetry.Start(telemetry.ExtractRecord(ctx, rec), "worker.turn", trace.WithSpanKind(trace.SpanKindConsumer), telemetry.TurnAttributes(turnID, session, 0))
+	if env.Agent != "" { // a record from before agents had names is the default agent's
+		span.SetAttributes(telemetry.AgentAttribute(env.Agent))
+	}
 	t.ctx, t.span, t.env, t.session, t.rawMetadata, t.id = ctx, span, env, session, rawMetadata, turnID
 	return true
 }
