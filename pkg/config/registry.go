@@ -46,9 +46,9 @@ type RegistrySettings struct {
 	// TombstoneTTL is how long a removed registration stays readable in the change feed; a reader
 	// further behind reloads the whole snapshot. Defaults to 1h.
 	TombstoneTTL time.Duration `env:"TURNSTILE_REGISTRY_TOMBSTONE_TTL"`
-	// MaxInflight bounds the registry requests one intake serves at once: renewals may use all of
-	// it, registrations and reads half, and the rest is shed at once with 503 and Retry-After.
-	// Defaults to 64.
+	// MaxInflight bounds the registry writes one intake serves at once: renewals may use all of
+	// it, registrations half, reads a budget of their own of a quarter of it, and the rest is shed
+	// at once with 503 and Retry-After. Defaults to 64.
 	MaxInflight int `env:"TURNSTILE_REGISTRY_MAX_INFLIGHT"`
 	// URL is the registry's base URL as workers reach it (an intake's), for agents whose endpoints
 	// name "registry". Defaults to http://127.0.0.1 at TURNSTILE_HTTP_ADDR's port.

@@ -48,7 +48,8 @@ var (
 const (
 	// RequestTimeoutDefault bounds one request for changes.
 	RequestTimeoutDefault = 5 * time.Second
-	// BackoffMax caps the wait between failed refreshes (exponential, full jitter, from Refresh).
+	// BackoffMax caps the wait between failed refreshes (exponential from Refresh, full jitter),
+	// as does sixteen times Refresh: a registry back from an outage is followed again within it.
 	BackoffMax = 30 * time.Second
 	// persistEvery is how often an unchanged snapshot's confirmation time is written to disk, so
 	// that a restart's idea of its age stays close to the truth.
@@ -203,7 +204,7 @@ func (f *Follower) run(ctx context.Context) {
 			f.failures++
 			// Exponential backoff with full jitter: a registry coming back is not met by every
 			// worker at once.
-			ceiling := min(f.cfg.Refresh<<min(f.failures, 10), BackoffMax)
+			ceiling := min(f.cfg.Refresh<<min(f.failures, 4), BackoffMax)
 			wait = rand.N(ceiling) + f.cfg.Refresh/2 //nolint:gosec // jitter needs no cryptographic randomness
 		} else {
 			f.failures = 0

@@ -43,9 +43,10 @@ const (
 type Config struct {
 	// Lease is a registration's lease. Defaults to config.RegistryLeaseDefault.
 	Lease time.Duration
-	// MaxInflight bounds the registry requests one intake serves at once; renewals and removals
-	// may use all of it, registrations and reads half, and a request beyond is shed with 503 and
-	// Retry-After at once. Defaults to config.RegistryMaxInflightDefault.
+	// MaxInflight bounds the registry writes one intake serves at once; renewals and removals
+	// may use all of it, registrations half; reads have a budget of their own, a quarter of it. A
+	// request beyond is shed with 503 and Retry-After at once. Defaults to
+	// config.RegistryMaxInflightDefault.
 	MaxInflight int
 	// StoreTimeout defaults to StoreTimeoutDefault.
 	StoreTimeout time.Duration
@@ -85,7 +86,8 @@ type Handler struct {
 	cfg   Config
 	d     Deps
 	store *Store
-	adm   admission
+	adm   admission // writes
+	reads admission // reads: their own budget, so neither starves the other
 	m     *handlerMetrics
 }
 
@@ -100,6 +102,8 @@ func New(cfg Config, d Deps) *Handler {
 		h.store = NewStore(d.Pool)
 	}
 	h.adm = admission{max: int64(cfg.MaxInflight), low: int64(max(1, cfg.MaxInflight/2))}
+	r := int64(max(2, cfg.MaxInflight/4))
+	h.reads = admission{max: r, low: r}
 	return h
 }
 
@@ -114,8 +118,8 @@ func (h *Handler) Routes(r chi.Router) {
 		}
 		r.Use(h.gate)
 		r.Post("/", h.admitted(opRegister, classLow, h.register))
-		r.Get("/", h.admitted(opList, classLow, h.list))
-		r.Get("/changes", h.admitted(opChanges, classLow, h.changes))
+		r.Get("/", h.admitted(opList, classRead, h.list))
+		r.Get("/changes", h.admitted(opChanges, classRead, h.changes))
 		r.Put("/{instance_id}", h.admitted(opRenew, classHigh, h.renew))
 		r.Delete("/{instance_id}", h.admitted(opDeregister, classHigh, h.deregister))
 	})
@@ -157,12 +161,16 @@ func (h *Handler) gate(next http.Handler) http.Handler {
 // jittered Retry-After at once otherwise: a herd is refused, never queued into timeouts.
 func (h *Handler) admitted(op string, c class, fn func(w http.ResponseWriter, r *http.Request) string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !h.adm.enter(c) {
+		adm := &h.adm
+		if c == classRead {
+			adm = &h.reads
+		}
+		if !adm.enter(c) {
 			h.m.requests.WithLabelValues(op, "shed").Inc()
 			h.refuse(w, httpx.ProblemOverCapacity.Problem("the agent registry is at its limit of requests in flight; retry after the Retry-After"))
 			return
 		}
-		defer h.adm.leave()
+		defer adm.leave()
 		start := time.Now()
 		result := fn(w, r)
 		h.m.requests.WithLabelValues(op, result).Inc()
@@ -361,8 +369,12 @@ const (
 	// classHigh is a renewal or removal of a known registration: cheap, and what keeps the
 	// snapshots right.
 	classHigh class = iota
-	// classLow is a new registration or a read.
+	// classLow is a new registration.
 	classLow
+	// classRead is a read (the workers' changes, a list): admitted within a budget of its own, a
+	// quarter of the limit, so a herd of writes never starves the snapshots and reads never
+	// crowd out renewals.
+	classRead
 )
 
 // admission bounds the requests in flight: classHigh up to max, classLow up to low, so that in a

@@ -192,8 +192,8 @@ func runChild() {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }),
-		ReadHeaderTimeout: time.Second}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	srv := &http.Server{Handler: ok, ReadHeaderTimeout: time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	endpoint := "http://" + ln.Addr().String() + "/"
 	var mu sync.Mutex
@@ -259,7 +259,8 @@ func TestPausedReplica(t *testing.T) {
 	// no snapshot may hold the old endpoint again.
 	var replaced atomic.Bool
 	var resurrected, refreshes atomic.Int64
-	f, err := snapshot.New(snapshot.Config{URL: b.srv.URL, Agent: "echo", Refresh: 20 * time.Millisecond,
+	f, err := snapshot.New(snapshot.Config{
+		URL: b.srv.URL, Agent: "echo", Refresh: 20 * time.Millisecond,
 		OnRefresh: func(s *snapshot.Snapshot, err error) {
 			if err != nil || s == nil {
 				return
@@ -268,7 +269,8 @@ func TestPausedReplica(t *testing.T) {
 			if replaced.Load() && slices.Contains(s.Endpoints(), old) {
 				resurrected.Add(1)
 			}
-		}})
+		},
+	})
 	require.NoError(t, err)
 	require.NoError(t, f.Start(t.Context()))
 	defer func() { require.NoError(t, f.Stop(context.Background())) }()

@@ -343,11 +343,11 @@ func TestSweeperSingleActive(t *testing.T) {
 	var locked bool
 	require.NoError(t, tx.QueryRow(ctx, stmt("sweep_lock")).Scan(&locked))
 	require.True(t, locked)
-	_, ran, err := b.h.Store().Sweep(ctx, 0.15, time.Hour)
+	_, ran, err := b.h.Store().Sweep(ctx, 0.15, 0, time.Hour, nil)
 	require.NoError(t, err)
 	require.False(t, ran, "a second sweeper skips while one holds the lock")
 	require.NoError(t, tx.Rollback(ctx))
-	_, ran, err = b.h.Store().Sweep(ctx, 0.15, time.Hour)
+	_, ran, err = b.h.Store().Sweep(ctx, 0.15, 0, time.Hour, nil)
 	require.NoError(t, err)
 	require.True(t, ran)
 }

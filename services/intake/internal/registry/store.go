@@ -185,7 +185,14 @@ type AgentCount struct {
 // registrations expired at once (and more than one): those are frozen. It returns false when
 // another replica's sweep holds the lock. tombstoneTTL is how long removals stay readable as
 // changes.
-func (s *Store) Sweep(ctx context.Context, share float64, tombstoneTTL time.Duration) ([]AgentCount, bool, error) {
+//
+// recent, when set, is how many registrations of an agent were removed for expiry lately (the
+// guard's window): they count as expired and as registrations, so a storm whose leases run out
+// over several sweeps is caught as one.
+//
+// grace is how long a registration stays expired before it is removed: the guard counts it from
+// its expiry, so expiries spread over several sweeps are seen together.
+func (s *Store) Sweep(ctx context.Context, share float64, grace, tombstoneTTL time.Duration, recent func(agent string) int) ([]AgentCount, bool, error) {
 	var out []AgentCount
 	locked := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -213,6 +220,9 @@ func (s *Store) Sweep(ctx context.Context, share float64, tombstoneTTL time.Dura
 			c := &out[i]
 			switch {
 			case c.Expired == 0:
+			case recent != nil && Storm(c.Expired+recent(c.Agent), c.Total+recent(c.Agent), share):
+				c.Held = true
+				freeze = append(freeze, c.Agent)
 			case Storm(c.Expired, c.Total, share):
 				c.Held = true
 				freeze = append(freeze, c.Agent)
@@ -226,7 +236,7 @@ func (s *Store) Sweep(ctx context.Context, share float64, tombstoneTTL time.Dura
 			}
 		}
 		if len(remove) > 0 {
-			rows, err := tx.Query(ctx, stmt("sweep_delete"), remove)
+			rows, err := tx.Query(ctx, stmt("sweep_delete"), remove, grace.Milliseconds())
 			if err != nil {
 				return err
 			}

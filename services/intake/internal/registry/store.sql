@@ -83,13 +83,16 @@ WHERE state <> 'deleted'
 GROUP BY agent;
 
 -- name: sweep_delete
--- Remove the expired registrations of agents whose expiries the guard allows.
+-- Remove the registrations of agents whose expiries the guard allows that have been expired for
+-- the grace $2 ms: the leases of a partitioned zone run out over a heartbeat's jitter, and the
+-- grace lets the guard see them all as one storm before any is removed.
 WITH head AS (
     UPDATE registry_head SET revision = revision + 1 RETURNING revision
 )
 UPDATE agent_instances a SET state = 'deleted', revision = head.revision
 FROM head
-WHERE a.agent = ANY($1::text[]) AND a.state <> 'deleted' AND a.lease_expires_at < now()
+WHERE a.agent = ANY($1::text[]) AND a.state <> 'deleted'
+    AND a.lease_expires_at < now() - $2 * interval '1 millisecond'
 RETURNING a.agent, a.instance_id, a.endpoint;
 
 -- name: sweep_freeze

@@ -25,6 +25,13 @@ type SweepConfig struct {
 	TombstoneTTL time.Duration
 	// Timeout bounds one sweep. Defaults to 10s.
 	Timeout time.Duration
+	// Grace is how long a registration stays expired before the sweeper removes it; the guard
+	// counts it from its expiry. Zero removes at once (tests).
+	Grace time.Duration
+	// Window is how long removals count toward the guard's share: leases of a partitioned zone
+	// run out over a heartbeat's jitter, across several sweeps, and are one storm. Defaults to
+	// config.RegistryLeaseDefault; intake passes the lease.
+	Window time.Duration
 	// OnSweep, when set, learns of every sweep this replica made (ran false: another replica held
 	// the lock), after its metrics are set. A test signal.
 	OnSweep func(counts []AgentCount, ran bool, err error)
@@ -43,6 +50,9 @@ func (c *SweepConfig) defaults() {
 	if c.Timeout <= 0 {
 		c.Timeout = 10 * time.Second
 	}
+	if c.Window <= 0 {
+		c.Window = config.RegistryLeaseDefault
+	}
 }
 
 // Sweeper removes registrations whose lease ran out, every Interval, behind the mass-expiry guard:
@@ -59,6 +69,29 @@ type Sweeper struct {
 	log   *slog.Logger
 	m     *sweepMetrics
 	held  map[string]bool // agents whose guard held at the last sweep
+	// removed are this replica's removals for expiry in the last Window, by agent. Sweeps of
+	// other replicas are not in it: a fleet of intakes sweeping in turn sees less of a storm
+	// spread over sweeps than one that keeps the lock.
+	removed map[string][]removal
+}
+
+type removal struct {
+	at time.Time
+	n  int
+}
+
+func (s *Sweeper) recent(agent string) int {
+	cut := time.Now().Add(-s.cfg.Window)
+	keep := s.removed[agent][:0]
+	n := 0
+	for _, r := range s.removed[agent] {
+		if r.at.After(cut) {
+			keep = append(keep, r)
+			n += r.n
+		}
+	}
+	s.removed[agent] = keep
+	return n
 }
 
 // NewSweeper returns a sweeper over store and registers its metrics.
@@ -67,7 +100,7 @@ func NewSweeper(cfg SweepConfig, store *Store, log *slog.Logger, reg prometheus.
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Sweeper{cfg: cfg, store: store, log: log, m: newSweepMetrics(reg), held: map[string]bool{}}
+	s := &Sweeper{cfg: cfg, store: store, log: log, m: newSweepMetrics(reg), held: map[string]bool{}, removed: map[string][]removal{}}
 	s.Runner = lifecycle.Runner{Name: "registry sweeper", Run: s.run}
 	return s
 }
@@ -80,7 +113,7 @@ func (s *Sweeper) run(ctx context.Context) {
 func (s *Sweeper) Sweep(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	counts, ran, err := s.store.Sweep(ctx, s.cfg.GuardShare, s.cfg.TombstoneTTL)
+	counts, ran, err := s.store.Sweep(ctx, s.cfg.GuardShare, s.cfg.Grace, s.cfg.TombstoneTTL, s.recent)
 	switch {
 	case err != nil:
 		s.m.sweeps.WithLabelValues("error").Inc()
@@ -114,6 +147,9 @@ func (s *Sweeper) report(counts []AgentCount) {
 		s.m.instances.WithLabelValues(c.Agent, registry.StateExpired).Set(float64(expired))
 		s.m.instances.WithLabelValues(c.Agent, registry.StateFrozen).Set(float64(frozen))
 		s.m.expired.WithLabelValues(c.Agent).Add(float64(len(c.Removed)))
+		if len(c.Removed) > 0 {
+			s.removed[c.Agent] = append(s.removed[c.Agent], removal{at: time.Now(), n: len(c.Removed)})
+		}
 		if len(c.Removed) > 0 {
 			s.log.Info("registry sweep removed expired registrations", "agent", c.Agent, "removed", c.Removed,
 				"registrations", c.Total)
