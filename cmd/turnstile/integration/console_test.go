@@ -189,7 +189,8 @@ func (p *consolePage) clean() {
 
 // TestConsoleBrowser: in real headless Chromium with an admin key, the console filters the turns
 // list, opens a dead-lettered turn's timeline, replays it on other settings and follows the
-// replay's stream live to its end, runs a bulk cancel by filter and follows its progress, and
+// replay's stream live to its end, runs a bulk cancel by filter and follows its progress, pauses
+// the agent (a new turn stays queued, shown as paused) and resumes it (the turn runs), and
 // shows the session, backlog, workers, dead letters and audit pages; with a tenant's key every
 // page shows that tenant's turns only and another tenant's turn is a 404. No console error and no
 // failed request on any page; screenshots go to .artifacts/console/.
@@ -306,8 +307,8 @@ func TestConsoleBrowser(t *testing.T) {
 		admin.shot("05-session")
 		admin.goTo("#/backlog", `#backlog`)
 		admin.waitFor("acme's backlog", `!!document.querySelector('#backlog tr[data-tenant="acme"]')`)
-		require.Equal(t, "3", eval[string](admin, `document.querySelector('#backlog tr[data-tenant="acme"] td:nth-child(3)').textContent`))
-		require.Equal(t, "1", eval[string](admin, `document.querySelector('#backlog tr[data-tenant="acme"] td:nth-child(4)').textContent`))
+		require.Equal(t, []string{"3"}, admin.attrs(`#backlog tr[data-tenant="acme"]`, "data-queued"))
+		require.Equal(t, []string{"1"}, admin.attrs(`#backlog tr[data-tenant="acme"]`, "data-running"))
 		admin.shot("06-backlog")
 		admin.goTo("#/workers", `#workers`)
 		admin.waitFor("the worker holding the slow turn", `document.querySelectorAll("#workers tr[data-worker]").length === 1`)
@@ -347,6 +348,27 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("PauseAndResumeAnAgent", func(t *testing.T) {
+		admin.t = t
+		admin.goTo("#/backlog", `#pause-form`)
+		admin.run(
+			chromedp.SendKeys(chromedp.CSS(`#pause-agent`), "agent"),
+			chromedp.SendKeys(chromedp.CSS(`#pause-reason`), "console test"),
+			chromedp.Click(chromedp.CSS(`#pause`)),
+			chromedp.WaitVisible(chromedp.CSS(`#pauses tr[data-agent="agent"][data-tenant=""]`)),
+		)
+		held := s.post(t, acme, "p1", `{"input":{"text":"held"}}`).TurnID
+		admin.waitFor("the turn held by the pause", `!!document.querySelector('#backlog tr[data-tenant="acme"][data-paused="1"][data-queued="0"]') &&
+			!!document.querySelector('#pauses tr[data-agent="agent"][data-queued="1"]')`)
+		require.Equal(t, "queued", turnOf(root, held).Status, "a paused agent's turn does not start")
+		admin.shot("10-paused")
+		admin.run(chromedp.Click(chromedp.CSS(`#pauses tr[data-agent="agent"] .resume`)))
+		admin.waitFor("no pause", `!!document.querySelector("#pauses tr.empty")`)
+		testenv.WaitFor(t, 30*time.Second, "the held turn to run after the resume", func() bool { return turnOf(root, held).Status == "succeeded" })
+		admin.waitFor("an empty backlog", `!document.querySelector('#backlog tr[data-tenant="acme"]')`)
+		admin.shot("11-resumed")
+	})
+
 	t.Run("Audit", func(t *testing.T) {
 		admin.t = t
 		admin.goTo("#/audit", `#audit`)
@@ -356,17 +378,17 @@ func TestConsoleBrowser(t *testing.T) {
 		for i := range acts {
 			actions[acts[i]+" "+outcomes[i]] = true
 		}
-		for _, want := range []string{"turn.replay done", "job.create done", "job.finish succeeded"} {
+		for _, want := range []string{"turn.replay done", "job.create done", "job.finish succeeded", "queue.pause done", "queue.resume done"} {
 			require.True(t, actions[want], "the audit page shows %q: %v", want, actions)
 		}
-		admin.shot("10-audit")
+		admin.shot("12-audit")
 		admin.clean()
 	})
 
 	t.Run("TenantSeesOnlyItsOwn", func(t *testing.T) {
 		tenant := openConsole(browser, t, base, acme, shots)
 		tenant.goTo("#/turns", `#turns`)
-		tenant.waitFor("acme's turns", `document.querySelectorAll("#turns tr[data-turn]").length === 7`)
+		tenant.waitFor("acme's turns", `document.querySelectorAll("#turns tr[data-turn]").length === 8`)
 		require.NotContains(t, tenant.attrs(`#turns tr[data-turn]`, "data-turn"), theirs)
 		require.Equal(t, []string{"acme"}, unique(eval[[]string](tenant, `Array.from(document.querySelectorAll("#turns tr[data-turn] td:nth-child(3)")).map(e => e.textContent)`)))
 		tenant.goTo("#/turns?tenant=globex", `#turns`)
@@ -375,7 +397,7 @@ func TestConsoleBrowser(t *testing.T) {
 		tenant.waitFor("acme's dead letter", `document.querySelectorAll("#dead-letters tr[data-turn]").length === 1`)
 		require.Equal(t, []string{failing}, tenant.attrs(`#dead-letters tr[data-turn]`, "data-turn"))
 		tenant.run(chromedp.Click(chromedp.CSS(`#dead-letters .replay-one`)), chromedp.WaitVisible(chromedp.CSS(`#dead-letters .replayed a`)))
-		tenant.shot("11-tenant-dead-letter-replayed")
+		tenant.shot("13-tenant-dead-letter-replayed")
 		tenant.goTo("#/jobs", `#jobs`)
 		tenant.waitFor("no job", `!!document.querySelector("#jobs tr.empty")`)
 		require.Empty(t, tenant.attrs(`#jobs tr[data-job]`, "data-job"), "a job is its creator's scope's: the admin's job is not acme's")
@@ -389,13 +411,13 @@ func TestConsoleBrowser(t *testing.T) {
 		// Another tenant's turn is a 404, the one refusal this test provokes.
 		tenant.fails.allow("/v1/admin/turns/"+theirs+"/timeline", http.StatusNotFound)
 		tenant.goTo("#/turn/"+theirs, `#turn-page .error[data-status="404"]`)
-		tenant.shot("12-tenant-404")
+		tenant.shot("14-tenant-404")
 		errs := tenant.errs.list()
 		require.Len(t, errs, 1, "the provoked 404 is the one error the browser logs: %v", errs)
 		require.Contains(t, errs[0], "404")
 		require.Empty(t, tenant.fails.list(), "failed requests")
 		tenant.goTo("#/turn/"+failing, `#attempts`)
-		tenant.shot("13-tenant-turn")
+		tenant.shot("15-tenant-turn")
 	})
 	t.Logf("screenshots: %s", shots)
 }

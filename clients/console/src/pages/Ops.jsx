@@ -30,33 +30,93 @@ export function SessionPage({ tenant, session }) {
   );
 }
 
-// BacklogPage: live turns by agent and tenant, oldest queued first.
+// PauseForm pauses a tenant's queue, an agent's, or one tenant's turns of one agent.
+function PauseForm({ onDone }) {
+  const [tenant, setTenant] = useState('');
+  const [agent, setAgent] = useState('');
+  const [reason, setReason] = useState('');
+  const [error, setError] = useState(null);
+  const submit = async (e) => {
+    e.preventDefault();
+    setError(null);
+    try {
+      await api('/v1/admin/pauses', { method: 'POST', body: { tenant: tenant || undefined, agent: agent || undefined, reason: reason || undefined } });
+      setTenant('');
+      setAgent('');
+      setReason('');
+      onDone();
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <form id="pause-form" className="inline" onSubmit={submit}>
+      <label>Tenant<input id="pause-tenant" placeholder="every tenant" value={tenant} onChange={(e) => setTenant(e.target.value)} /></label>
+      <label>Agent<input id="pause-agent" placeholder="every agent" value={agent} onChange={(e) => setAgent(e.target.value)} /></label>
+      <label>Reason<input id="pause-reason" value={reason} onChange={(e) => setReason(e.target.value)} /></label>
+      <button id="pause" type="submit">Pause</button>
+      <ErrorBox error={error} />
+    </form>
+  );
+}
+
+// BacklogPage: live turns by agent and tenant, oldest queued first, paused turns apart (not
+// backlog: more workers cannot start them), and the queue pauses with their resume.
 export function BacklogPage() {
-  const b = useLoad(() => api('/v1/admin/backlog'), [], 3000);
+  const b = useLoad(() => api('/v1/admin/backlog'), [], 2000);
+  const p = useLoad(() => api('/v1/admin/pauses'), [], 2000);
+  const reload = () => {
+    b.reload();
+    p.reload();
+  };
   return (
     <section id="backlog-page">
       <h1>Backlog</h1>
       <ErrorBox error={b.error} />
       {b.data ? (
         <table id="backlog" className="grid">
-          <thead><tr><th>Agent</th><th>Tenant</th><th>Queued</th><th>Running</th><th>Oldest queued</th><th>Age</th><th /></tr></thead>
+          <thead><tr><th>Agent</th><th>Tenant</th><th>Queued</th><th>Paused</th><th>Running</th><th>Oldest queued</th><th>Age</th><th /></tr></thead>
           <tbody>
             {b.data.backlog.map((r) => (
-              <tr key={`${r.agent}/${r.tenant}`} data-agent={r.agent} data-tenant={r.tenant}>
-                <td>{r.agent}</td><td>{r.tenant}</td><td className="num">{r.queued}</td><td className="num">{r.running}</td>
+              <tr key={`${r.agent}/${r.tenant}`} data-agent={r.agent} data-tenant={r.tenant} data-queued={r.queued} data-paused={r.paused} data-running={r.running}>
+                <td>{r.agent}</td><td>{r.tenant}</td><td className="num">{r.queued}</td>
+                <td className="num">{r.paused ? <span className="status status-paused">{r.paused} paused</span> : 0}</td>
+                <td className="num">{r.running}</td>
                 <td><Time at={r.oldest_queued_at} /></td><td className="num">{r.age_seconds.toFixed(1)} s</td>
                 <td><a href={href('/turns', { agent: r.agent, tenant: r.tenant, status: 'queued' })}>queued turns</a></td>
               </tr>
             ))}
-            {b.data.backlog.length === 0 ? <tr className="empty"><td colSpan={7}>No live turns.</td></tr> : null}
+            {b.data.backlog.length === 0 ? <tr className="empty"><td colSpan={8}>No live turns.</td></tr> : null}
           </tbody>
         </table>
       ) : null}
+      <div id="pauses-panel" className="panel">
+        <h2>Paused queues</h2>
+        <p className="muted">Workers start no turn a pause covers (running turns finish); its turns stay queued, in order, until it is resumed.</p>
+        <ErrorBox error={p.error} />
+        {p.data ? (
+          <table id="pauses" className="grid">
+            <thead><tr><th>Tenant</th><th>Agent</th><th>Queued turns held</th><th>Reason</th><th>By</th><th>Since</th><th /></tr></thead>
+            <tbody>
+              {p.data.pauses.map((x) => (
+                <tr key={`${x.tenant}/${x.agent}`} data-tenant={x.tenant} data-agent={x.agent} data-queued={x.queued}>
+                  <td>{x.tenant || <span className="muted">every tenant</span>}</td><td>{x.agent || <span className="muted">every agent</span>}</td>
+                  <td className="num">{x.queued}</td><td>{x.reason}</td><td><code>{x.paused_by}</code></td><td><Time at={x.paused_at} /></td>
+                  <td><Action className="resume" label="Resume" act={async () => { await api('/v1/admin/pauses/resume', { method: 'POST', body: { tenant: x.tenant || undefined, agent: x.agent || undefined } }); reload(); }} /></td>
+                </tr>
+              ))}
+              {p.data.pauses.length === 0 ? <tr className="empty"><td colSpan={7}>No queue is paused.</td></tr> : null}
+            </tbody>
+          </table>
+        ) : null}
+        <PauseForm onDone={reload} />
+      </div>
     </section>
   );
 }
 
-// WorkersPage: the workers holding live leases now.
+// WorkersPage: the worker processes seen lately, with their version, agents and turns in flight,
+// and a drain (an admin key's): the worker stops claiming, finishes or hands off its turns, idles.
 export function WorkersPage() {
   const w = useLoad(() => api('/v1/admin/workers'), [], 3000);
   return (
@@ -65,10 +125,20 @@ export function WorkersPage() {
       <ErrorBox error={w.error} />
       {w.data ? (
         <table id="workers" className="grid">
-          <thead><tr><th>Identity</th><th>Turns in flight</th><th>Latest lease expiry</th></tr></thead>
+          <thead><tr><th>Identity</th><th>Version</th><th>Agents</th><th>Turns in flight</th><th>State</th><th>Started</th><th>Last seen</th><th /></tr></thead>
           <tbody>
-            {w.data.workers.map((k) => <tr key={k.identity} data-worker={k.identity}><td>{k.identity}</td><td className="num">{k.in_flight}</td><td><Time at={k.lease_expires_at} /></td></tr>)}
-            {w.data.workers.length === 0 ? <tr className="empty"><td colSpan={3}>No worker holds a turn now.</td></tr> : null}
+            {w.data.workers.map((k) => {
+              const state = !k.alive ? 'gone' : k.draining ? 'draining' : k.drain_requested ? 'drain requested' : 'serving';
+              return (
+                <tr key={k.identity} data-worker={k.identity} data-state={state}>
+                  <td>{k.identity}</td><td>{k.version}</td><td>{(k.agents || []).join(', ')}</td><td className="num">{k.in_flight}</td>
+                  <td><span className={`status status-${state.replace(' ', '-')}`}>{state}</span></td>
+                  <td><Time at={k.started_at} /></td><td><Time at={k.last_seen} /></td>
+                  <td>{k.alive && !k.drain_requested && !k.draining ? <Action className="drain" label="Drain" act={async () => { await api(`/v1/admin/workers/${seg(k.identity)}/drain`, { method: 'POST' }); w.reload(); }} /> : null}</td>
+                </tr>
+              );
+            })}
+            {w.data.workers.length === 0 ? <tr className="empty"><td colSpan={8}>No worker seen lately.</td></tr> : null}
           </tbody>
         </table>
       ) : null}
