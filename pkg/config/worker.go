@@ -50,7 +50,7 @@ type WorkerSettings struct {
 	// ReadAhead bounds the turns each of a worker's agents has fetched and not started (its
 	// read-ahead): the fair scheduler chooses among them, so it must reach past a noisy tenant's
 	// backlog to the other tenants' turns. Fetching pauses when it is full. A turn costs about
-	// 1.3 KiB of memory here (docs/BENCHMARKS.md, "Read-ahead"). Defaults to 32768.
+	// 0.6 KiB of memory here (docs/BENCHMARKS.md, "Read-ahead"). Defaults to 32768.
 	ReadAhead int `env:"TURNSTILE_WORKER_READ_AHEAD"`
 	// Scheduler is fair (the next turn goes to the tenant furthest behind its weighted share,
 	// then the highest priority) or arrival (the oldest ready turn, whatever its tenant and

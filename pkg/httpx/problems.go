@@ -106,6 +106,9 @@ var (
 	// Quotas (429, with Retry-After).
 	ProblemRateLimited = ProblemType{"rate-limited", http.StatusTooManyRequests}
 	ProblemQueueQuota  = ProblemType{"queued-turns-quota", http.StatusTooManyRequests}
+	// ProblemBudgetExhausted refuses a turn of a tenant that spent its token budget of the period
+	// (pkg/quota); Retry-After is the period's reset.
+	ProblemBudgetExhausted = ProblemType{"budget-exhausted", http.StatusTooManyRequests}
 	// ProblemTenantStreamShare refuses a long-lived stream of a tenant that holds its share of a
 	// replica's open streams (pkg/admission).
 	ProblemTenantStreamShare = ProblemType{"tenant-stream-share", http.StatusTooManyRequests}
@@ -130,7 +133,7 @@ func ProblemTypes() []ProblemType {
 		ProblemValidation, ProblemInvalidDeadline, ProblemInvalidTurnID, ProblemInvalidCursor,
 		ProblemIdempotencyReuse, ProblemUnauthenticated, ProblemTokenExpired, ProblemAdminRequired, ProblemSessionNotFound,
 		ProblemTurnNotFound, ProblemPushConfigNotFound, ProblemThreadNotFound, ProblemAssistantNotFound, ProblemScheduleNotFound, ProblemAgentNotFound, ProblemNotFound, ProblemMethodNotAllowed,
-		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemTurnLive, ProblemJobExists, ProblemThreadBusy, ProblemPushConfigsLimit, ProblemThreadsLimit, ProblemSchedulesLimit, ProblemStoreItemsLimit, ProblemStaleCheckpoint, ProblemInstanceTaken, ProblemStaleEpoch, ProblemEpochRequired, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota,
+		ProblemHeaderTooLarge, ProblemSessionBusy, ProblemThreadExists, ProblemTurnLive, ProblemJobExists, ProblemThreadBusy, ProblemPushConfigsLimit, ProblemThreadsLimit, ProblemSchedulesLimit, ProblemStoreItemsLimit, ProblemStaleCheckpoint, ProblemInstanceTaken, ProblemStaleEpoch, ProblemEpochRequired, ProblemMisdirected, ProblemRateLimited, ProblemQueueQuota, ProblemBudgetExhausted,
 		ProblemTenantStreamShare, ProblemBacklog, ProblemDeadlineUnreach, ProblemKafkaUnavail, ProblemStoreUnavail,
 		ProblemOverCapacity, ProblemRegionUnavailable,
 	}

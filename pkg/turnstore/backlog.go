@@ -21,6 +21,8 @@ var backlogAgeSQL string
 // or running under an expired lease, and not behind a running turn of its own session with a live
 // lease, and not held by a queue pause (migration 00270). A turn past its deadline cannot start (it expires; intake's re-driver marks it so) and a
 // turn whose cancel was requested will not: neither is backlog, so neither holds the signal up. It is 0 when there is none (or Postgres's clock is behind the accepting replica's).
+// Nor is a queued turn of a tenant (or tenant×agent) that runs as many turns as its concurrency
+// quota allows (pkg/quota): it is held, and more workers could not start it.
 func (s *Store) BacklogAge(ctx context.Context) (time.Duration, error) {
 	return s.backlogAge(ctx, nil, false)
 }

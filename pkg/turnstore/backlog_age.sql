@@ -1,3 +1,13 @@
+WITH capped AS MATERIALIZED (
+    -- Tenants (and tenant x agent pairs) that run as many turns as their concurrency quota allows
+    -- (/v1/admin/quotas): their queued turns are held, not backlog, since more workers cannot start
+    -- them. One count over the partial index of running turns per capped quota row.
+    SELECT q.tenant, q.agent FROM tenant_quotas q
+    WHERE q.max_running IS NOT NULL AND q.max_running <= (
+        SELECT count(*) FROM turns r
+        WHERE r.status = 'running' AND r.lease_expires_at >= now() AND r.tenant = q.tenant
+          AND (q.agent = '' OR r.agent = q.agent OR (r.agent IS NULL AND $2 AND q.agent = $1)))
+)
 SELECT extract(epoch FROM now() - min(a)) FROM (
     (SELECT t.accepted_at AS a FROM turns t
      WHERE t.status = 'queued' AND NOT t.cancel_requested
@@ -6,6 +16,8 @@ SELECT extract(epoch FROM now() - min(a)) FROM (
                        AND r.status = 'running' AND r.lease_expires_at >= now())
        AND NOT EXISTS (SELECT 1 FROM queue_pauses q WHERE (q.tenant = '' OR q.tenant = t.tenant)
                        AND (q.agent = '' OR q.agent = coalesce(t.agent, $1)))
+       AND NOT EXISTS (SELECT 1 FROM capped c WHERE c.tenant = t.tenant
+                       AND (c.agent = '' OR c.agent = t.agent OR (t.agent IS NULL AND $2 AND c.agent = $1)))
      ORDER BY t.accepted_at LIMIT 1)
     UNION ALL
     (SELECT t.accepted_at FROM turns t

@@ -95,6 +95,10 @@ const (
 	// WaitConcurrencyLimit: the worker's adaptive limit for the upstream is full; the call starts
 	// when a slot frees.
 	WaitConcurrencyLimit = "concurrency_limit"
+	// WaitTenantLimit: the turn could start, but its tenant (or tenant×agent) runs as many turns
+	// as its concurrency quota allows (/v1/admin/quotas); it starts when one of them ends or the
+	// quota is raised. Announced before the turn's first attempt, so its attempt is 0.
+	WaitTenantLimit = "tenant_limit"
 	// WaitUpstreamUnavailable: the upstream could not be reached (a refused or failed connection,
 	// a name that did not resolve, a 502 or 504 from a proxy in front of it) before it streamed
 	// anything; the call is tried again with a growing pause until the turn's deadline leaves

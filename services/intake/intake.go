@@ -13,6 +13,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/httpx"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
+	"github.com/turnstile-run/turnstile/pkg/quota"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
@@ -137,7 +138,16 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	if err != nil {
 		return nil, err
 	}
+	// The quotas set through /v1/admin/quotas (rates and token budgets are applied here; running
+	// caps by the workers), re-read every TURNSTILE_QUOTA_REFRESH.
+	var quotas *quota.Watcher
+	quotaSnapshot := func() *quota.Snapshot { return nil }
+	if pool != nil {
+		quotas = quota.NewWatcher(quota.NewStore(pool), cfg.Worker.QuotaRefresh, catalog.Catalog().Default, log)
+		quotaSnapshot = quotas.Snapshot
+	}
 	h := api.New(api.Config{
+		Quotas:           quotaSnapshot,
 		Topic:            cfg.Topic,
 		Agents:           catalog.Catalog,
 		BacklogAgeOf:     backlogAgeOf,
@@ -192,6 +202,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		Add("queued-row recorder", rec).Add("backlog monitor", monitor).Add("re-driver", redriver).
 		Add("admin job runner", jobs)
 	if pool != nil {
+		parts.Add("quota watcher", quotas)
 		// The scheduler lives here because its ticks go through this accept path, and intake
 		// never scales to zero (package schedule).
 		i.scheduler = schedule.New(schedule.Config{

@@ -21,6 +21,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/kafka"
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
+	"github.com/turnstile-run/turnstile/pkg/quota"
 	"github.com/turnstile-run/turnstile/pkg/registry/snapshot"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
@@ -136,6 +137,16 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The quotas set through /v1/admin/quotas: re-read every TURNSTILE_QUOTA_REFRESH; each lane
+	// holds a tenant at its running cap and lets it try again after each refresh.
+	quotas := quota.NewWatcher(quota.NewStore(pool), cfg.Worker.QuotaRefresh, cat.Default, log)
+	running := quota.NewCounter(quotas)
+	quotas.OnRefresh(func(*quota.Snapshot) {
+		for _, l := range w.lanes {
+			l.consumer.Recheck()
+		}
+	})
+	w.parts.Add("quota watcher", quotas)
 	seen := map[string]bool{}
 	for _, name := range served {
 		spec, ok := cat.Get(name)
@@ -146,7 +157,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 			continue
 		}
 		seen[name] = true
-		l, renewer, err := w.newLane(ctx, laneDeps{weights: weights, cfg: cfg, spec: spec, cat: cat, pool: pool, rdb: rdb, turns: turns, pub: pub, dead: deadLetters, um: um, log: log})
+		l, renewer, err := w.newLane(ctx, laneDeps{weights: weights, limiter: running.Limiter(name), cfg: cfg, spec: spec, cat: cat, pool: pool, rdb: rdb, turns: turns, pub: pub, dead: deadLetters, um: um, log: log})
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", name, err)
 		}
@@ -184,6 +195,8 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 type laneDeps struct {
 	// weights are the tenants' weights in the fair scheduler (TURNSTILE_TENANT_WEIGHTS).
 	weights map[string]float64
+	// limiter holds the lane's tenants at their running caps (pkg/quota).
+	limiter *quota.Limiter
 	cfg     config.Config
 	spec    agents.Agent
 	cat     *agents.Catalog
@@ -260,6 +273,8 @@ func (w *Worker) newLane(ctx context.Context, ld laneDeps) (*lane, *lease.Renewe
 		MaxHeld:          cfg.Worker.ReadAhead,
 		Scheduler:        cfg.Worker.Scheduler,
 		Weights:          ld.weights,
+		Limiter:          ld.limiter,
+		Held:             exec.AnnounceTenantLimit,
 		DrainTimeout:     cfg.DrainTimeout,
 		SessionTimeout:   cfg.Worker.SessionTimeout,
 		RebalanceTimeout: cfg.Worker.RebalanceTimeout,

@@ -117,6 +117,10 @@ func (h *Handler) Routes(r chi.Router) {
 		r.Get("/jobs/{job_id}", h.getJob)
 		r.Post("/jobs/{job_id}/cancel", h.cancelJob)
 		r.Get("/audit", h.audit)
+		r.Get("/quotas", h.listQuotas)
+		r.Put("/quotas/{tenant}", h.putQuota)
+		r.Delete("/quotas/{tenant}", h.deleteQuota)
+		r.Get("/usage", h.usage)
 	})
 }
 

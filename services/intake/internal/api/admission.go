@@ -8,6 +8,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/google/uuid"
 
+	"github.com/turnstile-run/turnstile/pkg/quota"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
@@ -92,8 +93,9 @@ func (h *Handler) askRate(ctx context.Context, tenant string) (retry time.Durati
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.RedisTimeout)
 	defer cancel()
 	key := rateKey(h.cfg.KeyPrefix, tenant)
-	limit := redis_rate.Limit{Rate: h.cfg.TenantRate, Burst: h.cfg.TenantBurst, Period: time.Second}
-	chunk := min(max(h.cfg.TenantRate/rateChunkShare, 1), rateChunkMax, h.cfg.TenantBurst)
+	rate, burst := h.rateOf(tenant)
+	limit := redis_rate.Limit{Rate: rate, Burst: burst, Period: time.Second}
+	chunk := min(max(rate/rateChunkShare, 1), rateChunkMax, burst)
 	res, err := h.limiter.AllowN(ctx, key, limit, chunk)
 	if err == nil && res.Allowed == 0 && chunk > 1 {
 		res, err = h.limiter.AllowN(ctx, key, limit, 1)
@@ -187,4 +189,24 @@ func (h *Handler) sessionBusy(ctx context.Context, session wire.SessionKey, turn
 		h.d.Recorder.Flush(ctx)
 	}
 	return h.store.SessionBusy(ctx, session, turnID)
+}
+
+// rateOf is the tenant's rate and burst: its quota's rate_per_second (burst twice that) when one
+// is set through /v1/admin/quotas, else TURNSTILE_TENANT_RATE and TURNSTILE_TENANT_BURST.
+func (h *Handler) rateOf(tenant string) (rate, burst int) {
+	if h.cfg.Quotas != nil {
+		if r, ok := h.cfg.Quotas().Rate(quota.Key{Tenant: tenant}); ok {
+			return r, 2 * r
+		}
+	}
+	return h.cfg.TenantRate, h.cfg.TenantBurst
+}
+
+// budgetExhausted reports whether the tenant has spent its token budget of the period, and when
+// the period resets.
+func (h *Handler) budgetExhausted(tenant string, now time.Time) (bool, time.Time) {
+	if h.cfg.Quotas == nil {
+		return false, time.Time{}
+	}
+	return h.cfg.Quotas().Exhausted(tenant, now)
 }

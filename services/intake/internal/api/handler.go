@@ -20,6 +20,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/agents"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/openapi"
+	"github.com/turnstile-run/turnstile/pkg/quota"
 	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/streamtoken"
@@ -104,6 +105,10 @@ type Config struct {
 	MaxBacklogAge time.Duration
 	// BacklogAge reports the current backlog age; nil means unknown, and intake admits.
 	BacklogAge func() time.Duration
+	// Quotas, when set, returns the quotas in force (pkg/quota; nil before the first read): a
+	// tenant's rate_per_second replaces TenantRate, and a tenant past its token budget is
+	// refused (budget-exhausted).
+	Quotas func() *quota.Snapshot
 	// TenantRate bounds each tenant's accepted turns per second (GCRA in Redis). Defaults to
 	// config.TenantRateDefault.
 	TenantRate int

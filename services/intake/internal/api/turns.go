@@ -87,8 +87,15 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 	// The session is the tenant's by its key (wire.SessionKey): a session ID another tenant uses
 	// names that tenant's own session, so no lookup stands between a turn and its acceptance.
 	key := wire.NewSessionKey(tenant, sessionID)
+	if out, reset := h.budgetExhausted(tenant, now); out {
+		p := httpx.ProblemBudgetExhausted.Problem(fmt.Sprintf("tenant %s has spent its token budget until %s", tenant, reset.Format(time.RFC3339)))
+		p.RetryAfter = reset.Sub(now)
+		h.refuse(w, route, p)
+		return
+	}
 	if retry, ok := h.allowRate(ctx, tenant); !ok {
-		p := httpx.ProblemRateLimited.Problem(fmt.Sprintf("tenant %s is over its rate of %d turns per second", tenant, h.cfg.TenantRate))
+		rate, _ := h.rateOf(tenant)
+		p := httpx.ProblemRateLimited.Problem(fmt.Sprintf("tenant %s is over its rate of %d turns per second", tenant, rate))
 		p.RetryAfter = retry
 		h.refuse(w, route, p)
 		return

@@ -305,3 +305,76 @@ func TestWeightedShares(t *testing.T) {
 	next := []string{step(), step(), step(), step()}
 	require.Contains(t, next, "z", "a tenant that becomes ready starts within a round: %v", next)
 }
+
+// capLimiter admits at most cap running turns per tenant.
+type capLimiter struct {
+	cap     map[string]int
+	running map[string]int
+}
+
+func (l *capLimiter) Admit(tenant string) bool {
+	if c, ok := l.cap[tenant]; ok && l.running[tenant] >= c {
+		return false
+	}
+	l.running[tenant]++
+	return true
+}
+
+func (l *capLimiter) Done(tenant string) { l.running[tenant]-- }
+
+// TestTenantHeldAtItsCap caps tenant x at one running turn: its second turn is held (announced
+// once, however often the scheduler looks again) while y's turns start, and starts once x's turn
+// ends; a cap raised is seen at Recheck.
+func TestTenantHeldAtItsCap(t *testing.T) {
+	t.Parallel()
+	lim := &capLimiter{cap: map[string]int{"x": 1}, running: map[string]int{}}
+	announced := make(chan string, 16)
+	c := schedOnly(t, Config{MaxInflight: 4, MaxBuffered: 64, MaxHeld: 64, Limiter: lim, Held: func(recs []*kgo.Record) {
+		for _, r := range recs {
+			announced <- string(r.Key)
+		}
+	}})
+	off := int64(0)
+	add := func(key string) {
+		c.addLocked(&kgo.Record{Topic: "sched", Partition: 0, Offset: off, Key: []byte(key)})
+		off++
+	}
+	add("x/a")
+	add("x/b")
+	add("y/a")
+	add("y/b")
+	var started []string
+	var runs []struct {
+		s *session
+		q queued
+	}
+	for {
+		s, q, ok := c.takeLocked()
+		if !ok {
+			break
+		}
+		started = append(started, s.sk.key)
+		runs = append(runs, struct {
+			s *session
+			q queued
+		}{s, q})
+	}
+	require.ElementsMatch(t, []string{"x/a", "y/a", "y/b"}, started, "x runs one turn, its cap; y is not held")
+	require.Equal(t, "x/b", <-announced, "the held turn is announced")
+	require.Equal(t, []string{"x"}, c.HeldTenants())
+	_, _, ok := c.takeLocked()
+	require.False(t, ok, "still held")
+	for _, r := range runs {
+		if r.s.sk.key == "x/a" {
+			c.finishLocked(r.s, r.q, Commit)
+		}
+	}
+	s, _, ok := c.takeLocked()
+	require.True(t, ok)
+	require.Equal(t, "x/b", s.sk.key, "x's held turn starts once its running turn ends")
+	select {
+	case k := <-announced:
+		t.Fatalf("%s announced twice", k)
+	default:
+	}
+}
