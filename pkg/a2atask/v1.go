@@ -200,6 +200,113 @@ func FromV1Message(m *a2apb.Message) (*a2a.Message, error) {
 	return out, nil
 }
 
+// FromV1Event is one event of a 1.0 stream (a StreamResponse) as protocol 0.3's event, for a
+// client of a 1.0 agent that handles 0.3's types (the worker's a2a adapter). A StreamResponse
+// without a member, or a message or artifact with a part of none of the four kinds, is an error.
+func FromV1Event(sr *a2apb.StreamResponse) (a2a.Event, error) {
+	switch p := sr.GetPayload().(type) {
+	case *a2apb.StreamResponse_Task:
+		return FromV1Task(p.Task)
+	case *a2apb.StreamResponse_Message:
+		m, err := FromV1Message(p.Message)
+		if err != nil {
+			return nil, fmt.Errorf("message.%w", err)
+		}
+		if m == nil {
+			m = &a2a.Message{}
+		}
+		return m, nil
+	case *a2apb.StreamResponse_StatusUpdate:
+		st, err := FromV1Status(p.StatusUpdate.GetStatus())
+		if err != nil {
+			return nil, fmt.Errorf("statusUpdate.status.%w", err)
+		}
+		return &a2a.TaskStatusUpdateEvent{
+			TaskID: a2a.TaskID(p.StatusUpdate.GetTaskId()), ContextID: p.StatusUpdate.GetContextId(), Status: st,
+			Metadata: asMap(p.StatusUpdate.GetMetadata()),
+		}, nil
+	case *a2apb.StreamResponse_ArtifactUpdate:
+		art, err := FromV1Artifact(p.ArtifactUpdate.GetArtifact())
+		if err != nil {
+			return nil, fmt.Errorf("artifactUpdate.artifact.%w", err)
+		}
+		return &a2a.TaskArtifactUpdateEvent{
+			TaskID: a2a.TaskID(p.ArtifactUpdate.GetTaskId()), ContextID: p.ArtifactUpdate.GetContextId(), Artifact: art,
+			Append: p.ArtifactUpdate.GetAppend(), LastChunk: p.ArtifactUpdate.GetLastChunk(),
+			Metadata: asMap(p.ArtifactUpdate.GetMetadata()),
+		}, nil
+	}
+	return nil, ErrV1Event
+}
+
+// ErrV1Event is a 1.0 StreamResponse with none of task, message, statusUpdate, artifactUpdate set.
+var ErrV1Event = errors.New("a stream event must have one of task, message, statusUpdate, artifactUpdate")
+
+// FromV1Task is a 1.0 task in protocol 0.3.
+func FromV1Task(t *a2apb.Task) (*a2a.Task, error) {
+	st, err := FromV1Status(t.GetStatus())
+	if err != nil {
+		return nil, fmt.Errorf("task.status.%w", err)
+	}
+	out := &a2a.Task{ID: a2a.TaskID(t.GetId()), ContextID: t.GetContextId(), Status: st, Metadata: asMap(t.GetMetadata())}
+	for i, a := range t.GetArtifacts() {
+		art, err := FromV1Artifact(a)
+		if err != nil {
+			return nil, fmt.Errorf("task.artifacts[%d].%w", i, err)
+		}
+		out.Artifacts = append(out.Artifacts, art)
+	}
+	for i, m := range t.GetHistory() {
+		msg, err := FromV1Message(m)
+		if err != nil {
+			return nil, fmt.Errorf("task.history[%d].%w", i, err)
+		}
+		out.History = append(out.History, msg)
+	}
+	return out, nil
+}
+
+// FromV1Status is a 1.0 task status in protocol 0.3.
+func FromV1Status(s *a2apb.TaskStatus) (a2a.TaskStatus, error) {
+	m, err := FromV1Message(s.GetMessage())
+	if err != nil {
+		return a2a.TaskStatus{}, fmt.Errorf("message.%w", err)
+	}
+	out := a2a.TaskStatus{State: FromV1State(s.GetState()), Message: m}
+	if s.GetTimestamp() != nil {
+		at := s.GetTimestamp().AsTime()
+		out.Timestamp = &at
+	}
+	return out, nil
+}
+
+// FromV1Artifact is a 1.0 artifact in protocol 0.3.
+func FromV1Artifact(a *a2apb.Artifact) (*a2a.Artifact, error) {
+	if a == nil {
+		return nil, nil
+	}
+	out := &a2a.Artifact{
+		ID: a2a.ArtifactID(a.GetArtifactId()), Name: a.GetName(), Description: a.GetDescription(),
+		Metadata: asMap(a.GetMetadata()), Extensions: a.GetExtensions(),
+	}
+	for i, p := range a.GetParts() {
+		part, err := fromV1Part(p)
+		if err != nil {
+			return nil, fmt.Errorf("parts[%d]: %w", i, err)
+		}
+		out.Parts = append(out.Parts, part)
+	}
+	return out, nil
+}
+
+// asMap is a proto Struct as metadata (nil for none).
+func asMap(s *structpb.Struct) map[string]any {
+	if s == nil {
+		return nil
+	}
+	return s.AsMap()
+}
+
 func fromV1Part(p *a2apb.Part) (a2a.Part, error) {
 	var md map[string]any
 	if p.GetMetadata() != nil {

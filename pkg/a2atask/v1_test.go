@@ -91,3 +91,39 @@ func TestV1PushConfig(t *testing.T) {
 	back := a2atask.FromV1PushConfig(c)
 	require.Equal(t, a2a.PushConfig{ID: "c", URL: "https://x", Auth: &a2a.PushAuthInfo{Schemes: []string{"Bearer"}}}, back)
 }
+
+// TestFromV1Event: a 1.0 stream event reads back as the 0.3 event it was made from, and an event
+// with no member, or a part of no kind, is an error.
+func TestFromV1Event(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, ev := range []a2a.Event{
+		&a2a.Task{
+			ID: "t", ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking, Timestamp: &at},
+			History:   []*a2a.Message{{ID: "m", Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.TextPart{Text: "hi"}}}},
+			Artifacts: []*a2a.Artifact{{ID: "a", Parts: a2a.ContentParts{a2a.TextPart{Text: "x"}}}},
+		},
+		&a2a.Message{ID: "m", Role: a2a.MessageRoleAgent, Parts: a2a.ContentParts{a2a.DataPart{Data: map[string]any{"tool_call": map[string]any{"name": "clock"}}}}},
+		&a2a.TaskStatusUpdateEvent{TaskID: "t", ContextID: "c", Status: a2a.TaskStatus{
+			State:   a2a.TaskStateInputRequired,
+			Message: &a2a.Message{ID: "q", Role: a2a.MessageRoleAgent, Parts: a2a.ContentParts{a2a.TextPart{Text: "which?"}}},
+		}},
+		&a2a.TaskArtifactUpdateEvent{TaskID: "t", ContextID: "c", Append: true, LastChunk: true, Artifact: &a2a.Artifact{ID: "a", Parts: a2a.ContentParts{a2a.TextPart{Text: "x"}}}},
+	} {
+		sr, err := a2atask.V1Event(ev)
+		require.NoError(t, err)
+		b, err := a2apb.MarshalJSON(sr)
+		require.NoError(t, err)
+		var back a2apb.StreamResponse
+		require.NoError(t, a2apb.UnmarshalJSON(b, &back))
+		got, err := a2atask.FromV1Event(&back)
+		require.NoError(t, err)
+		require.Equal(t, ev, got, string(b))
+	}
+	_, err := a2atask.FromV1Event(&a2apb.StreamResponse{})
+	require.ErrorIs(t, err, a2atask.ErrV1Event)
+	_, err = a2atask.FromV1Event(&a2apb.StreamResponse{Payload: &a2apb.StreamResponse_ArtifactUpdate{ArtifactUpdate: &a2apb.TaskArtifactUpdateEvent{
+		Artifact: &a2apb.Artifact{ArtifactId: "a", Parts: []*a2apb.Part{{}}},
+	}}})
+	require.ErrorIs(t, err, a2atask.ErrV1Part)
+}

@@ -31,6 +31,18 @@ const DeadlineHeader = "X-Deadline-Epoch-Ms"
 // of the replicas can hash on it.
 const RouteKeyHeader = "x-a2a-route-key"
 
+// The protocol versions the agent speaks, by the A2A-Version each request names.
+const (
+	Protocol03 = "0.3"
+	Protocol10 = "1.0"
+)
+
+// VersionHeader names the protocol version of a request (A2A 1.0, section 3.2.6).
+const VersionHeader = "A2A-Version"
+
+// CardTTLDefault is how long the protocol version read from an endpoint's Agent Card is kept.
+const CardTTLDefault = 5 * time.Minute
+
 // Config configures the agent.
 type Config struct {
 	// URL is the remote agent's JSON-RPC endpoint; required unless Guard balances over a pool,
@@ -44,6 +56,9 @@ type Config struct {
 	Transport http.RoundTripper
 	// Guard protects the upstream. Defaults to upstream.New with the default settings.
 	Guard *upstream.Guard
+	// CardTTL is how long the protocol version read from an endpoint's Agent Card is kept before
+	// the card is read again. Defaults to CardTTLDefault.
+	CardTTL time.Duration
 }
 
 // Agent is the A2A agent.
@@ -51,8 +66,17 @@ type Agent struct {
 	cfg Config
 	hc  *http.Client
 
-	mu      sync.Mutex
-	clients map[string]*a2aclient.Client // by endpoint URL
+	mu    sync.Mutex
+	conns map[string]*endpointConn // by endpoint URL
+}
+
+// endpointConn is an endpoint's conn and until when its protocol version is taken as known (both
+// guarded by Agent.mu); reading holds the one card read of the endpoint in flight, so the turns
+// that start together on a new endpoint wait for one read rather than each making its own.
+type endpointConn struct {
+	reading chan struct{}
+	conn    conn
+	until   time.Time
 }
 
 // New returns an agent for the remote agent at cfg.URL.
@@ -72,30 +96,120 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.Guard == nil {
 		cfg.Guard = upstream.New(upstream.Config{Name: cfg.URL})
 	}
-	a := &Agent{cfg: cfg, hc: &http.Client{Transport: statusTransport{next: cfg.Transport}}, clients: map[string]*a2aclient.Client{}}
+	if cfg.CardTTL <= 0 {
+		cfg.CardTTL = CardTTLDefault
+	}
 	if cfg.URL != "" {
-		if _, err := a.client(ctx, cfg.URL); err != nil {
-			return nil, err
+		if _, err := CardURL(cfg.URL); err != nil {
+			return nil, fmt.Errorf("a2a agent: %w", err)
 		}
 	}
-	return a, nil
+	_ = ctx // the endpoints are dialled on first use, so an agent that is down at start is not an error
+	return &Agent{cfg: cfg, hc: &http.Client{Transport: statusTransport{next: cfg.Transport}}, conns: map[string]*endpointConn{}}, nil
 }
 
-// client returns the SDK client of one endpoint, made on first use.
-func (a *Agent) client(ctx context.Context, url string) (*a2aclient.Client, error) {
+// conn returns the conn of one endpoint: protocol 1.0 when the endpoint's Agent Card offers 1.0
+// over JSON-RPC, else 0.3. The card is read on first use and again once CardTTL has passed, so an
+// agent that moves to 1.0 (or back) is followed; while a card cannot be read again, the version
+// known is kept.
+func (a *Agent) conn(ctx context.Context, endpoint string) (conn, error) {
+	a.mu.Lock()
+	e, ok := a.conns[endpoint]
+	if !ok {
+		e = &endpointConn{reading: make(chan struct{}, 1)}
+		a.conns[endpoint] = e
+	}
+	known, until := e.conn, e.until
+	a.mu.Unlock()
+	if known != nil && time.Now().Before(until) {
+		return known, nil
+	}
+	select {
+	case e.reading <- struct{}{}:
+		defer func() { <-e.reading }()
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	a.mu.Lock()
+	known, until = e.conn, e.until
+	a.mu.Unlock()
+	now := time.Now()
+	if known != nil && now.Before(until) {
+		// Another turn read the card meanwhile.
+		return known, nil
+	}
+	version, err := a.protocolOf(ctx, endpoint)
+	var se *upstream.StatusError
+	switch {
+	case err != nil && known != nil:
+		return known, nil
+	case errors.As(err, &se):
+		// The card is refused for now (429, 5xx) while the endpoint may well answer: in a pool's
+		// panic mode, say, whose probes read the same card. The request goes in 0.3, as a
+		// request naming no version is read, and the card is read again next time.
+		version, now = Protocol03, now.Add(-a.cfg.CardTTL)
+	case err != nil:
+		return nil, fmt.Errorf("a2a agent: %w", err)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c, ok := a.clients[url]; ok {
-		return c, nil
+	if known != nil && known.protocol() == version {
+		e.until = now.Add(a.cfg.CardTTL)
+		return known, nil
 	}
-	c, err := a2aclient.NewFromEndpoints(ctx,
-		[]sdk.AgentInterface{{URL: url, Transport: sdk.TransportProtocolJSONRPC}},
-		a2aclient.WithJSONRPCTransport(a.hc))
-	if err != nil {
-		return nil, fmt.Errorf("a2a agent: create client of %s: %w", url, err)
+	var c conn = &v1Conn{url: endpoint, hc: a.hc}
+	if version == Protocol03 {
+		sc, err := a2aclient.NewFromEndpoints(ctx,
+			[]sdk.AgentInterface{{URL: endpoint, Transport: sdk.TransportProtocolJSONRPC}},
+			a2aclient.WithJSONRPCTransport(a.hc))
+		if err != nil {
+			return nil, fmt.Errorf("a2a agent: create client of %s: %w", endpoint, err)
+		}
+		c = v03Conn{c: sc}
 	}
-	a.clients[url] = c
+	// A conn replaced by another version's is left to its streams still open; it holds no
+	// connections of its own (the HTTP client is the agent's).
+	e.conn, e.until = c, now.Add(a.cfg.CardTTL)
 	return c, nil
+}
+
+// protocolOf reads the Agent Card at the endpoint's origin and says which version to speak. No
+// card (an answer other than 200 or a 429/5xx, a body that is not a card) is an agent of 0.3,
+// which did not require one at a fixed place; a card that cannot be fetched now (unreachable, a
+// 429 or 5xx: an *upstream.StatusError) is an error.
+func (a *Agent) protocolOf(ctx context.Context, endpoint string) (string, error) {
+	cardURL, err := CardURL(endpoint)
+	if err != nil {
+		return "", err
+	}
+	card, err := readCard(ctx, a.hc, cardURL)
+	var se *upstream.StatusError
+	switch {
+	case err == nil:
+		if _, ok := card.v1JSONRPC(); ok {
+			return Protocol10, nil
+		}
+		return Protocol03, nil
+	case errors.As(err, &se):
+		if se.Status == http.StatusTooManyRequests || se.Status >= 500 {
+			return "", err
+		}
+		return Protocol03, nil
+	case errors.Is(err, errNotACard):
+		return Protocol03, nil
+	}
+	return "", err
+}
+
+// Protocol is the version the agent speaks to endpoint, as last read from its card ("" before
+// the first request).
+func (a *Agent) Protocol(endpoint string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e, ok := a.conns[endpoint]; ok && e.conn != nil {
+		return e.conn.protocol()
+	}
+	return ""
 }
 
 // Guard returns the agent's upstream guard.
@@ -106,8 +220,10 @@ func (a *Agent) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var errs []error
-	for _, c := range a.clients {
-		errs = append(errs, c.Destroy())
+	for _, c := range a.conns {
+		if c.conn != nil {
+			errs = append(errs, c.conn.close())
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -142,7 +258,8 @@ func (t statusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // Run answers the turn.
 func (a *Agent) Run(ctx context.Context, turn agent.Turn, history []agent.Message, sink agent.Sink) (agent.Result, error) {
-	hist := make([]map[string]any, len(history))
+	// []any, not []map[string]any: the metadata must also be a proto Struct (protocol 1.0).
+	hist := make([]any, len(history))
 	for i, m := range history {
 		hist[i] = map[string]any{"seq": m.Seq, "turn_id": m.TurnID, "role": m.Role, "content": m.Content}
 	}
@@ -185,7 +302,7 @@ func notFound(c *upstream.Call, err error) {
 
 func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, sink agent.Sink) (agent.Result, error) {
 	name := a.endpoint(c)
-	client, err := a.client(ctx, name)
+	client, err := a.conn(ctx, name)
 	if err != nil {
 		return agent.Result{}, err
 	}
@@ -208,10 +325,10 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 		return nil
 	}
 	err = func() error {
-		for ev, err := range client.SendStreamingMessage(ctx, &sdk.MessageSendParams{Message: msg}) {
+		for ev, err := range client.stream(ctx, &sdk.MessageSendParams{Message: msg}) {
 			if err != nil {
 				notFound(c, err)
-				return fmt.Errorf("a2a message/stream: %w", err)
+				return fmt.Errorf("a2a %s stream: %w", client.protocol(), err)
 			}
 			c.Responded()
 			switch e := ev.(type) {
@@ -279,10 +396,10 @@ func interrupted(s sdk.TaskState) bool {
 
 // cancel forwards the turn's end to the remote task, on a context of its own, through the client
 // of the endpoint that runs the task (under affinity, the replica holding the session).
-func (a *Agent) cancel(ctx context.Context, c *upstream.Call, client *a2aclient.Client, id sdk.TaskID) {
+func (a *Agent) cancel(ctx context.Context, c *upstream.Call, client conn, id sdk.TaskID) {
 	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.CancelTimeout)
 	defer stop()
-	if _, err := client.CancelTask(cctx, &sdk.TaskIDParams{ID: id}); err != nil {
+	if err := client.cancel(cctx, id); err != nil {
 		notFound(c, err)
 	}
 }

@@ -139,18 +139,22 @@ func (x *executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 	return q.Write(ctx, ev)
 }
 
-func setup(t *testing.T, sc agenttest.Scenario) (*a2a.Agent, *agenttest.Recorder, *executor) {
-	return setupEnd(t, sc, "")
+// protocols are the versions every test of the agent runs under: the remote agent's card offers
+// the version, and the agent must speak it.
+var protocols = []string{a2a.Protocol03, a2a.Protocol10}
+
+func setup(t *testing.T, sc agenttest.Scenario, protocol string) (*a2a.Agent, *agenttest.Recorder, *executor) {
+	return setupEnd(t, sc, "", protocol)
 }
 
 // setupEnd is setup with a remote task that ends in the state end (completed when empty).
-func setupEnd(t *testing.T, sc agenttest.Scenario, end sdk.TaskState) (*a2a.Agent, *agenttest.Recorder, *executor) {
+func setupEnd(t *testing.T, sc agenttest.Scenario, end sdk.TaskState, protocol string) (*a2a.Agent, *agenttest.Recorder, *executor) {
 	rec := &agenttest.Recorder{}
 	x := &executor{sc: sc, rec: rec, cancelled: make(chan sdk.TaskID, 1), end: end}
-	rpc := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x))
+	rpc := upstreamOf(t, a2asrv.NewHandler(x), protocol)
 	var posts atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if sc.Overload && posts.Add(1) == 1 {
+		if r.Method == http.MethodPost && sc.Overload && posts.Add(1) == 1 {
 			rec.Add(agenttest.Request{})
 			w.Header().Set("Retry-After", fmt.Sprint(sc.RetryAfter))
 			http.Error(w, "too many requests", http.StatusTooManyRequests)
@@ -167,10 +171,15 @@ func setupEnd(t *testing.T, sc agenttest.Scenario, end sdk.TaskState) (*a2a.Agen
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	agenttest.Run(t, agenttest.Capabilities{Upstream: true}, func(t *testing.T, sc agenttest.Scenario) (agent.Agent, *agenttest.Recorder) {
-		ag, rec, _ := setup(t, sc)
-		return ag, rec
-	})
+	for _, protocol := range protocols {
+		t.Run("V"+protocol, func(t *testing.T) {
+			t.Parallel()
+			agenttest.Run(t, agenttest.Capabilities{Upstream: true}, func(t *testing.T, sc agenttest.Scenario) (agent.Agent, *agenttest.Recorder) {
+				ag, rec, _ := setup(t, sc, protocol)
+				return ag, rec
+			})
+		})
+	}
 }
 
 func TestUnreachable(t *testing.T) {
@@ -185,7 +194,16 @@ func TestUnreachable(t *testing.T) {
 
 func TestCancelIsForwarded(t *testing.T) {
 	t.Parallel()
-	ag, _, x := setup(t, agenttest.Scenario{Tokens: 100, TokenDelay: 50 * time.Millisecond})
+	for _, protocol := range protocols {
+		t.Run("V"+protocol, func(t *testing.T) {
+			t.Parallel()
+			testCancelIsForwarded(t, protocol)
+		})
+	}
+}
+
+func testCancelIsForwarded(t *testing.T, protocol string) {
+	ag, _, x := setup(t, agenttest.Scenario{Tokens: 100, TokenDelay: 50 * time.Millisecond}, protocol)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	first := make(chan struct{})
 	var once sync.Once
@@ -211,11 +229,20 @@ func TestCancelIsForwarded(t *testing.T) {
 // its text, and no retry.
 func TestWaitingForUserEndsTurnWithState(t *testing.T) {
 	t.Parallel()
-	for _, end := range []sdk.TaskState{sdk.TaskStateInputRequired, sdk.TaskStateAuthRequired} {
-		t.Run(string(end), func(t *testing.T) {
+	for _, c := range []struct {
+		end      sdk.TaskState
+		protocol string
+	}{
+		{sdk.TaskStateInputRequired, a2a.Protocol03},
+		{sdk.TaskStateAuthRequired, a2a.Protocol03},
+		{sdk.TaskStateInputRequired, a2a.Protocol10},
+		{sdk.TaskStateAuthRequired, a2a.Protocol10},
+	} {
+		end := c.end
+		t.Run(string(end)+"V"+c.protocol, func(t *testing.T) {
 			t.Parallel()
 			sc := agenttest.Scenario{Tokens: 3}
-			ag, rec, _ := setupEnd(t, sc, end)
+			ag, rec, _ := setupEnd(t, sc, end, c.protocol)
 			res, err := ag.Run(t.Context(), agenttest.NewTurn("which city?", time.Minute), nil, &agenttest.Sink{})
 			require.NoError(t, err)
 			require.Equal(t, string(end), res.State)
@@ -233,10 +260,12 @@ func TestFullTextAtEndIsNotRepeated(t *testing.T) {
 	t.Parallel()
 	sc := agenttest.Scenario{Tokens: 5}
 	x := &executor{sc: sc, rec: &agenttest.Recorder{}, cancelled: make(chan sdk.TaskID, 1), fullAtEnd: true, metadata: make(chan map[string]any, 1)}
-	rpc := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x))
+	rpc := upstreamOf(t, a2asrv.NewHandler(x), a2a.Protocol03)
 	deadlines := make(chan string, 16)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		deadlines <- r.Header.Get(a2a.DeadlineHeader)
+		if r.Method == http.MethodPost {
+			deadlines <- r.Header.Get(a2a.DeadlineHeader)
+		}
 		rpc.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)

@@ -1,7 +1,20 @@
-// Package a2a runs turns on a remote agent over the A2A protocol, with the official Go SDK (a2a-go)
-// and its JSON-RPC transport.
+// Package a2a runs turns on a remote agent over the A2A protocol's JSON-RPC binding, in protocol
+// 1.0 when the agent's card offers it and 0.3 otherwise.
 //
-// Each attempt sends one `message/stream` request whose message has contextId = the session ID
+// The version is read from the Agent Card at the endpoint's origin (/.well-known/agent-card.json)
+// before the first request to an endpoint and again once Config.CardTTL (5 minutes) has passed: a
+// card whose supportedInterfaces list JSON-RPC at protocol version 1.0 (any 1.0.x) makes the
+// endpoint a 1.0 one; a card that offers no 1.0 JSON-RPC, or no card (404, a body that is no card),
+// makes it a 0.3 one. A card refused for now (429, 5xx) sends that request in 0.3, as a request
+// naming no version is read, and is read again for the next one; a card that cannot be fetched
+// (connection refused) fails the attempt as the request itself would. Requests go to the endpoint
+// as configured (or picked by the pool), whichever version: the card decides how to speak, not
+// where. 0.3 is spoken with the official Go SDK (a2a-go 0.3) and its JSON-RPC transport; 1.0 with
+// the types generated from the specification's proto (pkg/a2apb), A2A-Version: 1.0 on every
+// request and the PascalCase methods, each stream event turned into 0.3's (pkg/a2atask), so one
+// loop relays both. A 1.0 JSON-RPC error matches a2a-go's error of the same code.
+//
+// Each attempt sends one `message/stream` (1.0: `SendStreamingMessage`) request whose message has contextId = the session ID
 // (minted by turnstile, so every turn of a conversation routes to the same remote context) and
 // messageId = the turn ID (stable across attempts, so the remote side can deduplicate a retry). The
 // session history travels in the message metadata under "turnstile/history" for remote agents that
@@ -29,7 +42,7 @@
 //   - a plain Message answer (no task) is one delta and the output.
 //
 // When the turn's context ends while a task is running (a cancel request, a lost lease, a drain),
-// `tasks/cancel` is forwarded to the remote agent with a short context of its own.
+// `tasks/cancel` (1.0: `CancelTask`) is forwarded to the remote agent with a short context of its own.
 //
 // Over a pool of replicas (package pool) the agent keeps one SDK client per endpoint and sends each
 // request, and the cancel of its task, through the client of the endpoint the pool picked; every
