@@ -1,11 +1,13 @@
 package a2atask
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/turnstile-run/turnstile/pkg/a2apb"
 	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
@@ -173,6 +175,36 @@ type Snapshot struct {
 // status without a timestamp (a turn still working) is stamped with at, the time of the change,
 // so every notification says when.
 func Push(payload []byte, at time.Time, code string) ([]byte, error) {
+	task, err := pushTask(payload, at, code)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(task)
+}
+
+// PushV1 renders an 'a2a-1.0' outbox row's payload (a config created through protocol 1.0) as
+// 1.0 POSTs a notification: a StreamResponse (A2A 1.0, section 4.3.3) whose task member is the
+// task Push renders, in 1.0's shapes and the proto JSON mapping. The encoding is compacted, as
+// the proto JSON encoder varies its spacing between builds: the same row gives the same bytes on
+// every attempt, whichever notifier sends it.
+func PushV1(payload []byte, at time.Time, code string) ([]byte, error) {
+	task, err := pushTask(payload, at, code)
+	if err != nil {
+		return nil, err
+	}
+	b, err := a2apb.MarshalJSON(&a2apb.StreamResponse{Payload: &a2apb.StreamResponse_Task{Task: V1Task(task)}})
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// pushTask is the task an outbox row's payload holds, as tasks/get answers it at that change.
+func pushTask(payload []byte, at time.Time, code string) (*a2a.Task, error) {
 	var s Snapshot
 	if err := json.Unmarshal(payload, &s); err != nil {
 		return nil, err
@@ -188,5 +220,5 @@ func Push(payload []byte, at time.Time, code string) ([]byte, error) {
 		ts := at.UTC()
 		task.Status.Timestamp = &ts
 	}
-	return json.Marshal(task)
+	return task, nil
 }

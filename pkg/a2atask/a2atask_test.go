@@ -8,7 +8,9 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/turnstile-run/turnstile/pkg/a2apb"
 	"github.com/turnstile-run/turnstile/pkg/a2atask"
 )
 
@@ -71,5 +73,43 @@ func TestPush(t *testing.T) {
 	_, err = a2atask.Push([]byte(`{"turns":[]}`), at, "")
 	require.Error(t, err)
 	_, err = a2atask.Push([]byte(`not json`), at, "")
+	require.Error(t, err)
+}
+
+// TestPushV1 renders a config of protocol 1.0's notification: a StreamResponse whose task is the
+// task Push renders, in 1.0's shapes (no kind, TASK_STATE_ and ROLE_ enums), the same bytes on
+// every attempt.
+func TestPushV1(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 2, 19, 0, 0, 0, time.UTC)
+	asked := `{"turn_id":"0b7c6a52-6f1e-4bb1-9d7c-1b2a3c4d5e6f","session_id":"ctx-1","status":"succeeded","attempts":1,
+		"input":{"text":"book a table"},"output":{"text":"for how many?","state":"input-required"},
+		"metadata":{"a2a":{"message_id":"m1"}},"accepted_at":"2026-12-02T18:59:59Z","finished_at":"2026-12-02T19:00:01Z"}`
+	payload := []byte(`{"turns":[` + asked + `]}`)
+	b, err := a2atask.PushV1(payload, at, "euw1")
+	require.NoError(t, err)
+	require.NotContains(t, string(b), `"kind"`)
+	var sr a2apb.StreamResponse
+	require.NoError(t, protojson.UnmarshalOptions{}.Unmarshal(b, &sr), "strictly a StreamResponse: %s", b)
+	task := sr.GetTask()
+	require.NotNil(t, task, "the task member: %s", b)
+	require.Equal(t, "euw1-0b7c6a52-6f1e-4bb1-9d7c-1b2a3c4d5e6f", task.GetId())
+	require.Equal(t, a2apb.TaskState_TASK_STATE_INPUT_REQUIRED, task.GetStatus().GetState())
+	require.Contains(t, string(b), `"state":"TASK_STATE_INPUT_REQUIRED"`)
+	require.Contains(t, string(b), `"role":"ROLE_USER"`)
+	require.Len(t, task.GetHistory(), 2)
+
+	old, err := a2atask.Push(payload, at, "euw1")
+	require.NoError(t, err)
+	v03 := strictTask(t, old)
+	back, err := a2atask.FromV1Task(task)
+	require.NoError(t, err)
+	require.Equal(t, v03.ID, back.ID)
+	require.Equal(t, v03.Status, back.Status, "the same task as the 0.3 rendering")
+
+	again, err := a2atask.PushV1(payload, at, "euw1")
+	require.NoError(t, err)
+	require.Equal(t, b, again)
+	_, err = a2atask.PushV1([]byte(`{"turns":[]}`), at, "")
 	require.Error(t, err)
 }

@@ -135,6 +135,9 @@ type PushConfig struct {
 	URL            string              `json:"url"`
 	Token          string              `json:"token,omitempty"`
 	Authentication *PushAuthentication `json:"authentication,omitempty"`
+	// A2AVersion is the A2A protocol version the config's notifications are rendered in: "1.0",
+	// or "" for 0.3.
+	A2AVersion string `json:"a2a_version,omitempty"`
 }
 
 // PostOptions are the headers of a turn's POST.

@@ -129,6 +129,9 @@ type PushConfig struct {
 	Token           string   `json:"token,omitempty"`
 	AuthSchemes     []string `json:"auth_schemes,omitempty"`
 	AuthCredentials string   `json:"auth_credentials,omitempty"`
+	// A2AVersion is the A2A protocol version the config was created in and its notifications
+	// are rendered in: "1.0", or "" (stored as "0.3").
+	A2AVersion string `json:"a2a_version,omitempty"`
 }
 
 // The metadata keys a turn's webhook and push configs travelled under before the envelope had

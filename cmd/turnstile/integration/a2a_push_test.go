@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,7 +16,10 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/turnstile-run/turnstile/pkg/a2apb"
+	"github.com/turnstile-run/turnstile/pkg/a2atask"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
@@ -36,10 +40,21 @@ type taskReceiver struct {
 	srv    *httptest.Server
 	verify *standardwebhooks.Webhook
 
+	// v1 takes protocol 1.0's notifications: a StreamResponse whose task member is the task
+	// (A2A 1.0, section 4.3.3), decoded strictly by the proto JSON mapping, without a 0.3 kind.
+	v1 bool
+
 	mu      sync.Mutex
 	got     map[string][]pushed
 	bad     []string
 	changed chan struct{}
+}
+
+// newV1TaskReceiver is a receiver of protocol 1.0's notifications.
+func newV1TaskReceiver(t *testing.T) *taskReceiver {
+	r := newTaskReceiver(t)
+	r.v1 = true
+	return r
 }
 
 func newTaskReceiver(t *testing.T) *taskReceiver {
@@ -69,20 +84,34 @@ func (r *taskReceiver) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	var task a2a.Task
-	if err := json.Unmarshal(body, &task); err != nil {
-		reject("decode: " + err.Error())
-		return
-	}
-	// Strictly: the SDK's type holds every member (encoding it again gives the same JSON) and
-	// the body says it is a task.
-	again, _ := json.Marshal(task)
-	var a, b, kind map[string]any
-	_ = json.Unmarshal(body, &a)
-	_ = json.Unmarshal(again, &b)
-	_ = json.Unmarshal(body, &kind)
-	if !jsonEqual(a, b) || kind["kind"] != "task" {
-		reject("not exactly an a2a.Task: " + string(body))
-		return
+	if r.v1 {
+		var sr a2apb.StreamResponse
+		if err := protojson.Unmarshal(body, &sr); err != nil {
+			reject("decode a 1.0 StreamResponse: " + err.Error())
+			return
+		}
+		t, err := a2atask.FromV1Task(sr.GetTask())
+		if sr.GetTask() == nil || err != nil || strings.Contains(string(body), `"kind"`) {
+			reject(fmt.Sprintf("not a 1.0 StreamResponse carrying a task (%v): %s", err, body))
+			return
+		}
+		task = *t
+	} else {
+		if err := json.Unmarshal(body, &task); err != nil {
+			reject("decode: " + err.Error())
+			return
+		}
+		// Strictly: the SDK's type holds every member (encoding it again gives the same JSON) and
+		// the body says it is a task.
+		again, _ := json.Marshal(task)
+		var a, b, kind map[string]any
+		_ = json.Unmarshal(body, &a)
+		_ = json.Unmarshal(again, &b)
+		_ = json.Unmarshal(body, &kind)
+		if !jsonEqual(a, b) || kind["kind"] != "task" {
+			reject("not exactly an a2a.Task: " + string(body))
+			return
+		}
 	}
 	r.mu.Lock()
 	r.got[req.URL.Path] = append(r.got[req.URL.Path], pushed{

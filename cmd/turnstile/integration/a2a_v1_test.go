@@ -37,7 +37,7 @@ func a2aProject(t *testing.T) string {
 // the card, sends blocking and not, a stream to completion with every event's shape checked on
 // the wire, get, list with filters and pages, cancel, subscribe after a cut, input-required and
 // its follow-up, push configs created, read, listed and deleted, and a signed delivery this test
-// receives.
+// receives in 1.0's shape (a StreamResponse carrying the task, as the config was made in 1.0).
 func TestA2AV1SDK(t *testing.T) {
 	dir := a2aProject(t)
 	s := startA2AStackWith(t, "intake,worker,gateway,a2a,notifier", func(cfg *config.Config) {
@@ -45,7 +45,7 @@ func TestA2AV1SDK(t *testing.T) {
 		cfg.Notifier.AllowNetworks = "127.0.0.0/8"
 		cfg.Notifier.Poll = 20 * time.Millisecond
 	})
-	recv := newTaskReceiver(t)
+	recv := newV1TaskReceiver(t)
 	t.Cleanup(func() {
 		recv.mu.Lock()
 		defer recv.mu.Unlock()

@@ -105,6 +105,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, base string) 
 		fail(err)
 		return
 	}
+	call.Version = V1
 	name, in, err := s.restRequest(w, r, strings.TrimPrefix(r.URL.EscapedPath(), base))
 	if err != nil {
 		var wrong *wrongMethod

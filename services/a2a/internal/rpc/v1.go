@@ -155,6 +155,7 @@ func (b jsonrpcV1) streamFailure(err error) []byte {
 // serveV1 answers a 1.0 JSON-RPC request whose envelope was checked: its method must be one of
 // 1.0's, its params that method's request in the proto JSON mapping.
 func (s *Server) serveV1(w http.ResponseWriter, r *http.Request, req envelope, call *tasks.Call) string {
+	call.Version = V1
 	b := jsonrpcV1{id: req.ID}
 	m, ok := v1Methods[req.Method]
 	fail := func(err error) {

@@ -21,6 +21,9 @@ type Call struct {
 	// Agent is the catalog's agent the endpoint serves (/a2a/{agent}); empty at the root paths,
 	// which serve the default agent.
 	Agent string
+	// Version is the A2A protocol version the request speaks: "1.0", or "" for 0.3. A push
+	// config the request creates has its notifications rendered in it.
+	Version string
 
 	readyOnce sync.Once
 	readyCh   chan struct{}

@@ -404,7 +404,7 @@ func (h *Handler) submit(ctx context.Context, call *Call, p *a2a.MessageSendPara
 		return nil, call.native(err, a2a.ErrTaskNotFound)
 	}
 	acc, err := h.fd.PostTurn(ctx, call.Credential, sub.contextID,
-		frontdoor.TurnRequest{Input: wire.Input{Text: text}, Metadata: md, PushConfigs: messagePush(m, pushConfigOf(p)), Agent: call.Agent},
+		frontdoor.TurnRequest{Input: wire.Input{Text: text}, Metadata: md, PushConfigs: messagePush(m, pushConfigOf(p), call.Version), Agent: call.Agent},
 		frontdoor.PostOptions{IdempotencyKey: m.ID, Deadline: dl})
 	if err != nil {
 		return nil, call.native(err, a2a.ErrTaskNotFound)

@@ -20,9 +20,10 @@ import (
 // a retried send carries the same config (and the same body for its Idempotency-Key).
 var pushNamespace = uuid.MustParse("8b9f2c4e-1d3a-4f7b-a6e2-5c0d9e8f7a61")
 
-// nativePush is an A2A config as the native API takes it.
-func nativePush(c a2a.PushConfig) frontdoor.PushConfig {
-	pc := frontdoor.PushConfig{ID: c.ID, URL: c.URL, Token: c.Token}
+// nativePush is an A2A config as the native API takes it, its notifications rendered in the
+// protocol version of the request that created it ("1.0", or "" for 0.3).
+func nativePush(c a2a.PushConfig, version string) frontdoor.PushConfig {
+	pc := frontdoor.PushConfig{ID: c.ID, URL: c.URL, Token: c.Token, A2AVersion: version}
 	if c.Auth != nil {
 		pc.Authentication = &frontdoor.PushAuthentication{Schemes: c.Auth.Schemes, Credentials: c.Auth.Credentials}
 		if pc.Authentication.Schemes == nil {
@@ -45,11 +46,11 @@ func a2aPush(task a2a.TaskID, pc frontdoor.PushConfig) *a2a.TaskPushConfig {
 
 // messagePush is the config sent with a message (configuration.pushNotificationConfig), with an
 // id derived from the message's when it has none.
-func messagePush(m *a2a.Message, c *a2a.PushConfig) []frontdoor.PushConfig {
+func messagePush(m *a2a.Message, c *a2a.PushConfig, version string) []frontdoor.PushConfig {
 	if c == nil {
 		return nil
 	}
-	pc := nativePush(*c)
+	pc := nativePush(*c, version)
 	if pc.ID == "" {
 		pc.ID = uuid.NewSHA1(pushNamespace, []byte(strconv.Quote(m.ID))).String()
 	}
@@ -79,7 +80,7 @@ func (h *Handler) OnSetTaskPushConfig(ctx context.Context, p *a2a.TaskPushConfig
 	if err != nil {
 		return nil, err
 	}
-	pc := nativePush(p.Config)
+	pc := nativePush(p.Config, call.Version)
 	if pc.ID == "" {
 		pc.ID = string(task)
 	}

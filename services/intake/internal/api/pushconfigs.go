@@ -35,12 +35,28 @@ type pushAuthentication struct {
 
 // pushConfigRequest is one push-notification config of a task: its id, the URL every status
 // change of the task's turns is POSTed to (the A2A Task), the token sent in
-// X-A2A-Notification-Token, and the authentication.
+// X-A2A-Notification-Token, the authentication, and the A2A protocol version the notifications
+// are rendered in (0.3's Task, or 1.0's StreamResponse carrying it).
 type pushConfigRequest struct {
 	ID             string              `json:"id"`
 	URL            string              `json:"url"`
 	Token          string              `json:"token,omitempty"`
 	Authentication *pushAuthentication `json:"authentication,omitempty"`
+	A2AVersion     string              `json:"a2a_version,omitempty"`
+}
+
+// The A2A versions a push config's notifications are rendered in; an absent a2a_version is 0.3.
+const (
+	A2AVersion03 = "0.3"
+	A2AVersion10 = "1.0"
+)
+
+// a2aVersion is c's version as stored.
+func (c pushConfigRequest) a2aVersion() string {
+	if c.A2AVersion == "" {
+		return A2AVersion03
+	}
+	return c.A2AVersion
 }
 
 // pushConfigView is a stored config as the API shows it: neither its token nor its credentials,
@@ -50,6 +66,7 @@ type pushConfigView struct {
 	ID             string              `json:"id"`
 	URL            string              `json:"url"`
 	Authentication *pushAuthentication `json:"authentication,omitempty"`
+	A2AVersion     string              `json:"a2a_version"`
 	CreatedAt      time.Time           `json:"created_at"`
 }
 
@@ -69,6 +86,9 @@ func checkPushConfig(field string, c pushConfigRequest, allowHTTP bool) *httpx.P
 	}
 	if p := checkHookToken(field+".token", c.Token); p != nil {
 		return p
+	}
+	if v := c.A2AVersion; v != "" && v != A2AVersion03 && v != A2AVersion10 {
+		return problem(httpx.ProblemValidation, fmt.Sprintf("%s.a2a_version must be %q or %q", field, A2AVersion03, A2AVersion10))
 	}
 	a := c.Authentication
 	if a == nil {
@@ -119,7 +139,7 @@ func envelopePushConfigs(cs []pushConfigRequest) []wire.PushConfig {
 	}
 	out := make([]wire.PushConfig, 0, len(cs))
 	for _, c := range cs {
-		pc := wire.PushConfig{ID: c.ID, URL: c.URL, Token: c.Token}
+		pc := wire.PushConfig{ID: c.ID, URL: c.URL, Token: c.Token, A2AVersion: c.a2aVersion()}
 		if a := c.Authentication; a != nil {
 			pc.AuthSchemes, pc.AuthCredentials = a.Schemes, a.Credentials
 		}
@@ -129,12 +149,12 @@ func envelopePushConfigs(cs []pushConfigRequest) []wire.PushConfig {
 }
 
 // pushConfigColumns are a config's columns in pushConfigView order.
-const pushConfigColumns = `config_id, url, auth_schemes, created_at`
+const pushConfigColumns = `config_id, url, auth_schemes, a2a_version, created_at`
 
 func scanPushConfig(row pgx.CollectableRow) (pushConfigView, error) {
 	var v pushConfigView
 	var schemes []string
-	if err := row.Scan(&v.ID, &v.URL, &schemes, &v.CreatedAt); err != nil {
+	if err := row.Scan(&v.ID, &v.URL, &schemes, &v.A2AVersion, &v.CreatedAt); err != nil {
 		return v, err
 	}
 	if len(schemes) > 0 {
@@ -206,7 +226,7 @@ func (h *Handler) putPushConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.StatusTimeout)
 	defer cancel()
-	v, full, err := h.storePushConfig(ctx, t, id, c.URL, c.Token, schemes, creds)
+	v, full, err := h.storePushConfig(ctx, t, id, c, schemes, creds)
 	switch {
 	case full > 0:
 		h.refuse(w, route, httpx.ProblemPushConfigsLimit.Problem(fmt.Sprintf(
@@ -230,7 +250,7 @@ func (h *Handler) putPushConfig(w http.ResponseWriter, r *http.Request) {
 // task's other configs and stores the config only below the bound, so concurrent PUTs of one task
 // store at most the bound between them. full is the bound when the task is full (nothing stored);
 // pgx.ErrNoRows is a config of that id stored by another tenant.
-func (h *Handler) storePushConfig(ctx context.Context, t turnstore.Turn, id, url, token string, schemes []string, creds string) (v pushConfigView, full int, err error) {
+func (h *Handler) storePushConfig(ctx context.Context, t turnstore.Turn, id string, c pushConfigRequest, schemes []string, creds string) (v pushConfigView, full int, err error) {
 	tx, err := h.d.Pool.Begin(ctx)
 	if err != nil {
 		return v, 0, err
@@ -247,12 +267,13 @@ func (h *Handler) storePushConfig(ctx context.Context, t turnstore.Turn, id, url
 	if others >= most {
 		return v, most, nil
 	}
-	rows, err := tx.Query(ctx, `INSERT INTO task_push_configs (task_id, config_id, tenant, url, token, auth_schemes, auth_credentials)
-		VALUES ($1, $2, $3, $4, nullif($5, ''), $6, nullif($7, ''))
+	rows, err := tx.Query(ctx, `INSERT INTO task_push_configs (task_id, config_id, tenant, url, token, auth_schemes, auth_credentials, a2a_version)
+		VALUES ($1, $2, $3, $4, nullif($5, ''), $6, nullif($7, ''), $8)
 		ON CONFLICT (task_id, config_id) DO UPDATE SET url = EXCLUDED.url, token = EXCLUDED.token,
-			auth_schemes = EXCLUDED.auth_schemes, auth_credentials = EXCLUDED.auth_credentials
+			auth_schemes = EXCLUDED.auth_schemes, auth_credentials = EXCLUDED.auth_credentials,
+			a2a_version = EXCLUDED.a2a_version
 		WHERE task_push_configs.tenant = EXCLUDED.tenant
-		RETURNING `+pushConfigColumns, t.TurnID, id, t.Tenant, url, token, schemes, creds)
+		RETURNING `+pushConfigColumns, t.TurnID, id, t.Tenant, c.URL, c.Token, schemes, creds, c.a2aVersion())
 	if err == nil {
 		v, err = pgx.CollectExactlyOneRow(rows, scanPushConfig)
 	}

@@ -223,10 +223,17 @@ func (s *Sender) jitter(attempts int) time.Duration {
 // the prefixed form the API shows (the outbox keeps bare UUIDs). The same row gives the same
 // bytes on every attempt, so a duplicate carries the body of its first delivery.
 func Body(n outbox.Notification, code string) ([]byte, error) {
-	if n.Format == FormatA2A {
+	switch n.Format {
+	case FormatA2A:
 		b, err := a2atask.Push(n.Payload, n.Created, code)
 		if err != nil {
 			return nil, fmt.Errorf("render the A2A task: %w", err)
+		}
+		return b, nil
+	case FormatA2A10:
+		b, err := a2atask.PushV1(n.Payload, n.Created, code)
+		if err != nil {
+			return nil, fmt.Errorf("render the A2A 1.0 task: %w", err)
 		}
 		return b, nil
 	}
@@ -249,8 +256,13 @@ func Body(n outbox.Notification, code string) ([]byte, error) {
 	return json.Marshal(status) // map keys are sorted: the same bytes on every attempt
 }
 
-// FormatA2A is the format of an A2A push config's notifications (migration 00150).
-const FormatA2A = "a2a"
+// The formats of an A2A push config's notifications: FormatA2A (migration 00150) for a config
+// created through protocol 0.3, its body the Task; FormatA2A10 (migration 00280) for one created
+// through 1.0, its body 1.0's StreamResponse carrying the Task.
+const (
+	FormatA2A   = "a2a"
+	FormatA2A10 = "a2a-1.0"
+)
 
 // request builds the signed POST of n's body.
 func (s *Sender) request(ctx context.Context, n outbox.Notification) (*http.Request, error) {

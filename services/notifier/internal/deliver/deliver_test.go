@@ -17,7 +17,9 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/turnstile-run/turnstile/pkg/a2apb"
 	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/services/notifier/internal/outbox"
 	"github.com/turnstile-run/turnstile/services/notifier/internal/safehttp"
@@ -222,4 +224,29 @@ func TestBodyInRegion(t *testing.T) {
 	var task a2a.Task
 	require.NoError(t, json.Unmarshal(b, &task))
 	require.Equal(t, a2a.TaskID("euw1-0b7c6a52-6f1e-4bb1-9d7c-1b2a3c4d5e6f"), task.ID)
+}
+
+// TestA2A10Body: a config created through A2A 1.0 is sent 1.0's StreamResponse carrying the task
+// (no kind, 1.0's enums), signed over those bytes; the same row's 0.3 format is the bare Task.
+func TestA2A10Body(t *testing.T) {
+	t.Parallel()
+	n := note("https://example.com/hook")
+	n.Format = FormatA2A10
+	n.Payload = []byte(`{"turns":[{"turn_id":"0b7c6a52-6f1e-4bb1-9d7c-1b2a3c4d5e6f","session_id":"ctx","status":"succeeded","attempts":1,` +
+		`"input":{"text":"hi"},"output":{"text":"hello"},"accepted_at":"2026-12-02T19:00:00Z","finished_at":"2026-12-02T19:00:01Z"}]}`)
+	b, err := Body(n, "euw1")
+	require.NoError(t, err)
+	var sr a2apb.StreamResponse
+	require.NoError(t, protojson.Unmarshal(b, &sr), string(b))
+	require.Equal(t, "euw1-0b7c6a52-6f1e-4bb1-9d7c-1b2a3c4d5e6f", sr.GetTask().GetId())
+	require.Equal(t, a2apb.TaskState_TASK_STATE_COMPLETED, sr.GetTask().GetStatus().GetState())
+	require.NotContains(t, string(b), `"kind"`)
+
+	n.Format = FormatA2A
+	old, err := Body(n, "euw1")
+	require.NoError(t, err)
+	var task a2a.Task
+	require.NoError(t, json.Unmarshal(old, &task))
+	require.Equal(t, a2a.TaskStateCompleted, task.Status.State)
+	require.Contains(t, string(old), `"kind":"task"`)
 }

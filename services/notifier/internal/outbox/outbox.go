@@ -25,8 +25,9 @@ type Notification struct {
 	Token   string
 	Status  string
 	Payload json.RawMessage
-	// Format is "native" (Payload is the body) or "a2a" (Payload is the task's turns, rendered as
-	// the A2A Task by package a2atask); AuthHeader is the Authorization an A2A config asks for.
+	// Format is "native" (Payload is the body), "a2a" (Payload is the task's turns, rendered as
+	// the A2A Task by package a2atask) or "a2a-1.0" (the same, rendered as A2A 1.0's
+	// StreamResponse); AuthHeader is the Authorization an A2A config asks for.
 	Format     string
 	AuthHeader string
 	Created    time.Time
