@@ -269,6 +269,21 @@ func TestRegionsThroughRouter(t *testing.T) {
 	require.Equal(t, "use1", ownerOf(t, string(gtask.ID)))
 	_, err = rig.a2aClient("initech").GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
 	require.ErrorIs(t, err, a2a.ErrTaskNotFound, "initech reaches the region of acme's task, which does not show it to initech")
+
+	// A2A 1.0's HTTP+JSON binding through the router: a task route names its task in the path,
+	// a message route in the body, and both reach the task's region whoever asks (another
+	// tenant's home region would answer 421 misdirected).
+	viaREST := rig.call(rig.router, http.MethodGet, "/a2a/rest/tasks/"+string(task.ID), "acme", "")
+	require.Equal(t, http.StatusOK, viaREST.status, string(viaREST.body))
+	require.Contains(t, string(viaREST.body), `"id":"`+string(task.ID)+`"`)
+	// initech's home is euw1; globex's task lives in use1, where initech's key works too.
+	viaREST = rig.call(rig.router, http.MethodGet, "/a2a/rest/tasks/"+string(gtask.ID), "initech", "")
+	require.Equal(t, http.StatusNotFound, viaREST.status, "initech reaches use1, where globex's task is not its: %s", viaREST.body)
+	viaREST = rig.call(rig.router, http.MethodPost, "/a2a/rest/message:send", "initech",
+		`{"message":{"messageId":"m-`+testenv.RandomHex(4)+`","taskId":"`+string(gtask.ID)+`","role":"ROLE_USER","parts":[{"text":"hi"}]}}`)
+	require.Equal(t, http.StatusNotFound, viaREST.status, "initech's follow-up reaches use1, where the task is not its: %s", viaREST.body)
+	viaREST = rig.call(rig.router, http.MethodPost, "/a2a/rest/tasks/"+string(gtask.ID)+":cancel", "initech", "")
+	require.Equal(t, http.StatusNotFound, viaREST.status, "a cancel reaches use1 too: %s", viaREST.body)
 }
 
 // TestRegionDownAndBack stops euw1 with a turn running and one queued behind it: its sessions

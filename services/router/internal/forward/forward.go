@@ -240,6 +240,14 @@ func (fw *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.rpc = true
 		id, f.rpcID = route.JSONRPC(body)
 	}
+	if route.RESTMessage(r.URL.Path) && r.Method == http.MethodPost {
+		body, err := peekBody(r, fw.cfg.MaxBody)
+		if err != nil {
+			fw.forwards.WithLabelValues("", OutcomeCanceled).Inc()
+			return
+		}
+		id = route.RESTBody(body)
+	}
 	f.place = fw.place(id, keyID(r))
 	if f.place.to == "" {
 		fw.forwards.WithLabelValues(f.place.owner, OutcomeUnavailable).Inc()

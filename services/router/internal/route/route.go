@@ -2,6 +2,7 @@ package route
 
 import (
 	"encoding/json"
+	"net/url"
 	"strings"
 )
 
@@ -23,25 +24,66 @@ func Path(path string) (id string, rpc bool) {
 		// /threads/{thread_id}/...; its runs live where the thread does.
 		return seg[1], false
 	}
+	if rest := restRoute(seg); len(rest) >= 2 && rest[0] == "tasks" {
+		// The A2A HTTP+JSON binding's task routes: /tasks/{id}, /tasks/{id}:cancel,
+		// /tasks/{id}:subscribe, /tasks/{id}/pushNotificationConfigs[/{configId}].
+		id, _, _ := strings.Cut(rest[1], ":")
+		if u, err := url.PathUnescape(id); err == nil {
+			return u, false
+		}
+	}
 	return "", false
 }
 
-// rpcParams are the params members that name a task's or context's owner, across the A2A methods:
-// tasks/get, tasks/cancel, tasks/resubscribe and the pushNotificationConfig get, list and delete
-// take id; pushNotificationConfig/set takes taskId; message/send and message/stream carry the
-// message's taskId and contextId.
+// restRoute is the route under the A2A HTTP+JSON binding's base (/a2a/rest, or an agent's
+// /a2a/{agent}/rest) as segments, nil for a path outside it.
+func restRoute(seg []string) []string {
+	switch {
+	case len(seg) >= 3 && seg[0] == "a2a" && seg[1] == "rest":
+		return seg[2:]
+	case len(seg) >= 4 && seg[0] == "a2a" && seg[2] == "rest":
+		return seg[3:]
+	}
+	return nil
+}
+
+// RESTMessage reports whether path is a message route of the A2A HTTP+JSON binding
+// (message:send, message:stream), whose owner is in the body (RESTBody).
+func RESTMessage(path string) bool {
+	rest := restRoute(strings.Split(strings.TrimPrefix(path, "/"), "/"))
+	return len(rest) == 1 && (rest[0] == "message:send" || rest[0] == "message:stream")
+}
+
+// RESTBody returns the ID a REST message's body (a 1.0 SendMessageRequest) names: the
+// message's taskId, else its contextId; "" for new work or a body that is not one.
+func RESTBody(body []byte) string {
+	var p rpcParams
+	if json.Unmarshal(body, &p) != nil {
+		return ""
+	}
+	return p.owner()
+}
+
+// rpcParams are the params members that name a task's or context's owner, across the A2A methods
+// of both versions: 0.3's tasks/get, tasks/cancel, tasks/resubscribe and pushNotificationConfig
+// get, list and delete take id, its pushNotificationConfig/set taskId; 1.0's GetTask, CancelTask
+// and SubscribeToTask take id, its push config methods taskId (their id is the config's), and
+// ListTasks contextId; message/send and message/stream (SendMessage, SendStreamingMessage) carry
+// the message's taskId and contextId.
 type rpcParams struct {
-	ID      string `json:"id"`
-	TaskID  string `json:"taskId"`
-	Message *struct {
+	ID        string `json:"id"`
+	TaskID    string `json:"taskId"`
+	ContextID string `json:"contextId"`
+	Message   *struct {
 		TaskID    string `json:"taskId"`
 		ContextID string `json:"contextId"`
 	} `json:"message"`
 }
 
-// owner is the first ID the params name, task before context.
+// owner is the first ID the params name, task before context: taskId before id, as a 1.0 push
+// config method's id names the config, not the task.
 func (p rpcParams) owner() string {
-	for _, id := range []string{p.ID, p.TaskID} {
+	for _, id := range []string{p.TaskID, p.ID} {
 		if id != "" {
 			return id
 		}
@@ -50,9 +92,11 @@ func (p rpcParams) owner() string {
 		if p.Message.TaskID != "" {
 			return p.Message.TaskID
 		}
-		return p.Message.ContextID
+		if p.Message.ContextID != "" {
+			return p.Message.ContextID
+		}
 	}
-	return ""
+	return p.ContextID
 }
 
 // JSONRPC returns the ID a JSON-RPC request (or the first member of a batch that names one)

@@ -26,6 +26,16 @@ func TestPath(t *testing.T) {
 		{"/runs/stream", "", false},
 		{"/a2a", "", true},
 		{"/a2a/x", "", false},
+		{"/a2a/rest/tasks/euw1-t", "euw1-t", false},
+		{"/a2a/rest/tasks/euw1-t:cancel", "euw1-t", false},
+		{"/a2a/rest/tasks/use1-t:subscribe", "use1-t", false},
+		{"/a2a/rest/tasks/euw1-t/pushNotificationConfigs", "euw1-t", false},
+		{"/a2a/rest/tasks/euw1-t/pushNotificationConfigs/use1-c", "euw1-t", false},
+		{"/a2a/rest/tasks/euw1%2Dt", "euw1-t", false},
+		{"/a2a/support/rest/tasks/euw1-t", "euw1-t", false},
+		{"/a2a/rest/tasks", "", false},
+		{"/a2a/rest/message:send", "", false},
+		{"/a2a/rest/extendedAgentCard", "", false},
 		{"/.well-known/agent-card.json", "", false},
 		{"/openapi.yaml", "", false},
 		{"/", "", false},
@@ -46,6 +56,10 @@ func TestJSONRPC(t *testing.T) {
 		{"Resubscribe", `{"jsonrpc":"2.0","id":1,"method":"tasks/resubscribe","params":{"id":"use1-t"}}`, "use1-t"},
 		{"SetPushConfig", `{"jsonrpc":"2.0","id":1,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"use1-t","pushNotificationConfig":{"url":"https://x"}}}`, "use1-t"},
 		{"Batch", `[{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{}}},{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"euw1-t"}}]`, "euw1-t"},
+		{"V1GetTask", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"euw1-t"}}`, "euw1-t"},
+		{"V1FollowUp", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"taskId":"use1-t","contextId":"euw1-c","role":"ROLE_USER"}}}`, "use1-t"},
+		{"V1GetPushConfig", `{"jsonrpc":"2.0","id":1,"method":"GetTaskPushNotificationConfig","params":{"taskId":"use1-t","id":"euw1-looks-like-one"}}`, "use1-t"},
+		{"V1ListTasks", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"contextId":"euw1-c","pageSize":5}}`, "euw1-c"},
 		{"NotJSON", `{"jsonrpc":`, ""},
 		{"ParamsNotObject", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":[1]}`, ""},
 	} {
@@ -69,4 +83,24 @@ func TestNeverPanics(t *testing.T) {
 		_, _ = Path(rapid.String().Draw(t, "path"))
 		_, _ = JSONRPC([]byte(rapid.String().Draw(t, "body")))
 	})
+}
+
+// TestREST: the A2A HTTP+JSON binding's message routes carry their owner in the body, a 1.0
+// SendMessageRequest: the message's taskId, else its contextId.
+func TestREST(t *testing.T) {
+	t.Parallel()
+	for path, want := range map[string]bool{
+		"/a2a/rest/message:send": true, "/a2a/rest/message:stream": true, "/a2a/support/rest/message:send": true,
+		"/a2a/rest/tasks": false, "/a2a/rest/tasks/t:cancel": false, "/a2a": false, "/v1/sessions/s/turns": false,
+	} {
+		require.Equal(t, want, RESTMessage(path), path)
+	}
+	for body, want := range map[string]string{
+		`{"message":{"messageId":"m","parts":[{"text":"hi"}]}}`: "",
+		`{"message":{"taskId":"use1-t","contextId":"euw1-c"}}`:  "use1-t",
+		`{"message":{"contextId":"euw1-c"},"configuration":{}}`: "euw1-c",
+		`{"message":`: "",
+	} {
+		require.Equal(t, want, RESTBody([]byte(body)), body)
+	}
 }
