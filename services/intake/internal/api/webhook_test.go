@@ -90,7 +90,7 @@ func TestNotificationsAreEnvelopeFields(t *testing.T) {
 	}
 	require.Equal(t, map[string]json.RawMessage{"k": json.RawMessage(`"v"`)}, value.Metadata)
 	require.JSONEq(t, `{"url":"https://h.example/w","token":"tok"}`, string(value.Webhook))
-	require.JSONEq(t, `[{"id":"a","url":"https://a.example/h","auth_schemes":["Bearer"],"auth_credentials":"c"}]`, string(value.PushConfigs))
+	require.JSONEq(t, `[{"id":"a","url":"https://a.example/h","auth_schemes":["Bearer"],"auth_credentials":"c","a2a_version":"0.3"}]`, string(value.PushConfigs))
 
 	b.recorder.Flush(ctx)
 	var url, token, md string
