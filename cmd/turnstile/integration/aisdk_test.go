@@ -104,7 +104,7 @@ func sendOnChatPage(ctx context.Context, t *testing.T, base string, knobs demo.K
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(base+"/chat/?metadata="+url.QueryEscape(string(md))),
 		chromedp.WaitVisible(chromedp.CSS(`#prompt`)),
-		chromedp.SendKeys(chromedp.CSS(`#prompt`), text),
+		typeText(`#prompt`, text),
 		chromedp.Click(chromedp.CSS(`#send`)),
 	))
 }

@@ -115,7 +115,7 @@ func openConsole(browser context.Context, t *testing.T, base, key, shots string)
 	p.run(
 		chromedp.Navigate(base+"/console/"),
 		chromedp.WaitVisible(chromedp.CSS(`#api-key`)),
-		chromedp.SendKeys(chromedp.CSS(`#api-key`), key),
+		typeText(`#api-key`, key),
 		chromedp.Click(chromedp.CSS(`#key-save`)),
 		chromedp.WaitVisible(chromedp.CSS(`#key-clear`)),
 	)
@@ -238,7 +238,7 @@ func TestConsoleBrowser(t *testing.T) {
 		admin.waitFor("every tenant's turns", fmt.Sprintf(`document.querySelectorAll("#turns tr[data-turn]").length === %d`, 7))
 		admin.run(
 			selectValue(`#filter-status`, "failed"),
-			chromedp.SendKeys(chromedp.CSS(`#filter-tenant`), "acme"),
+			typeText(`#filter-tenant`, "acme"),
 			chromedp.Click(chromedp.CSS(`#filter-apply`)),
 		)
 		admin.waitFor("the filtered list", `location.hash.includes("status=failed") && document.querySelectorAll("#turns tr[data-turn]").length === 1`)
@@ -276,7 +276,7 @@ func TestConsoleBrowser(t *testing.T) {
 		// Replay on other agent settings: no failure, a reply slow enough to be seen arriving.
 		const tokens = 30
 		admin.run(
-			chromedp.SendKeys(chromedp.CSS(`#replay-metadata`), `{"demo":{"fail_attempts":0,"tokens":30,"duration_ms":3000}}`),
+			typeText(`#replay-metadata`, `{"demo":{"fail_attempts":0,"tokens":30,"duration_ms":3000}}`),
 			chromedp.Click(chromedp.CSS(`#replay`)),
 		)
 		admin.waitFor("the replay's page", fmt.Sprintf(`!!document.querySelector("#turn-id") && document.querySelector("#turn-id").textContent !== %q`, failing))
@@ -324,7 +324,7 @@ func TestConsoleBrowser(t *testing.T) {
 		admin.run(chromedp.Click(chromedp.CSS(`#bulk-from-filter`)), chromedp.WaitVisible(chromedp.CSS(`#new-job`)))
 		require.Equal(t, "bulk", eval[string](admin, `document.querySelector("#job-session_id").value`), "the job's filter is the list's")
 		admin.run(
-			chromedp.SendKeys(chromedp.CSS(`#job-name`), "cancel-bulk"),
+			typeText(`#job-name`, "cancel-bulk"),
 			selectValue(`#job-action`, "cancel"),
 			chromedp.Click(chromedp.CSS(`#job-preview`)),
 			chromedp.WaitVisible(chromedp.CSS(`#job-preview-count`)),
@@ -352,8 +352,8 @@ func TestConsoleBrowser(t *testing.T) {
 		admin.t = t
 		admin.goTo("#/backlog", `#pause-form`)
 		admin.run(
-			chromedp.SendKeys(chromedp.CSS(`#pause-agent`), "agent"),
-			chromedp.SendKeys(chromedp.CSS(`#pause-reason`), "console test"),
+			typeText(`#pause-agent`, "agent"),
+			typeText(`#pause-reason`, "console test"),
 			chromedp.Click(chromedp.CSS(`#pause`)),
 			chromedp.WaitVisible(chromedp.CSS(`#pauses tr[data-agent="agent"][data-tenant=""]`)),
 		)

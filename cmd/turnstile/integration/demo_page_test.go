@@ -145,7 +145,7 @@ func TestBrowserDemoPageReload(t *testing.T) {
 	require.NoError(t, chromedp.Do(runCtx,
 		chromedp.Navigate(fmt.Sprintf("%s/?tokens=%d", base, tokens)),
 		chromedp.WaitVisible(chromedp.CSS(`#conn.live`)),
-		chromedp.SendKeys(chromedp.CSS(`#text`), text),
+		typeText(`#text`, text),
 		chromedp.Click(chromedp.CSS(`#send`)),
 	))
 	testenv.WaitFor(t, 60*time.Second, "the answer on the page", func() bool { return answered(messages()) })

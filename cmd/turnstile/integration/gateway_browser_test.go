@@ -76,6 +76,17 @@ func chromium(t *testing.T) context.Context {
 	return ctx
 }
 
+// typeText focuses the element sel names, once it is visible, and types text into it. It stands
+// in for chromedp.SendKeys, which reads the node's attributes without the node's lock (a data
+// race with chromedp's own DOM-event goroutine whenever the page changes an attribute of the
+// element, as React does) only to tell a file input, which these pages do not type into.
+func typeText(sel, text string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.Focus(chromedp.CSS(sel), chromedp.NodeVisible),
+		chromedp.KeyEvent(text),
+	)
+}
+
 // TestBrowserResumesAfterCut: a real browser opens the demo chat page, sends a message, the
 // gateway cuts the connection mid-turn, the browser's EventSource reconnects with Last-Event-ID,
 // and the page shows the complete reply with no missing and no repeated token.
@@ -106,7 +117,7 @@ func TestBrowserResumesAfterCut(t *testing.T) {
 	require.Equal(t, "", first.CursorSource, "the page's first stream has no cursor")
 
 	require.NoError(t, chromedp.Do(runCtx,
-		chromedp.SendKeys(chromedp.CSS(`#text`), "hello browser"),
+		typeText(`#text`, "hello browser"),
 		chromedp.Click(chromedp.CSS(`#send`)),
 	))
 	state := func() pageState {

@@ -160,7 +160,7 @@ func TestLangGraphChatUI(t *testing.T) {
 	send := func(text string) {
 		t.Helper()
 		require.NoError(t, chromedp.Do(runCtx,
-			chromedp.SendKeys(chromedp.CSS(`[data-testid="input"]`), text),
+			typeText(`[data-testid="input"]`, text),
 			chromedp.Click(chromedp.CSS(`[data-testid="send"]`)),
 		))
 	}

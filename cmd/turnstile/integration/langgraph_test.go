@@ -224,7 +224,7 @@ func TestLangGraphUseStreamReload(t *testing.T) {
 	require.NoError(t, chromedp.Do(runCtx,
 		chromedp.Navigate(fmt.Sprintf("%s/langgraph/?tokens=%d&duration_ms=6000", base, tokens)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="input"]`)),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid="input"]`), "reload me"),
+		typeText(`[data-testid="input"]`, "reload me"),
 		chromedp.Click(chromedp.CSS(`[data-testid="send"]`)),
 	))
 	testenv.WaitFor(t, 30*time.Second, "the answer to begin streaming in", func() bool {
