@@ -53,10 +53,9 @@ type Row struct {
 	// Priority is the turn's priority (wire.Envelope.PriorityOf).
 	Priority int
 
-	// done, when set (Record), is closed once the row's statement returned; ok then says whether
-	// it was written (or existed already).
-	done chan struct{}
-	ok   *bool
+	// done, when set (Record), receives once the row's statement returned: whether it was
+	// written (or existed already). Buffered, so the loop never waits on a caller gone.
+	done chan bool
 }
 
 // Limits of a Recorder. BufferSize bounds the rows waiting for the loop (Add drops beyond it);
@@ -148,7 +147,7 @@ func (r *Recorder) Record(ctx context.Context, row Row) string {
 		r.waited.WithLabelValues(WaitSkipped).Inc()
 		return WaitSkipped
 	}
-	row.done, row.ok = make(chan struct{}), new(bool)
+	row.done = make(chan bool, 1)
 	select {
 	case r.in <- row:
 	default:
@@ -158,9 +157,9 @@ func (r *Recorder) Record(ctx context.Context, row Row) string {
 	}
 	result := WaitTimeout
 	select {
-	case <-row.done:
+	case ok := <-row.done:
 		result = WaitDropped
-		if *row.ok {
+		if ok {
 			result = WaitWritten
 		}
 	case <-ctx.Done():
@@ -301,8 +300,7 @@ func (r *Recorder) write(ctx context.Context, db *turnstore.Store, batch []Row) 
 	r.healthy.Store(ok)
 	for _, row := range batch {
 		if row.done != nil {
-			*row.ok = ok
-			close(row.done)
+			row.done <- ok
 		}
 	}
 }
