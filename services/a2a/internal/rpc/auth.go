@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -52,6 +53,17 @@ type refusal struct {
 	retry     time.Duration
 	outcome   string
 	detail    string
+}
+
+// setHeaders sets a refusal's headers, whichever binding answers it: the challenge of a 401, the
+// Retry-After (in whole seconds, at least 1) of a 429/503.
+func (no *refusal) setHeaders(w http.ResponseWriter) {
+	if no.challenge != "" {
+		w.Header().Set("WWW-Authenticate", no.challenge)
+	}
+	if no.retry > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((no.retry+time.Second-1)/time.Second))))
+	}
 }
 
 // check authenticates r's credential; nil means go on.

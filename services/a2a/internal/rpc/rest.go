@@ -17,7 +17,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/turnstile-run/turnstile/pkg/a2apb"
-	"github.com/turnstile-run/turnstile/pkg/frontdoor"
 	"github.com/turnstile-run/turnstile/pkg/region"
 	"github.com/turnstile-run/turnstile/services/a2a/internal/tasks"
 )
@@ -71,22 +70,10 @@ func (s *Server) REST(base string) http.Handler {
 
 func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, base string) {
 	method := "unknown"
-	call := tasks.NewCall(frontdoor.Credential(r.Header.Get("Authorization")), r.Header.Get("Last-Event-ID"))
-	call.Deadline = r.Header.Get(frontdoor.DeadlineHeader)
-	call.Agent = AgentOf(r.Context())
+	call := newCall(r)
 	defer func() { s.requests.WithLabelValues(method, call.Outcome()).Inc() }()
-	s.restCORS.Allow(w, r)
-	if r.Method == http.MethodOptions {
-		call.SetOutcome("preflight")
-		s.restCORS.Preflight(w, r)
+	if !s.admit(w, r, call, s.restCORS, writeRESTRefusal) {
 		return
-	}
-	if s.keys != nil {
-		if no := s.keys.check(r); no != nil {
-			call.SetOutcome(no.outcome)
-			writeRESTRefusal(w, no)
-			return
-		}
 	}
 	b := restV1{}
 	fail := func(err error) {
@@ -324,12 +311,7 @@ func queryInt(q url.Values, name string) (*int32, error) {
 // writeRESTRefusal answers a request the key check turned away, on the REST binding: its status
 // with the challenge of a 401 or the Retry-After of a 429/503, and a google.rpc.Status body.
 func writeRESTRefusal(w http.ResponseWriter, no *refusal) {
-	if no.challenge != "" {
-		w.Header().Set("WWW-Authenticate", no.challenge)
-	}
-	if no.retry > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((no.retry+time.Second-1)/time.Second))))
-	}
+	no.setHeaders(w)
 	status, msg := "UNAUTHENTICATED", "unauthenticated"
 	if no.status != http.StatusUnauthorized {
 		status, msg = "UNAVAILABLE", "unavailable, retry later"

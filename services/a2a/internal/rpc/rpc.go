@@ -118,22 +118,10 @@ func New(cfg Config, h *tasks.Handler, who Authenticator, reg prometheus.Registe
 // JSON-RPC envelope and params, then lets the SDK dispatch it to the handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	method := "unknown"
-	call := tasks.NewCall(frontdoor.Credential(r.Header.Get("Authorization")), r.Header.Get("Last-Event-ID"))
-	call.Deadline = r.Header.Get(frontdoor.DeadlineHeader)
-	call.Agent = AgentOf(r.Context())
+	call := newCall(r)
 	defer func() { s.requests.WithLabelValues(method, call.Outcome()).Inc() }()
-	s.cors.Allow(w, r)
-	if r.Method == http.MethodOptions {
-		call.SetOutcome("preflight")
-		s.cors.Preflight(w, r)
+	if !s.admit(w, r, call, s.cors, writeRefusal) {
 		return
-	}
-	if s.keys != nil {
-		if no := s.keys.check(r); no != nil {
-			call.SetOutcome(no.outcome)
-			writeRefusal(w, no)
-			return
-		}
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST, OPTIONS")
@@ -212,6 +200,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw := newWriter(w, call, streaming, s.cfg.KeepAlive, s.cfg.WriteTimeout)
 	s.dispatch(rw, r, req, call)
 	rw.finish(nullResult(req.ID))
+}
+
+// newCall is the call of a request to either binding: its credential, Last-Event-ID, deadline
+// and agent (WithAgent).
+func newCall(r *http.Request) *tasks.Call {
+	call := tasks.NewCall(frontdoor.Credential(r.Header.Get("Authorization")), r.Header.Get("Last-Event-ID"))
+	call.Deadline = r.Header.Get(frontdoor.DeadlineHeader)
+	call.Agent = AgentOf(r.Context())
+	return call
+}
+
+// admit is what both bindings do before reading anything of a request: set the CORS headers of
+// cors, answer a preflight, and check the key, answering a refusal with refuse (the binding's
+// body). It reports whether the request goes on; when not, it was answered and call's outcome set.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, call *tasks.Call, cors *httpx.CORS, refuse func(http.ResponseWriter, *refusal)) bool {
+	cors.Allow(w, r)
+	if r.Method == http.MethodOptions {
+		call.SetOutcome("preflight")
+		cors.Preflight(w, r)
+		return false
+	}
+	if s.keys != nil {
+		if no := s.keys.check(r); no != nil {
+			call.SetOutcome(no.outcome)
+			refuse(w, no)
+			return false
+		}
+	}
+	return true
 }
 
 // check refuses a 0.3 request this layer can tell is wrong without the SDK: an unknown method
@@ -530,12 +547,7 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e rpcE
 // 401 or the Retry-After of a 429/503, and a JSON-RPC server error (-32000) with id null, as
 // nothing of the request was read.
 func writeRefusal(w http.ResponseWriter, no *refusal) {
-	if no.challenge != "" {
-		w.Header().Set("WWW-Authenticate", no.challenge)
-	}
-	if no.retry > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((no.retry+time.Second-1)/time.Second))))
-	}
+	no.setHeaders(w)
 	msg := "unauthenticated"
 	if no.status != http.StatusUnauthorized {
 		msg = "unavailable, retry later"
