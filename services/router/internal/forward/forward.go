@@ -231,22 +231,20 @@ type forwardKey struct{}
 func (fw *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f := &forward{start: time.Now()}
 	id, rpc := route.Path(r.URL.Path)
-	if rpc && r.Method == http.MethodPost {
+	// The A2A JSON-RPC endpoint and the HTTP+JSON binding's message routes name their owner in
+	// the body.
+	if r.Method == http.MethodPost && (rpc || route.RESTMessage(r.URL.Path)) {
 		body, err := peekBody(r, fw.cfg.MaxBody)
 		if err != nil {
 			fw.forwards.WithLabelValues("", OutcomeCanceled).Inc()
 			return // the client's body broke off: nobody is left to answer
 		}
-		f.rpc = true
-		id, f.rpcID = route.JSONRPC(body)
-	}
-	if route.RESTMessage(r.URL.Path) && r.Method == http.MethodPost {
-		body, err := peekBody(r, fw.cfg.MaxBody)
-		if err != nil {
-			fw.forwards.WithLabelValues("", OutcomeCanceled).Inc()
-			return
+		if rpc {
+			f.rpc = true
+			id, f.rpcID = route.JSONRPC(body)
+		} else {
+			id = route.RESTBody(body)
 		}
-		id = route.RESTBody(body)
 	}
 	f.place = fw.place(id, keyID(r))
 	if f.place.to == "" {
