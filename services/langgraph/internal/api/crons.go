@@ -159,7 +159,8 @@ func (h *Handler) createCron(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, httpx.ProblemValidation.Problem(refusal))
 		return
 	}
-	if _, ok := h.agentOf(body.AssistantID); !ok {
+	agent, ok := h.agentOf(body.AssistantID)
+	if !ok {
 		h.refuse(w, route, httpx.ProblemAssistantNotFound.Problem("no assistant "+body.AssistantID+" (TURNSTILE_LANGGRAPH_ASSISTANTS)"))
 		return
 	}
@@ -175,7 +176,7 @@ func (h *Handler) createCron(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, httpx.ProblemValidation.Problem(refusal))
 		return
 	}
-	turn.Agent, _ = h.agentOf(body.AssistantID) // each fire's turn goes to the assistant's agent
+	turn.Agent = agent // each fire's turn goes to the assistant's agent
 	req := frontdoor.ScheduleRequest{
 		Schedule: body.Schedule, Timezone: body.Timezone, SessionID: threadID, Turn: turn,
 		Metadata: scheduleMeta(body.Metadata, cm), Enabled: body.Enabled, EndTime: body.EndTime,

@@ -117,6 +117,9 @@ type newRun struct {
 	text   string
 	modes  []render.Mode
 	body   runBody
+	// agent is the catalog's agent the assistant resolved to when the run was checked ("" for the
+	// default agent).
+	agent string
 	// stateless: the thread is the run's throwaway one (POST /runs, /runs/stream, /runs/wait).
 	stateless bool
 }
@@ -186,12 +189,13 @@ func (h *Handler) parseRun(w http.ResponseWriter, r *http.Request, route string,
 		h.refuse(w, route, httpx.ProblemValidation.Problem(refusal))
 		return newRun{}, false
 	}
-	if _, ok := h.agentOf(body.AssistantID); !ok {
+	agent, ok := h.agentOf(body.AssistantID)
+	if !ok {
 		h.refuse(w, route, httpx.ProblemAssistantNotFound.Problem("no assistant "+body.AssistantID+" (TURNSTILE_LANGGRAPH_ASSISTANTS)"))
 		return newRun{}, false
 	}
 	if stateless {
-		return h.throwawayThread(w, r, route, newRun{caller: c, text: text, modes: modes, body: body})
+		return h.throwawayThread(w, r, route, newRun{caller: c, text: text, modes: modes, body: body, agent: agent})
 	}
 	threadID := chi.URLParam(r, "thread_id")
 	th, p := h.loadThread(r, c, threadID)
@@ -218,7 +222,7 @@ func (h *Handler) parseRun(w http.ResponseWriter, r *http.Request, route string,
 		h.refuse(w, route, *p)
 		return newRun{}, false
 	}
-	return newRun{caller: c, thread: th, text: text, modes: modes, body: body}, true
+	return newRun{caller: c, thread: th, text: text, modes: modes, body: body, agent: agent}, true
 }
 
 // inputText is the turn input of a run's input: the text of its human messages, joined by blank
@@ -300,11 +304,10 @@ func (h *Handler) post(r *http.Request, nr newRun) (frontdoor.Accepted, error) {
 	if err != nil {
 		return frontdoor.Accepted{}, err
 	}
-	// The assistant's agent was known when the run was checked; one the catalog dropped since is
-	// refused by intake (404 agent-not-found), before anything reaches Kafka.
-	agent, _ := h.agentOf(nr.body.AssistantID)
+	// The assistant's agent was resolved when the run was checked; one the catalog dropped since
+	// is refused by intake (404 agent-not-found), before anything reaches Kafka.
 	acc, err := h.fd.PostTurn(r.Context(), nr.cred, nr.thread.ID, frontdoor.TurnRequest{
-		Input: wire.Input{Text: nr.text}, Metadata: md, Multitask: nr.body.Multitask, Agent: agent,
+		Input: wire.Input{Text: nr.text}, Metadata: md, Multitask: nr.body.Multitask, Agent: nr.agent,
 	}, frontdoor.PostOptions{IdempotencyKey: r.Header.Get("Idempotency-Key"), Deadline: dl})
 	if err != nil {
 		return acc, err
@@ -315,7 +318,7 @@ func (h *Handler) post(r *http.Request, nr newRun) (frontdoor.Accepted, error) {
 		// updated_at and the stamped assistant are informational; the run is queued either way.
 		h.log.WarnContext(r.Context(), "record run on thread failed", "session_id", nr.thread.ID, "turn_id", acc.TurnID, "err", err)
 	}
-	h.log.DebugContext(r.Context(), "run created", "session_id", nr.thread.ID, "turn_id", acc.TurnID, "assistant_id", nr.body.AssistantID, "agent", agent)
+	h.log.DebugContext(r.Context(), "run created", "session_id", nr.thread.ID, "turn_id", acc.TurnID, "assistant_id", nr.body.AssistantID, "agent", nr.agent)
 	return acc, nil
 }
 
