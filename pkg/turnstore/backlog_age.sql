@@ -1,12 +1,18 @@
-WITH capped AS MATERIALIZED (
+WITH running AS MATERIALIZED (
+    -- The turns running under a live lease by tenant and agent: one read of the partial index of
+    -- running turns, and none when no quota caps concurrency (a CTE is read only when needed).
+    SELECT r.tenant, r.agent, count(*) AS n FROM turns r
+    WHERE r.status = 'running' AND r.lease_expires_at >= now()
+    GROUP BY r.tenant, r.agent
+), capped AS MATERIALIZED (
     -- Tenants (and tenant x agent pairs) that run as many turns as their concurrency quota allows
     -- (/v1/admin/quotas): their queued turns are held, not backlog, since more workers cannot start
-    -- them. One count over the partial index of running turns per capped quota row.
+    -- them. Each quota row adds up the counts of its tenant's (and agent's) running turns.
     SELECT q.tenant, q.agent FROM tenant_quotas q
     WHERE q.max_running IS NOT NULL AND q.max_running <= (
-        SELECT count(*) FROM turns r
-        WHERE r.status = 'running' AND r.lease_expires_at >= now() AND r.tenant = q.tenant
-          AND (q.agent = '' OR r.agent = q.agent OR (r.agent IS NULL AND $2 AND q.agent = $1)))
+        SELECT coalesce(sum(g.n), 0) FROM running g
+        WHERE g.tenant = q.tenant
+          AND (q.agent = '' OR g.agent = q.agent OR (g.agent IS NULL AND $2 AND q.agent = $1)))
 )
 SELECT extract(epoch FROM now() - min(a)) FROM (
     (SELECT t.accepted_at AS a FROM turns t
