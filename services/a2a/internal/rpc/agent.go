@@ -9,7 +9,6 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/turnstile-run/turnstile/pkg/httpx"
-	"github.com/turnstile-run/turnstile/services/a2a/internal/tasks"
 )
 
 type agentKey struct{}
@@ -37,9 +36,7 @@ func AgentPath(name string) string { return Path + "/" + name }
 func (s *Server) NoAgent(w http.ResponseWriter, r *http.Request, name string) {
 	msg := fmt.Sprintf("no agent named %q (GET /v1/agents lists them)", name)
 	rest := strings.HasPrefix(strings.TrimPrefix(r.URL.Path, AgentPath(name)), "/rest/")
-	call := tasks.NewCall("", "")
-	call.SetOutcome("agent_not_found")
-	s.requests.WithLabelValues("unknown", call.Outcome()).Inc()
+	s.requests.WithLabelValues("unknown", "agent_not_found").Inc()
 	switch {
 	case strings.HasSuffix(r.URL.Path, "/agent-card.json"):
 		httpx.WriteProblem(w, httpx.ProblemAgentNotFound.Problem(msg))
