@@ -189,12 +189,14 @@ func (r *Run) Render(typ wire.EventType, data json.RawMessage) (out []Event, ter
 		if r.has(ModeEvents) {
 			out = append(out, r.langchain("on_chain_start", NodeName, r.RunID, base.Attempt, map[string]any{"input": r.state(nil)}))
 		}
-		task := map[string]any{"id": r.taskID(base.Attempt), "name": NodeName, "input": r.state(nil), "triggers": []string{"start:" + NodeName}}
-		if r.has(ModeDebug) {
-			out = append(out, r.debug("task", task))
-		}
-		if r.has(ModeTasks) {
-			out = append(out, event("tasks", task))
+		if r.has(ModeDebug) || r.has(ModeTasks) {
+			task := map[string]any{"id": r.taskID(base.Attempt), "name": NodeName, "input": r.state(nil), "triggers": []string{"start:" + NodeName}}
+			if r.has(ModeDebug) {
+				out = append(out, r.debug("task", task))
+			}
+			if r.has(ModeTasks) {
+				out = append(out, event("tasks", task))
+			}
 		}
 	case wire.EventDelta:
 		var d wire.DeltaData
@@ -282,24 +284,14 @@ func (r *Run) Render(typ wire.EventType, data json.RawMessage) (out []Event, ter
 		if r.has(ModeEvents) {
 			out = append(out, r.langchain("on_chain_end", NodeName, r.RunID, attempt, map[string]any{"output": map[string]any{"messages": []Message{ai}}}))
 		}
-		result := map[string]any{
-			"id": r.taskID(attempt), "name": NodeName, "error": nil,
-			"result": []any{[]any{"messages", []Message{ai}}}, "interrupts": []any{},
-		}
-		checkpoint := map[string]any{
-			"config":   map[string]any{"configurable": map[string]any{"thread_id": r.ThreadID, "checkpoint_ns": "", "checkpoint_id": r.RunID}},
-			"values":   r.state(&ai),
-			"metadata": map[string]any{"source": "loop", "step": 1, "run_id": r.RunID},
-			"next":     []string{}, "tasks": []any{},
-		}
 		if r.has(ModeDebug) {
-			out = append(out, r.debug("task_result", result), r.debug("checkpoint", checkpoint))
+			out = append(out, r.debug("task_result", r.taskResult(attempt, ai)), r.debug("checkpoint", r.checkpoint(ai)))
 		}
 		if r.has(ModeTasks) {
-			out = append(out, event("tasks", result))
+			out = append(out, event("tasks", r.taskResult(attempt, ai)))
 		}
 		if r.has(ModeCheckpoints) {
-			out = append(out, event("checkpoints", checkpoint))
+			out = append(out, event("checkpoints", r.checkpoint(ai)))
 		}
 		if r.has(ModeValues) {
 			out = append(out, r.values(&ai))
@@ -363,6 +355,24 @@ func (r *Run) langchain(kind, name, id string, attempt int, data any) Event {
 // debug is one "debug" event of step 1 (the agent node's one step per run).
 func (r *Run) debug(kind string, payload any) Event {
 	return event("debug", map[string]any{"type": kind, "step": 1, "payload": payload})
+}
+
+// taskResult is the agent node's task_result of the attempt that answered ai.
+func (r *Run) taskResult(attempt int, ai Message) map[string]any {
+	return map[string]any{
+		"id": r.taskID(attempt), "name": NodeName, "error": nil,
+		"result": []any{[]any{"messages", []Message{ai}}}, "interrupts": []any{},
+	}
+}
+
+// checkpoint is the thread's checkpoint after the run answered ai.
+func (r *Run) checkpoint(ai Message) map[string]any {
+	return map[string]any{
+		"config":   map[string]any{"configurable": map[string]any{"thread_id": r.ThreadID, "checkpoint_ns": "", "checkpoint_id": r.RunID}},
+		"values":   r.state(&ai),
+		"metadata": map[string]any{"source": "loop", "step": 1, "run_id": r.RunID},
+		"next":     []string{}, "tasks": []any{},
+	}
 }
 
 // taskID names the agent node's task of one attempt.
