@@ -3,8 +3,6 @@ package web
 import (
 	"embed"
 	"io/fs"
-	"net/http"
-	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -17,20 +15,5 @@ var files embed.FS
 // Routes mounts the page at /chat/ and its hashed assets under /chat/assets/.
 func Routes(r chi.Router) {
 	dist, _ := fs.Sub(files, "dist")
-	assets := http.FileServerFS(dist)
-	r.Get("/chat", func(w http.ResponseWriter, req *http.Request) {
-		http.Redirect(w, req, "/chat/", http.StatusMovedPermanently)
-	})
-	r.Get("/chat/", func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Cache-Control", "no-cache")
-		httpx.SetPageHeaders(w.Header())
-		http.ServeFileFS(w, req, dist, "index.html")
-	})
-	r.Get("/chat/assets/*", func(w http.ResponseWriter, req *http.Request) {
-		// Asset names carry their content hash, so they never change under a name.
-		if strings.Contains(req.URL.Path, "/assets/index-") {
-			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
-		}
-		http.StripPrefix("/chat", assets).ServeHTTP(w, req)
-	})
+	httpx.MountBundle(r, "/chat", dist)
 }
