@@ -28,12 +28,16 @@ type Entry struct {
 // record writes an action of the request's principal to the audit log. It does not fail the
 // action it records (the action happened); a failed write is logged at error.
 func (h *Handler) record(r *http.Request, action, target string, filter any, outcome, detail string) {
-	p := principal(r)
-	keyID := p.KeyID
-	if keyID == "" {
-		keyID = "-" // TURNSTILE_AUTH=off
+	h.writeAudit(context.WithoutCancel(r.Context()), keyID(r), principal(r).Tenant, action, target, filter, outcome, detail)
+}
+
+// keyID is the ID of the request's key as the audit log and the rows an action writes name it:
+// "-" without one (TURNSTILE_AUTH=off).
+func keyID(r *http.Request) string {
+	if id := principal(r).KeyID; id != "" {
+		return id
 	}
-	h.writeAudit(context.WithoutCancel(r.Context()), keyID, p.Tenant, action, target, filter, outcome, detail)
+	return "-"
 }
 
 func (h *Handler) writeAudit(ctx context.Context, keyID, tenant, action, target string, filter any, outcome, detail string) {

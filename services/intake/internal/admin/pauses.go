@@ -113,10 +113,7 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	by := principal(r).KeyID
-	if by == "" {
-		by = "-"
-	}
+	by := keyID(r)
 	var created bool
 	err := h.d.Pool.QueryRow(ctx, `INSERT INTO queue_pauses (tenant, agent, reason, paused_by) VALUES ($1, $2, nullif($3, ''), $4)
 		ON CONFLICT (tenant, agent) DO NOTHING RETURNING true`, ps.Tenant, ps.Agent, ps.Reason, by).Scan(&created)

@@ -44,8 +44,7 @@ func (h *Handler) listQuotas(w http.ResponseWriter, r *http.Request) {
 
 // putQuota answers PUT /v1/admin/quotas/{tenant} (admin keys only).
 func (h *Handler) putQuota(w http.ResponseWriter, r *http.Request) {
-	if !principal(r).Admin {
-		refuse(w, httpx.ProblemAdminRequired.Problem("quotas are set with an admin's API key"))
+	if !h.adminOnly(w, r, "", "") {
 		return
 	}
 	tenant := chi.URLParam(r, "tenant")
@@ -89,8 +88,7 @@ func (h *Handler) putQuota(w http.ResponseWriter, r *http.Request) {
 
 // deleteQuota answers DELETE /v1/admin/quotas/{tenant}?agent= (admin keys only).
 func (h *Handler) deleteQuota(w http.ResponseWriter, r *http.Request) {
-	if !principal(r).Admin {
-		refuse(w, httpx.ProblemAdminRequired.Problem("quotas are set with an admin's API key"))
+	if !h.adminOnly(w, r, "", "") {
 		return
 	}
 	tenant, agent := chi.URLParam(r, "tenant"), r.URL.Query().Get("agent")

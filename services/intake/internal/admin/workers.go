@@ -103,10 +103,7 @@ func (h *Handler) drainWorker(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	by := principal(r).KeyID
-	if by == "" {
-		by = "-"
-	}
+	by := keyID(r)
 	var was bool
 	err := h.d.Pool.QueryRow(ctx, `UPDATE worker_heartbeats n SET drain_requested = true, drain_by = coalesce(o.drain_by, $2)
 		FROM worker_heartbeats o WHERE n.identity = $1 AND o.identity = n.identity RETURNING o.drain_requested`, id, by).Scan(&was)
