@@ -1,7 +1,8 @@
 // Package quota holds the runtime quotas of tenants and tenant×agent pairs (max running turns,
 // accepted turns per second, a token budget per period), set through /v1/admin/quotas and stored
 // in Postgres (table tenant_quotas), and the token usage a succeeded turn records (table
-// token_usage, filled by a trigger in the transaction that marks the turn succeeded).
+// token_usage, filled by the statement that marks the turn succeeded, pkg/turnstore's
+// complete.sql).
 //
 // A Watcher re-reads the quotas, the running turns per tenant and agent, and each budgeted
 // tenant's usage in its current period every refresh interval (TURNSTILE_QUOTA_REFRESH): a change

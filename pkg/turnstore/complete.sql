@@ -12,6 +12,25 @@ WITH req AS MATERIALIZED (
         error = NULL, finished_at = now(),
         lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
     FROM done d WHERE t.turn_id = d.turn_id
+), usage AS (
+    -- The reported usage, added to token_usage per tenant, agent, UTC day and model in the
+    -- statement that marks the turns succeeded (so counted exactly once), its rows locked in key
+    -- order so two batches cannot deadlock on them. (A trigger on turns did this until migration
+    -- 00310: it captured every UPDATE's rows, lease renewals too, for this one statement's sake.)
+    INSERT INTO token_usage AS u (tenant, agent, day, model, turns, input_tokens, output_tokens, total_tokens)
+    SELECT d.tenant, coalesce(t.agent, ''), (now() AT TIME ZONE 'UTC')::date, coalesce(d.u->>'model', ''), count(*),
+        sum(coalesce((d.u->>'input_tokens')::bigint, 0)),
+        sum(coalesce((d.u->>'output_tokens')::bigint, 0)),
+        sum(coalesce((d.u->>'total_tokens')::bigint, 0))
+    FROM (SELECT turn_id, tenant, usage::jsonb AS u FROM done WHERE coalesce(usage, '') <> '') d
+    JOIN turns t ON t.turn_id = d.turn_id
+    GROUP BY 1, 2, 3, 4
+    ORDER BY 1, 3, 2, 4
+    ON CONFLICT (tenant, day, agent, model) DO UPDATE SET
+        turns = u.turns + EXCLUDED.turns,
+        input_tokens = u.input_tokens + EXCLUDED.input_tokens,
+        output_tokens = u.output_tokens + EXCLUDED.output_tokens,
+        total_tokens = u.total_tokens + EXCLUDED.total_tokens
 ), seq AS (
     INSERT INTO sessions AS s (session_id, tenant, last_seq)
     SELECT session_id, min(tenant), 2 * count(*) FROM done GROUP BY session_id ORDER BY session_id
