@@ -100,20 +100,27 @@ func benchRecords(parts, n int) []*kgo.Record {
 	return recs
 }
 
-// BenchmarkReadAheadMemory is the memory one fetched, unstarted turn costs in the read-ahead: a
-// record as the client hands it over (an envelope of a typical turn, about 420 bytes of value,
-// and its key) queued behind its session by the fair scheduler, over 1,000 sessions of 10
-// tenants. It reports the heap per buffered turn beside the record's own size, and the heap of
-// the largest read-ahead the worker holds however deep the queue (1,000,000 queued turns fill
-// TURNSTILE_WORKER_READ_AHEAD, 32768 by default, and no more).
+// BenchmarkReadAheadMemory is the memory one fetched, unstarted turn costs in the read-ahead, and
+// the largest read-ahead a worker holds with 1,000,000 turns queued. A queue of 1,000,000 turns
+// (an envelope of a typical turn, about 420 bytes of value, and its key; 10 tenants, 1,000
+// sessions, 8 partitions) is handed to the consumer as the client would hand it over: a fetch of
+// each partition that is not paused, a quarter of FetchMaxBytes of records at a time, then the
+// pause decision (pauseLocked) — until every partition is paused or the queue is fetched. No turn
+// starts (every slot is taken), so what the consumer holds then is the largest read-ahead. It
+// reports the heap per buffered turn beside the record's own size, and the read-ahead's length and
+// heap (TURNSTILE_WORKER_READ_AHEAD, 32768 by default, bounds it, plus at most one fetch a
+// partition).
 func BenchmarkReadAheadMemory(b *testing.B) {
-	const readAhead, queued = 32768, 1_000_000
+	const readAhead, queued, parts = 32768, 1_000_000, 8
 	value := []byte(`{"v":1,"turn_id":"0193a0c2-7d1e-7b3c-9f11-2a6b5c4d3e2f","session_id":"session-0042","tenant":"tenant-3",` +
 		`"input":{"text":"Summarise the last three messages and suggest a reply that keeps the tone friendly."},` +
 		`"metadata":{"source":"web","locale":"en-GB"},"deadline":"2026-12-04T21:10:00Z","accepted_at":"2026-12-04T21:00:00Z",` +
 		`"agent":"agent","region":"eu1"}`)
-	held := min(readAhead, queued)
+	keyOf := func(i int) string { return "tenant-" + strconv.Itoa(i%10) + "/session-" + strconv.Itoa(i%1000) }
+	// The record's own size: its value and its key (the longest of the keys).
+	recordBytes := float64(len(value) + len(keyOf(queued-1)))
 	var perTurn float64
+	var held, fetched int
 	for b.Loop() {
 		c, err := New(Config{
 			Brokers: []string{"127.0.0.1:1"}, Topic: "bench", Group: "bench", MaxInflight: 1,
@@ -123,23 +130,52 @@ func BenchmarkReadAheadMemory(b *testing.B) {
 			b.Fatal(err)
 		}
 		c.parts, c.sessions, c.tenants = map[partKey]*partState{}, map[sessionKey]*session{}, map[string]*tenant{}
-		c.assigned(context.Background(), fakeClient(b, c), map[string][]int32{"bench": {0}})
+		all := make([]int32, parts)
+		for p := range all {
+			all[p] = int32(p)
+		}
+		c.assigned(context.Background(), fakeClient(b, c), map[string][]int32{"bench": all})
+		// One fetch of a partition: a quarter of FetchMaxBytes (consume.go) of these records.
+		perFetch := max(int(c.cfg.FetchMaxBytes/4)/(len(value)+len(keyOf(0))), 1)
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		for i := range held {
-			v := make([]byte, len(value))
-			copy(v, value)
-			key := "tenant-" + strconv.Itoa(i%10) + "/session-" + strconv.Itoa(i%1000)
-			c.addLocked(&kgo.Record{Topic: "bench", Partition: 0, Offset: int64(i), Key: []byte(key), Value: v, Timestamp: time.Now()})
+		next := make([]int, parts) // the next offset of each partition; queued/parts turns each
+		fetched = 0
+		for progress := true; progress; {
+			progress = false
+			for p := range int32(parts) {
+				ps := c.parts[partKey{"bench", p}]
+				if ps.paused || next[p] >= queued/parts {
+					continue
+				}
+				for range min(perFetch, queued/parts-next[p]) {
+					i := next[p]*parts + int(p)
+					v := make([]byte, len(value))
+					copy(v, value)
+					c.addLocked(&kgo.Record{Topic: "bench", Partition: p, Offset: int64(next[p]), Key: []byte(keyOf(i)), Value: v, Timestamp: time.Now()})
+					next[p]++
+					fetched++
+				}
+				c.pauseLocked()
+				progress = true
+			}
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
+		held = 0
+		for _, ps := range c.parts {
+			held += ps.held
+		}
 		perTurn = float64(after.HeapAlloc-before.HeapAlloc) / float64(held)
 		runtime.KeepAlive(c)
 	}
+	if fetched != held || held >= queued {
+		b.Fatalf("fetched %d, held %d of %d queued: the read-ahead is not bounded", fetched, held, queued)
+	}
 	b.ReportMetric(perTurn, "B/turn")
-	b.ReportMetric(float64(len(value)+len("tenant-0/session-000")), "record-B")
+	b.ReportMetric(recordBytes, "record-B")
+	b.ReportMetric(perTurn/recordBytes, "B/turn-per-record-B")
 	b.ReportMetric(float64(held), "read-ahead-turns@1M-queued")
 	b.ReportMetric(perTurn*float64(held)/(1<<20), "read-ahead-MiB@1M-queued")
 }
