@@ -55,7 +55,7 @@ WITH req AS (
         client_turn_id, webhook_url, webhook_token, task_id, agent)
     SELECT r.turn_id, r.session_id, r.tenant, 'running', 1, nextval('fencing_token_seq'), $10,
         now() + $11 * interval '1 millisecond', jsonb_build_object('text', r.input_text), r.metadata, r.accepted_at,
-        r.deadline, now(), r.kpart, r.koff, r.client_turn_id, r.webhook_url, r.webhook_token, r.task_id, NULLIF(r.agent, '')
+        r.deadline, clock_timestamp(), r.kpart, r.koff, r.client_turn_id, r.webhook_url, r.webhook_token, r.task_id, NULLIF(r.agent, '')
     FROM req r WHERE r.turn_id NOT IN (SELECT b.turn_id FROM blocked b) AND r.turn_id NOT IN (SELECT p.turn_id FROM paused p)
     ORDER BY r.turn_id
     ON CONFLICT (turn_id) DO UPDATE SET
@@ -67,7 +67,9 @@ WITH req AS (
         input = EXCLUDED.input,
         metadata = EXCLUDED.metadata,
         deadline = EXCLUDED.deadline,
-        started_at = coalesce(t.started_at, now()),
+        -- clock_timestamp, not now(): a claim that waited on a lock held by the completion of the
+        -- session's previous turn must not record a start before that turn's finish.
+        started_at = coalesce(t.started_at, clock_timestamp()),
         kafka_partition = EXCLUDED.kafka_partition,
         kafka_offset = EXCLUDED.kafka_offset,
         client_turn_id = coalesce(t.client_turn_id, EXCLUDED.client_turn_id),
