@@ -102,6 +102,58 @@ func (a Agent) GraphID() string {
 	return a.Name
 }
 
+// RegistryEntry is the endpoint entry that names the agent's registrations in the agent registry
+// (docs/REGISTRY.md): the workers follow a snapshot of them.
+const RegistryEntry = "registry"
+
+// Endpoints are the entries of the agent's upstream pool: its endpoints list, else the adapter's
+// one URL (none for demo).
+func (a Agent) Endpoints() []string {
+	if list := a.Settings.AgentEndpointList(); len(list) > 0 {
+		return list
+	}
+	var single string
+	switch a.Adapter {
+	case "openai":
+		single = a.Settings.OpenAIBaseURL
+	case "http":
+		single = a.Settings.HTTPAgentURL
+	case "a2a":
+		single = a.Settings.A2AURL
+	}
+	if single == "" {
+		return nil
+	}
+	return []string{single}
+}
+
+// FollowsRegistry reports whether the agent's endpoints include its registry registrations.
+func (a Agent) FollowsRegistry() bool {
+	for _, e := range a.Endpoints() {
+		if strings.TrimSpace(e) == RegistryEntry {
+			return true
+		}
+	}
+	return false
+}
+
+// restartSettings are the agent's settings less its endpoints and upstream limits, which Diff
+// compares on their own.
+func (a Agent) restartSettings() config.AgentSettings {
+	s := a.Settings
+	s.AgentEndpoints = ""
+	s.UpstreamInitialLimit, s.UpstreamMaxLimit, s.UpstreamTotalLimit = 0, 0, 0
+	switch a.Adapter {
+	case "openai":
+		s.OpenAIBaseURL = ""
+	case "http":
+		s.HTTPAgentURL = ""
+	case "a2a":
+		s.A2AURL = ""
+	}
+	return s
+}
+
 // Catalog is an immutable set of agents and which of them is the default.
 type Catalog struct {
 	// Default is the name of the agent a turn that names none goes to.

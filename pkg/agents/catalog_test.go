@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,8 +135,26 @@ agents:
 		ch := agents.Diff(a, b)
 		require.Equal(t, []string{"billing"}, ch.Added)
 		require.Equal(t, []string{"research"}, ch.Removed)
-		require.Equal(t, []string{"support: version"}, ch.Live)
-		require.Equal(t, []string{"support: limits.in_flight"}, ch.Restart)
+		require.Equal(t, []string{"support: version", "support: limits.in_flight"}, ch.Live)
+		require.Empty(t, ch.Restart)
+
+		// What a running worker applies (limits, endpoints) and what waits for its restart.
+		c, err := agents.Parse([]byte(strings.Replace(strings.Replace(twoAgents,
+			`openai: {base_url: "http://127.0.0.1:9/v1", model: fake}`, `openai: {base_url: "http://127.0.0.1:10/v1", model: fake2}`, 1),
+			`{upstream_initial: 2, upstream_max: 4, upstream_total: 4, max_attempts: 5}`, `{upstream_initial: 2, upstream_max: 8, upstream_total: 8, max_attempts: 3}`, 1)), cfg)
+		require.NoError(t, err)
+		ch = agents.Diff(a, c)
+		require.Equal(t, []string{"research: limits.max_attempts", "research: limits.upstream_total", "research: endpoints"}, ch.Live)
+		require.Equal(t, []string{"research: settings", "research: limits.upstream_initial/max"}, ch.Restart)
+
+		// Moving to the registry's snapshot starts a follower: a restart.
+		d, err := agents.Parse([]byte(strings.Replace(twoAgents,
+			`openai: {base_url: "http://127.0.0.1:9/v1", model: fake}`, `openai: {model: fake}
+    endpoints: [registry]`, 1)), cfg)
+		require.NoError(t, err)
+		ch = agents.Diff(a, d)
+		require.Empty(t, ch.Live)
+		require.Equal(t, []string{"research: endpoints"}, ch.Restart)
 	})
 }
 

@@ -12,9 +12,11 @@
 // leaves out take those same variables' values.
 //
 // A Watcher reads the file again every TURNSTILE_AGENTS_RELOAD_INTERVAL. A good file replaces the
-// catalog; Diff says which changes the running roles apply (agents added or removed, limits the
-// intake reads, what front doors publish, versions) and which wait for a restart of the workers that
-// serve the agent (adapter, its settings and endpoints, limits a worker sizes at start). A bad file
+// catalog; Diff says which changes the running roles apply (agents added or removed, what front
+// doors publish, versions, the deadline intake sets, and in the workers in_flight, max_attempts,
+// upstream_total and the endpoints) and which wait for a restart of the workers that serve the
+// agent (the adapter and its other settings, the per-endpoint upstream limits, adding or dropping
+// the registry entry). A bad file
 // keeps the last good catalog, is logged with every error and counted in
 // turnstile_agents_reloads_total{result="invalid"}.
 //

@@ -65,12 +65,17 @@ func Diff(old, cur *Catalog) Changes {
 		field(true, "card", b.Card, a.Card)
 		field(true, "assistant", b.Assistant, a.Assistant)
 		field(true, "limits.default_deadline", b.Limits.DefaultDeadline, a.Limits.DefaultDeadline)
+		field(true, "limits.in_flight", b.Limits.InFlight, a.Limits.InFlight)
+		field(true, "limits.max_attempts", b.Limits.MaxAttempts, a.Limits.MaxAttempts)
+		field(true, "limits.upstream_total", b.Limits.UpstreamTotal, a.Limits.UpstreamTotal)
+		// The workers swap an agent's endpoints in place, unless the change adds or drops its
+		// registry snapshot (a follower the worker starts with it) or the adapter changes too.
+		sameKind := a.Adapter == b.Adapter && a.FollowsRegistry() == b.FollowsRegistry()
+		field(sameKind, "endpoints", b.Endpoints(), a.Endpoints())
 		field(false, "adapter", b.Adapter, a.Adapter)
-		field(false, "settings", b.Settings, a.Settings)
-		field(false, "limits.in_flight", b.Limits.InFlight, a.Limits.InFlight)
-		field(false, "limits.max_attempts", b.Limits.MaxAttempts, a.Limits.MaxAttempts)
-		field(false, "limits.upstream", [3]int{b.Limits.UpstreamInitial, b.Limits.UpstreamMax, b.Limits.UpstreamTotal},
-			[3]int{a.Limits.UpstreamInitial, a.Limits.UpstreamMax, a.Limits.UpstreamTotal})
+		field(false, "settings", b.restartSettings(), a.restartSettings())
+		field(false, "limits.upstream_initial/max", [2]int{b.Limits.UpstreamInitial, b.Limits.UpstreamMax},
+			[2]int{a.Limits.UpstreamInitial, a.Limits.UpstreamMax})
 	}
 	for _, b := range old.agents {
 		if _, ok := cur.Get(b.Name); !ok {

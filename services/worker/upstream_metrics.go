@@ -148,8 +148,8 @@ func (c *upstreamCollector) collectPool(ch chan<- prometheus.Metric, name, agent
 // poolObserver is the pool.Observer that keeps each endpoint's latency histogram: the time to
 // the answer's headers or first event of every request, by outcome.
 type poolObserver struct {
-	name    string
-	latency *prometheus.HistogramVec
+	name, agent string
+	latency     *prometheus.HistogramVec
 }
 
 func newPoolObserver(name string) *poolObserver {
@@ -157,7 +157,7 @@ func newPoolObserver(name string) *poolObserver {
 		Name:    "turnstile_worker_upstream_endpoint_latency_seconds",
 		Help:    "Time from an endpoint request's start to its answer's first byte (or its failure), by outcome.",
 		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-	}, []string{"upstream", "endpoint", "outcome"})}
+	}, []string{"upstream", "agent", "endpoint", "outcome"})}
 }
 
 // upstreamMetrics are the upstream collectors of every agent a worker serves, registered once:
@@ -178,10 +178,11 @@ func (u *upstreamMetrics) snapshotMetrics() *snapshot.Metrics {
 	return u.snapshots
 }
 
-// forName returns the pool observer of upstream name, registering the collectors on first use.
-func (u *upstreamMetrics) forName(name string) *poolObserver {
+// forName returns the pool observer of upstream name serving agent, registering the collectors on
+// first use.
+func (u *upstreamMetrics) forName(name, agent string) *poolObserver {
 	u.once.Do(func() { u.reg.MustRegister(u.collector, u.observer) })
-	return &poolObserver{name: name, latency: u.observer.latency}
+	return &poolObserver{name: name, agent: agent, latency: u.observer.latency}
 }
 
 func newUpstreamMetrics(reg prometheus.Registerer) *upstreamMetrics {
@@ -193,7 +194,7 @@ func (o *poolObserver) Request(endpoint string, class upstream.Class, err error,
 	if err != nil {
 		outcome = class.String()
 	}
-	o.latency.WithLabelValues(o.name, endpoint, outcome).Observe(latency.Seconds())
+	o.latency.WithLabelValues(o.name, o.agent, endpoint, outcome).Observe(latency.Seconds())
 }
 
 func (o *poolObserver) Describe(ch chan<- *prometheus.Desc) { o.latency.Describe(ch) }

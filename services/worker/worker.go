@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,46 @@ type Worker struct {
 type lane struct {
 	agent    string
 	consumer *consume.Consumer
+	exec     *execute.Executor
+	upstream liveUpstream
+	// spec is the catalog entry the lane runs by; only the catalog watcher's goroutine (apply)
+	// changes it after New.
+	spec agents.Agent
+}
+
+// apply brings a running lane to a reloaded catalog entry: the limits and endpoints a worker
+// changes in place (agents.Diff's live changes). The rest waits for a restart, which the catalog
+// watcher logs.
+func (l *lane) apply(spec agents.Agent, log *slog.Logger) {
+	old := l.spec
+	var applied []string
+	if n := spec.Limits.InFlight; n > 0 && n != old.Limits.InFlight {
+		l.consumer.SetMaxInflight(n)
+		applied = append(applied, "limits.in_flight")
+	}
+	if n := spec.Limits.MaxAttempts; n > 0 && n != old.Limits.MaxAttempts {
+		l.exec.SetMaxAttempts(n)
+		applied = append(applied, "limits.max_attempts")
+	}
+	sameKind := spec.Adapter == old.Adapter && spec.FollowsRegistry() == old.FollowsRegistry()
+	if sameKind && (spec.Limits.UpstreamTotal != old.Limits.UpstreamTotal || !slices.Equal(spec.Endpoints(), old.Endpoints())) {
+		if err := l.upstream.apply(spec); err != nil {
+			log.Error("agents catalog: the new endpoints are refused; keeping the old ones", "agent", l.agent, "err", err)
+			spec.Settings = old.Settings
+		} else {
+			if !slices.Equal(spec.Endpoints(), old.Endpoints()) {
+				applied = append(applied, "endpoints")
+			}
+			if spec.Limits.UpstreamTotal != old.Limits.UpstreamTotal {
+				applied = append(applied, "limits.upstream_total")
+			}
+		}
+	}
+	l.spec = spec
+	if len(applied) > 0 {
+		log.Info("agents catalog: applied to the running worker", "agent", l.agent, "fields", applied,
+			"in_flight", spec.Limits.InFlight, "max_attempts", spec.Limits.MaxAttempts, "endpoints", spec.Endpoints())
+	}
 }
 
 // New builds a worker: it connects to Postgres (migrating when configured) and prepares the Redis
@@ -165,6 +206,14 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		topics = append(topics, cat.Topic(cfg.Topic, name))
 		w.lanes = append(w.lanes, l)
 	}
+	// A reload of the agents file reaches each lane: limits and endpoints change in place.
+	catalog.Subscribe(func(_, cur *agents.Catalog, _ agents.Changes) {
+		for _, l := range w.lanes {
+			if spec, ok := cur.Get(l.agent); ok {
+				l.apply(spec, log)
+			}
+		}
+	})
 	w.kafka.init(cfg, topics, log)
 	w.parts.Add("cancel watcher", watcher).Add("dead-letter producer", deadLetters)
 	// The consumers last: they start after everything their turns use, and stop first.
@@ -214,7 +263,8 @@ type laneDeps struct {
 func (w *Worker) newLane(ctx context.Context, ld laneDeps) (*lane, *lease.Renewer, error) {
 	cfg, spec, m := ld.cfg, ld.spec, w.metrics
 	log := ld.log.With("agent", spec.Name)
-	ag, upstreams, err := buildAgentFor(ctx, cfg, spec, ld.um, log)
+	var live liveUpstream
+	ag, upstreams, err := buildAgentFor(ctx, cfg, spec, ld.um, log, &live)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -296,20 +346,53 @@ func (w *Worker) newLane(ctx context.Context, ld laneDeps) (*lane, *lease.Renewe
 	}
 	w.parts.Add("lease renewer "+name, renewer).
 		Add("claim batcher "+name, claims).Add("completion batcher "+name, completions).Add("publish batcher "+name, publishes)
-	return &lane{agent: name, consumer: cons}, renewer, nil
+	return &lane{agent: name, consumer: cons, exec: exec, upstream: live, spec: spec}, renewer, nil
 }
 
 // buildAgent is buildAgentFor the single agent of an installation without an agents file.
 func buildAgent(ctx context.Context, cfg config.Config, reg prometheus.Registerer, log *slog.Logger) (agent.Agent, *pool.Pool, error) {
 	def, _ := agents.FromConfig(cfg).Get("")
-	return buildAgentFor(ctx, cfg, def, newUpstreamMetrics(reg), log)
+	return buildAgentFor(ctx, cfg, def, newUpstreamMetrics(reg), log, nil)
+}
+
+// liveUpstream is what of an agent's upstream a reload of the agents file changes in place: the
+// pool's endpoints (a pool.Swap, re-read with the adapter's parser) and the total limit.
+type liveUpstream struct {
+	swap  *pool.Swap
+	parse func([]string) ([]pool.Source, error)
+	guard *upstream.Guard
+}
+
+// apply moves the upstream to spec's endpoints and total limit.
+func (u *liveUpstream) apply(spec agents.Agent) error {
+	if u.guard != nil && spec.Limits.UpstreamTotal > 0 {
+		total := float64(spec.Limits.UpstreamTotal)
+		u.guard.Limiter().Resize(total, total)
+	}
+	if u.swap == nil {
+		return nil
+	}
+	var entries []string
+	for _, e := range spec.Endpoints() {
+		if strings.TrimSpace(e) != RegistryEndpoint {
+			entries = append(entries, e)
+		}
+	}
+	sources, err := u.parse(entries)
+	if err != nil {
+		return err
+	}
+	u.swap.Set(sources)
+	return nil
 }
 
 // buildAgentFor returns the adapter of a catalog agent and, for the adapters that call an
 // upstream, the pool of its endpoints (a component the worker starts and stops). Every turn that
 // calls the upstream shares one guard: the agent's total limit and retry budget, balancing its
 // requests over the pool, whose endpoints each have their own adaptive limit and budget.
-func buildAgentFor(ctx context.Context, cfg config.Config, spec agents.Agent, um *upstreamMetrics, log *slog.Logger) (agent.Agent, *pool.Pool, error) {
+//
+// live, when not nil, is filled with what an agents-file reload changes in place.
+func buildAgentFor(ctx context.Context, cfg config.Config, spec agents.Agent, um *upstreamMetrics, log *slog.Logger, live *liveUpstream) (agent.Agent, *pool.Pool, error) {
 	a := spec.Settings
 	var p *pool.Pool
 	var followers []*snapshot.Follower
@@ -336,10 +419,13 @@ func buildAgentFor(ctx context.Context, cfg config.Config, spec agents.Agent, um
 			}
 			followers = append(followers, f)
 		}
-		sources, err := parse(rest)
+		parsed, err := parse(rest)
 		if err != nil {
 			return nil, fmt.Errorf("TURNSTILE_AGENT_ENDPOINTS: %w", err)
 		}
+		// The endpoints the file names sit in one Swap, which a reload replaces in place.
+		swap := pool.NewSwap(parsed)
+		sources := []pool.Source{swap}
 		for _, f := range followers {
 			sources = append(sources, f)
 		}
@@ -356,7 +442,7 @@ func buildAgentFor(ctx context.Context, cfg config.Config, spec agents.Agent, um
 		if name == "" || cfg.AgentsFile != "" {
 			name = spec.Name
 		}
-		obs := um.forName(name)
+		obs := um.forName(name, spec.Name)
 		p = pool.New(pool.Config{
 			Name: name, Policy: pool.Policy(a.AgentPolicy), LoadFactor: a.AgentLoadFactor,
 			EjectAfter: a.AgentEjectFailures, EjectTime: a.AgentEjectTime, EjectMaxTime: a.AgentEjectMaxTime,
@@ -377,6 +463,9 @@ func buildAgentFor(ctx context.Context, cfg config.Config, spec agents.Agent, um
 			Limiter:   upstream.LimiterConfig{Initial: total, Min: total, Max: total},
 		})
 		um.collector.add(name, spec.Name, g, p)
+		if live != nil {
+			*live = liveUpstream{swap: swap, parse: parse, guard: g}
+		}
 		return g, nil
 	}
 	plain := func(entries []string) ([]pool.Source, error) { return pool.Parse(entries, nil) }
@@ -431,7 +520,7 @@ func buildAgentFor(ctx context.Context, cfg config.Config, spec agents.Agent, um
 
 // RegistryEndpoint is the endpoint entry (an agents file's endpoints, TURNSTILE_AGENT_ENDPOINTS)
 // that names the agent's registrations in the agent registry (docs/REGISTRY.md).
-const RegistryEndpoint = "registry"
+const RegistryEndpoint = agents.RegistryEntry
 
 // pinned runs ag's turns pinned to the endpoint their first request went to (pool.Pin), and fails
 // a turn with agent.ErrUnavailable when a registry snapshot the agent routes from is past its

@@ -96,6 +96,21 @@ func TestOneTurnOneTrace(t *testing.T) {
 		}
 	}
 
+	// The intake's and the worker's turn spans name the catalog agent the turn went to.
+	agentOf := func(s tracetest.SpanStub) string {
+		for _, kv := range s.Attributes {
+			if kv.Key == "turnstile.agent" {
+				return kv.Value.AsString()
+			}
+		}
+		return ""
+	}
+	for _, s := range spans {
+		if s.Name == "worker.turn" || strings.HasPrefix(s.Name, "intake POST") {
+			require.Equal(t, "agent", agentOf(s), "span %q carries turnstile.agent", s.Name)
+		}
+	}
+
 	// The worker's JSON log lines about the turn carry its trace, turn and session IDs.
 	var started map[string]any
 	for _, line := range strings.Split(logs.String(), "\n") {

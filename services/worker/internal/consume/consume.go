@@ -69,10 +69,12 @@ type Config struct {
 // group client is built in Start and closed at the end of Stop's drain, so a built consumer holds
 // no connection and is no member of the group until Start.
 type Consumer struct {
-	cfg      Config
-	handle   Handler
-	log      *slog.Logger
-	onFinish func()
+	cfg Config
+	// maxInflight is cfg.MaxInflight until SetMaxInflight changes it; guarded by mu.
+	maxInflight int
+	handle      Handler
+	log         *slog.Logger
+	onFinish    func()
 	// joined is set by the run's first assignment; see Waiting.
 	joined atomic.Bool
 
@@ -149,7 +151,7 @@ func New(cfg Config, handle Handler, log *slog.Logger) (*Consumer, error) {
 	if cfg.FetchMaxBytes == 0 {
 		cfg.FetchMaxBytes = 1 << 20
 	}
-	return &Consumer{cfg: cfg, handle: handle, log: log, limiter: cfg.Limiter}, nil
+	return &Consumer{cfg: cfg, maxInflight: cfg.MaxInflight, handle: handle, log: log, limiter: cfg.Limiter}, nil
 }
 
 // clientOpts are the group client's options.

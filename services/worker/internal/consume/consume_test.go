@@ -501,3 +501,48 @@ func TestConsumerLifecycle(t *testing.T) {
 		lifecycletest.Stress(t, c, lifecycletest.Options{Rounds: 5})
 	})
 }
+
+// TestSetMaxInflight changes a running consumer's in-flight bound, as an agents-file reload does:
+// a raised bound starts waiting records at once, and under a lowered one nothing starts until the
+// running count is below it (the handler fails the test if more than its bound ever run).
+func TestSetMaxInflight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n = 8
+	h := newGatedHandler(t, n, 2)
+	c, b := setup(t, Config{MaxInflight: 2, MaxBuffered: n}, h.handle)
+	keys := make([]string, n)
+	for o := range keys {
+		keys[o] = fmt.Sprintf("s%d", o)
+	}
+	b.produce(t, keys...)
+	require.NoError(t, c.Start(ctx))
+	defer func() { require.NoError(t, c.Stop(ctx)) }()
+	running := []int64{<-h.started, <-h.started}
+
+	h.mu.Lock()
+	h.maxInflight = 5
+	h.mu.Unlock()
+	c.SetMaxInflight(5)
+	running = append(running, <-h.started, <-h.started, <-h.started)
+
+	c.SetMaxInflight(1)
+	h.mu.Lock()
+	h.maxInflight = 1
+	h.mu.Unlock()
+	// Four of the five finish; the last keeps the count at the new bound, so nothing starts.
+	for _, o := range running[:4] {
+		h.release(o)
+		<-h.finished
+	}
+	testenv.WaitFor(t, 10*time.Second, "one record in flight", func() bool { return c.Inflight() == 1 })
+	h.release(running[4])
+	<-h.finished
+	// The other three now run one at a time.
+	for range n - 5 {
+		o := <-h.started
+		h.release(o)
+		<-h.finished
+	}
+	require.Equal(t, 5, h.peak, "the raised bound was used")
+}

@@ -274,6 +274,21 @@ func (c *Consumer) Recheck() {
 	c.scheduleLocked()
 }
 
+// SetMaxInflight changes the bound on concurrently running turns (an agents-file reload changed
+// the agent's limits.in_flight). A raised bound starts waiting turns at once; under a lowered one
+// the turns running finish and no new one starts until the count is below it. n must be positive.
+func (c *Consumer) SetMaxInflight(n int) {
+	if n <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.maxInflight = n
+	if !c.closing {
+		c.scheduleLocked()
+	}
+}
+
 // HeldTenants lists the tenants the limiter holds back here.
 func (c *Consumer) HeldTenants() []string {
 	c.mu.Lock()

@@ -149,7 +149,7 @@ func (c *Consumer) scheduleLocked() {
 // takeLocked takes the head record of the next ready session if the in-flight limit lets it start,
 // and marks the session running.
 func (c *Consumer) takeLocked() (*session, queued, bool) {
-	if c.closing || c.inflight >= c.cfg.MaxInflight {
+	if c.closing || c.inflight >= c.maxInflight {
 		return nil, queued{}, false
 	}
 	s, ps := c.nextReadyLocked()

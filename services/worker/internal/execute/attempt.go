@@ -257,7 +257,7 @@ func (a *attempt) verdict(st step, err error) verdict {
 		return verdictUnavailable
 	case errors.Is(err, context.DeadlineExceeded) && time.Now().After(a.env.Deadline):
 		return verdictOverran
-	case a.number >= a.x.cfg.MaxAttempts || errors.Is(err, agent.ErrPermanent):
+	case a.number >= int(a.x.maxAttempts.Load()) || errors.Is(err, agent.ErrPermanent):
 		return verdictFailed
 	}
 	return verdictRetry

@@ -33,6 +33,7 @@ var (
 func TestVerdict(t *testing.T) {
 	t.Parallel()
 	x := &Executor{cfg: Config{MaxAttempts: 3}}
+	x.maxAttempts.Store(3)
 	refused := errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 	for _, tc := range []struct {
 		name string

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -178,6 +180,8 @@ type Executor struct {
 	linger time.Duration
 	// publishIdle is cfg.Publishes' Idle when it is an Idler, or nil.
 	publishIdle func() bool
+	// maxAttempts is cfg.MaxAttempts until SetMaxAttempts changes it.
+	maxAttempts atomic.Int32
 	// path is the turn path, chained from stages.
 	path handler
 }
@@ -207,12 +211,22 @@ func New(cfg Config) *Executor {
 		cfg: cfg, store: store, turns: cfg.Turns, agent: cfg.Agent, renewer: cfg.Renewer, dlq: cfg.DeadLetters,
 		log: cfg.Log, hooks: cfg.Hooks,
 	}
+	x.maxAttempts.Store(int32(min(cfg.MaxAttempts, math.MaxInt32)))
 	x.path = chain(x.runAttempt, x.stages()...)
 	x.appended, _ = cfg.History.(HistoryAppender)
 	if i, ok := cfg.Publishes.(Idler); ok {
 		x.publishIdle = i.Idle
 	}
 	return x
+}
+
+// SetMaxAttempts changes the attempt limit (an agents-file reload): an attempt ending from now on
+// is judged by it, and the lease store claims with it.
+func (x *Executor) SetMaxAttempts(n int) {
+	x.maxAttempts.Store(int32(min(n, math.MaxInt32)))
+	if x.store != nil {
+		x.store.SetMaxAttempts(n)
+	}
 }
 
 // unbatched publishes each group with its own script call.

@@ -36,7 +36,7 @@ func (t *turn) claimStorable(req lease.ClaimRequest, cause error) (lease.Claim, 
 func (a *attempt) refused(cause error) attemptResult {
 	a.started = time.Now()
 	err := fmt.Errorf("the turn's record cannot be stored: %w", cause)
-	if a.number < a.x.cfg.MaxAttempts {
+	if a.number < int(a.x.maxAttempts.Load()) {
 		return a.retry(err)
 	}
 	return a.unstorable(err)

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -53,14 +55,19 @@ type Store struct {
 	db          *turnstore.Store
 	owner       string
 	ttl         time.Duration
-	maxAttempts int
+	maxAttempts atomic.Int32
 	agent       string
 }
 
 // NewStore returns a store that claims as owner with leases of ttl, allowing maxAttempts attempts.
 func NewStore(pool *pgxpool.Pool, owner string, ttl time.Duration, maxAttempts int) *Store {
-	return &Store{db: turnstore.New(pool), owner: owner, ttl: ttl, maxAttempts: maxAttempts}
+	s := &Store{db: turnstore.New(pool), owner: owner, ttl: ttl}
+	s.SetMaxAttempts(maxAttempts)
+	return s
 }
+
+// SetMaxAttempts changes the attempt limit of the claims from now on (an agents-file reload).
+func (s *Store) SetMaxAttempts(n int) { s.maxAttempts.Store(int32(min(n, math.MaxInt32))) }
 
 // ForAgent names the catalog agent whose turns the store claims (a worker lane's), for the queue
 // pauses of that agent (turnstore.ClaimPaused); without it only tenant pauses apply. It returns s.
@@ -311,7 +318,7 @@ func (s *Store) claimParams(rows []claimRow, pos []int) turnstore.ClaimParams {
 		TurnIDs: make(pgarray.UUIDs, n), SessionKeys: make(pgarray.Texts, n), Tenants: make(pgarray.Texts, n),
 		Inputs: make(pgarray.Texts, n), Metadata: make([][]byte, n), AcceptedAt: make(pgarray.Times, n),
 		Deadlines: make(pgarray.Times, n), Partitions: make(pgarray.Ints, n), Offsets: make(pgarray.Ints, n),
-		Owner: s.owner, TTL: s.ttl, MaxAttempts: s.maxAttempts, ClientTurnIDs: make([]*uuid.UUID, n),
+		Owner: s.owner, TTL: s.ttl, MaxAttempts: int(s.maxAttempts.Load()), ClientTurnIDs: make([]*uuid.UUID, n),
 		Agents: make(pgarray.Texts, n), Agent: s.agent,
 	}
 	for i, k := range pos {

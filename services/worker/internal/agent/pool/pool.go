@@ -70,9 +70,13 @@ func New(cfg Config, sources ...Source) *Pool {
 	p.st.Store(&state{})
 	var static []string
 	for i, s := range sources {
-		if st, ok := s.(Static); ok {
+		switch st := s.(type) {
+		case Static:
 			p.last[i] = []string(st)
 			static = append(static, st...)
+		case *Swap:
+			p.last[i] = st.Known()
+			static = append(static, p.last[i]...)
 		}
 	}
 	if len(static) > 0 {

@@ -424,3 +424,49 @@ func TestRouteKey(t *testing.T) {
 	require.Equal(t, "acme/s1", RouteKey(agent.Turn{Tenant: "acme", SessionID: "s1"}))
 	require.NotEqual(t, RouteKey(agent.Turn{Tenant: "a", SessionID: "s1"}), RouteKey(agent.Turn{Tenant: "b", SessionID: "s1"}))
 }
+
+// TestSwap replaces a running pool's endpoints the way an agents-file reload does: the static ones
+// are known at once, a Set reaches the pool without waiting for ResolveInterval, and a failing
+// source inside the swap keeps its last answer.
+func TestSwap(t *testing.T) {
+	t.Parallel()
+	f := &flaky{asked: make(chan struct{}, 16)}
+	dns := addrs(3)[2:]
+	f.addrs.Store(&dns)
+	sw := NewSwap([]Source{Static(addrs(1)), f})
+	p, _ := setup(t, Config{ResolveInterval: time.Hour}, sw)
+	require.Len(t, p.Stats().Endpoints, 1, "the static endpoint is known before the pool starts")
+	require.NoError(t, p.Start(t.Context()))
+	defer func() { require.NoError(t, p.Stop(context.Background())) }()
+	endpoints := func() []string {
+		var out []string
+		for _, e := range p.Stats().Endpoints {
+			out = append(out, e.Address)
+		}
+		slices.Sort(out)
+		return out
+	}
+	waitEndpoints := func(want []string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return slices.Equal(endpoints(), want) }, 10*time.Second, 5*time.Millisecond)
+	}
+	waitEndpoints([]string{addrs(1)[0], addrs(3)[2]})
+
+	f.failing.Store(true)
+	sw.Set([]Source{Static(addrs(2)[1:]), f})
+	// The new static endpoint replaces the old one; the failing source has no answer of its own
+	// yet after the Set, so the swap's resolve fails and the pool keeps its last set.
+	got, err := sw.Resolve(t.Context())
+	require.Error(t, err)
+	require.Nil(t, got)
+	f.failing.Store(false)
+	sw.Set([]Source{Static(addrs(2)[1:]), f})
+	waitEndpoints([]string{addrs(2)[1], addrs(3)[2]})
+	f.failing.Store(true)
+	got, err = sw.Resolve(t.Context())
+	require.NoError(t, err, "a source that answered before keeps its last answer")
+	require.Equal(t, []string{addrs(2)[1], addrs(3)[2]}, got)
+
+	sw.Set([]Source{Static(addrs(1))})
+	waitEndpoints(addrs(1))
+}

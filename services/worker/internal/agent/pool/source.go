@@ -32,6 +32,87 @@ type Static []string
 // Resolve returns the list.
 func (s Static) Resolve(context.Context) ([]string, error) { return s, nil }
 
+// Swap is a source whose sources are replaced while the pool runs: the endpoints an agents file
+// names, changed by a reload of the file (package agents). Set signals the pool, which resolves at
+// once; the turns pinned to a removed endpoint finish there, new requests go to the new set.
+type Swap struct {
+	mu      sync.Mutex
+	sources []Source
+	// last is each source's last good answer: one failing DNS name keeps its endpoints, as the
+	// pool does for its own sources.
+	last [][]string
+	// gen counts Sets, so a Resolve that raced one does not keep answers of the old sources.
+	gen     uint64
+	changes chan struct{}
+}
+
+// NewSwap returns a Swap over sources.
+func NewSwap(sources []Source) *Swap {
+	s := &Swap{changes: make(chan struct{}, 1)}
+	s.Set(sources)
+	return s
+}
+
+// Set replaces the sources and signals the pool.
+func (s *Swap) Set(sources []Source) {
+	s.mu.Lock()
+	s.sources = slices.Clone(sources)
+	s.gen++
+	s.last = make([][]string, len(sources))
+	for i, src := range sources {
+		if st, ok := src.(Static); ok {
+			s.last[i] = st
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case s.changes <- struct{}{}:
+	default:
+	}
+}
+
+// Changes is signalled after each Set.
+func (s *Swap) Changes() <-chan struct{} { return s.changes }
+
+// Known is the endpoints known without a lookup: the static ones. The pool sets them at once.
+func (s *Swap) Known() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for i, src := range s.sources {
+		if _, ok := src.(Static); ok {
+			out = append(out, s.last[i]...)
+		}
+	}
+	return out
+}
+
+// Resolve asks each source, keeping the last answer of one that fails; it fails only when a
+// source that never answered fails.
+func (s *Swap) Resolve(ctx context.Context) ([]string, error) {
+	s.mu.Lock()
+	sources, last, gen := s.sources, slices.Clone(s.last), s.gen
+	s.mu.Unlock()
+	var out []string
+	for i, src := range sources {
+		addrs, err := src.Resolve(ctx)
+		switch {
+		case err == nil && len(addrs) > 0:
+			last[i] = addrs
+		case last[i] == nil && err != nil:
+			return nil, err
+		}
+		out = append(out, last[i]...)
+	}
+	s.mu.Lock()
+	// Keep the answers only if no Set replaced the sources meanwhile.
+	if gen == s.gen {
+		s.last = last
+	}
+	s.mu.Unlock()
+	return out, nil
+}
+
 // DNS is a URL whose host name is resolved to its addresses (a Kubernetes headless Service has
 // one A record per ready pod): each address is an endpoint, the URL with the address in place of
 // the name. Meant for plain-HTTP endpoints inside a cluster: an https endpoint's certificate

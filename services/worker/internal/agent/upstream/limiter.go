@@ -156,6 +156,18 @@ func (p *Permit) Release(outcome Class, failed bool, latency time.Duration) {
 // Started is when the permit was acquired.
 func (p *Permit) Started() time.Time { return p.start }
 
+// Resize moves the limit's bounds (an agents-file reload changed the agent's upstream limit): the
+// limit is clamped into them and, when it grew, waiters are let in at once. Calls in flight above a
+// lowered limit finish; no new one starts until the in-flight count is under it.
+func (l *Limiter) Resize(minLimit, maxLimit float64) {
+	l.mu.Lock()
+	l.cfg.Min, l.cfg.Max = minLimit, maxLimit
+	l.cfg.defaults()
+	l.limit = math.Min(math.Max(l.limit, l.cfg.Min), l.cfg.Max)
+	l.mu.Unlock()
+	l.wake()
+}
+
 // Limit returns the current limit.
 func (l *Limiter) Limit() float64 {
 	l.mu.Lock()

@@ -380,6 +380,32 @@ func TestLimiter(t *testing.T) {
 		p3.Release(upstream.Terminal, false, 0)
 		require.Zero(t, l.Inflight())
 	})
+	t.Run("Resize", func(t *testing.T) {
+		t.Parallel()
+		// A fixed limit (Min = Max), as an agent's total upstream limit is, changed by a reload.
+		l := upstream.NewLimiter(upstream.LimiterConfig{Initial: 1, Min: 1, Max: 1})
+		p, err := l.Acquire(context.Background())
+		require.NoError(t, err)
+		got := make(chan *upstream.Permit)
+		go func() {
+			p2, _ := l.Acquire(context.Background())
+			got <- p2
+		}()
+		testenv.WaitFor(t, 5*time.Second, "one call waiting for a slot", func() bool { return l.Waiting() == 1 })
+		l.Resize(3, 3)
+		p2 := <-got // let in by the raise, with the first still holding its slot
+		require.InDelta(t, 3, l.Limit(), 0)
+		require.Equal(t, 2, l.Inflight())
+		l.Resize(1, 1)
+		require.InDelta(t, 1, l.Limit(), 0)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err = l.Acquire(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "under a lowered limit nothing new starts")
+		p.Release(upstream.Terminal, false, 0)
+		p2.Release(upstream.Terminal, false, 0)
+		require.Zero(t, l.Inflight())
+	})
 }
 
 func TestBudget(t *testing.T) {
