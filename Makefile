@@ -24,6 +24,10 @@ build: ## build every binary into bin/
 dev: build ## run every role on one port (8080) with the embedded Kafka broker against local Postgres and Redis
 	TURNSTILE_MIGRATE=auto ./bin/turnstile
 
+.PHONY: dev-agents
+dev-agents: build ## make dev with two agents: support (demo) and research (openai against the load generator's fake model)
+	./scripts/dev-agents.sh
+
 .PHONY: chromium
 chromium: ## install Debian's chromium for the browser tests when it is missing
 	./scripts/ensure-chromium.sh

@@ -207,10 +207,13 @@ func TestWatcher(t *testing.T) {
 	})
 }
 
-// TestExampleFile keeps the example catalog valid.
+// TestExampleFile keeps the example catalogs valid: examples/agents.yaml and the one
+// make dev-agents runs (examples/agents-dev.yaml).
 func TestExampleFile(t *testing.T) {
 	t.Parallel()
-	c, err := agents.Load("../../examples/agents.yaml", config.Default())
-	require.NoError(t, err)
-	require.Equal(t, []string{"research", "support"}, c.Names())
+	for _, f := range []string{"agents.yaml", "agents-dev.yaml"} {
+		c, err := agents.Load("../../examples/"+f, config.Default())
+		require.NoError(t, err, f)
+		require.Equal(t, []string{"research", "support"}, c.Names(), f)
+	}
 }
