@@ -81,6 +81,12 @@ WITH req AS (
       AND t.attempt - t.handoffs < $12
       AND (t.status = 'queued' OR (t.status = 'running' AND t.lease_expires_at < now()))
     RETURNING t.turn_id, t.session_id, t.attempt, t.fencing_token, t.lease_expires_at
+), attempts AS (
+    -- The attempt's row (migration 00320), in the statement that takes its lease: one insert per
+    -- claimed turn, its end filled in by the statement that ends the attempt.
+    INSERT INTO turn_attempts (turn_id, fencing_token, attempt, worker, lease_expires_at)
+    SELECT c.turn_id, c.fencing_token, c.attempt, $10, c.lease_expires_at FROM claimed c
+    ON CONFLICT DO NOTHING
 )
 SELECT c.turn_id, 'ACQUIRED', c.attempt, c.fencing_token, 'running', c.lease_expires_at,
     coalesce((SELECT s.last_seq FROM sessions s WHERE s.session_id = c.session_id), 0), NULL::text

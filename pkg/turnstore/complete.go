@@ -22,11 +22,15 @@ type CompleteParams struct {
 	// Usages are the outputs' token usages (wire.Output.Usage) encoded as JSON objects, empty for
 	// an output without one.
 	Usages pgarray.Texts
+	// Upstreams, Events and Waits end each turn's attempt row (AttemptEnd), in the same statement.
+	Upstreams pgarray.Texts
+	Events    pgarray.Ints
+	Waits     pgarray.Ints
 }
 
 // args are completeSQL's arguments.
 func (p *CompleteParams) args() []any {
-	return []any{p.TurnIDs, p.Tokens, p.Answers, p.States, p.Usages}
+	return []any{p.TurnIDs, p.Tokens, p.Answers, p.States, p.Usages, p.Upstreams, p.Events, p.Waits}
 }
 
 //go:embed complete.sql

@@ -1,6 +1,6 @@
 WITH req AS MATERIALIZED (
-    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY
-        AS r(turn_id, token, answer, state, usage, ord)
+    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::integer[],
+        $8::integer[]) WITH ORDINALITY AS r(turn_id, token, answer, state, usage, upstream, events, waits, ord)
 ), done AS MATERIALIZED (
 -- include: locked_turns.sql
 ), updated AS (
@@ -31,6 +31,11 @@ WITH req AS MATERIALIZED (
         input_tokens = u.input_tokens + EXCLUDED.input_tokens,
         output_tokens = u.output_tokens + EXCLUDED.output_tokens,
         total_tokens = u.total_tokens + EXCLUDED.total_tokens
+), attempt AS (
+    -- The attempt's end (migration 00320): a probe of its row by primary key.
+    UPDATE turn_attempts a SET ended_at = now(), outcome = 'succeeded', upstream = nullif(d.upstream, ''),
+        events = d.events, waits = d.waits
+    FROM done d WHERE a.turn_id = d.turn_id AND a.fencing_token = d.token
 ), seq AS (
     INSERT INTO sessions AS s (session_id, tenant, last_seq)
     SELECT session_id, min(tenant), 2 * count(*) FROM done GROUP BY session_id ORDER BY session_id

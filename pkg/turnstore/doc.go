@@ -14,7 +14,7 @@
 //   - intake's re-driver (package redrive): TakeLost, Redriven, Release, EndUnstartable,
 //     FinishUnleased, CountUnfinished;
 //   - the worker's lease store (package lease): ClaimTurns, RenewLeases, ReleaseLease,
-//     RecordAttemptError, CompleteTurns, FinishTurn, FinishUnleased, ExpireTurn, ReadFinal,
+//     EndAttempt, CompleteTurns, FinishTurn, FinishUnleased, ExpireTurn, ReadFinal,
 //     ClearDeadLetter, ReadHistory;
 //   - the worker's history cache (package history): ReadHistoryAfter;
 //   - the worker's housekeeping: DeleteFinished (package retention), ListenCancels (package

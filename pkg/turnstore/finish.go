@@ -14,23 +14,47 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/wire"
 )
 
+// AttemptEnd is what the statement ending an attempt records of it in the attempt's row
+// (turn_attempts, which the admin timeline reads), beside the outcome and error it stores anyway.
+type AttemptEnd struct {
+	// Upstream is the endpoint the attempt's last upstream request went to, "" if none was sent.
+	Upstream string
+	// Events counts the events the attempt published, its terminal event included; Waits its
+	// announced waits on its upstream.
+	Events int
+	Waits  int
+}
+
 // FinishTurn ends a running turn held with token with a terminal status other than succeeded
-// (ErrFenced if the token is not the turn's). A non-empty deadLetter marks the turn as owed to the
-// dead-letter topic for that reason (see ClearDeadLetter), and records it for good in
-// dead_lettered, which the admin API lists dead letters by.
-func (s *Store) FinishTurn(ctx context.Context, turnID uuid.UUID, token wire.FenceToken, status wire.Status, msg, deadLetter string) error {
-	tag, err := s.pool.Exec(ctx, `
+// (ErrFenced if the token is not the turn's), and the attempt's row with end. A non-empty
+// deadLetter marks the turn as owed to the dead-letter topic for that reason (see
+// ClearDeadLetter), and records it for good in dead_lettered, which the admin API lists dead
+// letters by.
+func (s *Store) FinishTurn(ctx context.Context, turnID uuid.UUID, token wire.FenceToken, status wire.Status, msg, deadLetter string, end AttemptEnd) error {
+	var n int
+	err := s.pool.QueryRow(ctx, `WITH ended AS (
 		UPDATE turns SET status = $3, error = nullif($4, ''), finished_at = now(),
 			dead_letter_reason = nullif($5, ''), dead_lettered = nullif($5, ''), lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-		WHERE turn_id = $1 AND fencing_token = $2 AND status = 'running'`, turnID, token, string(status), msg, deadLetter)
+		WHERE turn_id = $1 AND fencing_token = $2 AND status = 'running'
+		RETURNING turn_id
+	), attempt AS (`+endAttemptSQL+`)
+	SELECT count(*) FROM ended`, turnID, token, string(status), msg, deadLetter, end.Upstream, end.Events, end.Waits).Scan(&n)
 	if err != nil {
 		return fmt.Errorf("finish turn as %s: %w", status, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return ErrFenced
 	}
 	return nil
 }
+
+// endAttemptSQL is the CTE that ends an attempt's row, $1 and $2 naming it, once the CTE ended
+// (the statement's change of the turn's row, conditional on the token) returned it; $3 is the
+// outcome, $4 the error, $6 to $8 the AttemptEnd.
+const endAttemptSQL = `
+		UPDATE turn_attempts SET ended_at = now(), outcome = $3, error = nullif($4, ''), upstream = nullif($6, ''),
+			events = $7, waits = $8
+		WHERE turn_id = $1 AND fencing_token = $2 AND EXISTS (SELECT 1 FROM ended)`
 
 // FinishUnleased ends a turn that nobody holds (queued, or running with an expired lease) with a
 // terminal status, and returns the fresh token its final events are published with and its

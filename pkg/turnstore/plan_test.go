@@ -53,8 +53,10 @@ func scaling(n planNode, under string) []string {
 func probeByKey(n planNode) bool {
 	switch n.NodeType {
 	case "Index Scan", "Index Only Scan":
-		// turns_live_session_idx: the claim's probe for an earlier live turn of the session.
-		return n.Index == "turns_pkey" || n.Index == "sessions_pkey" || n.Index == "turns_live_session_idx"
+		// turns_live_session_idx: the claim's probe for an earlier live turn of the session;
+		// turn_attempts_pkey: the completion's probe of the attempt it ends.
+		return n.Index == "turns_pkey" || n.Index == "sessions_pkey" || n.Index == "turns_live_session_idx" ||
+			n.Index == "turn_attempts_pkey"
 	case "Function Scan":
 		// A turn's own push configs, unpacked once per turn that has any (push_configs.sql): it
 		// costs what that turn holds, not what the batch or a table holds.

@@ -82,13 +82,28 @@ func (s *Store) ReleaseLease(ctx context.Context, turnID uuid.UUID, token wire.F
 	return nil
 }
 
-// RecordAttemptError stores the error of a failed attempt on the row of a running turn held with
-// token, so the turn's status shows why it is being retried. A stale token changes nothing.
-func (s *Store) RecordAttemptError(ctx context.Context, turnID uuid.UUID, token wire.FenceToken, msg string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE turns SET error = $3, updated_at = now()
-		WHERE turn_id = $1 AND fencing_token = $2 AND status = 'running'`, turnID, token, msg)
+// EndAttempt releases the lease of a running turn held with token, as ReleaseLease does, and in
+// the same statement stores errMsg (when not empty) as the turn's error, so its status shows why it
+// is retried, and ends the attempt's row with outcome, errMsg and end (ErrFenced if the token is
+// not the turn's: then nothing changed).
+func (s *Store) EndAttempt(ctx context.Context, turnID uuid.UUID, token wire.FenceToken, handoff bool, outcome, errMsg string, end AttemptEnd) error {
+	inc := 0
+	if handoff {
+		inc = 1
+	}
+	var n int
+	err := s.pool.QueryRow(ctx, `WITH ended AS (
+		UPDATE turns SET lease_expires_at = now() - interval '1 millisecond', lease_owner = NULL,
+			handoffs = handoffs + $5, error = coalesce(nullif($4, ''), error), updated_at = now()
+		WHERE turn_id = $1 AND fencing_token = $2 AND status = 'running'
+		RETURNING turn_id
+	), attempt AS (`+endAttemptSQL+`)
+	SELECT count(*) FROM ended`, turnID, token, outcome, errMsg, inc, end.Upstream, end.Events, end.Waits).Scan(&n)
 	if err != nil {
-		return fmt.Errorf("record attempt error: %w", err)
+		return fmt.Errorf("end attempt: %w", err)
+	}
+	if n == 0 {
+		return ErrFenced
 	}
 	return nil
 }

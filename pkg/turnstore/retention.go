@@ -8,7 +8,7 @@ import (
 )
 
 // deleteFinishedSQL removes one batch of the oldest finished rows past their retention, with their
-// notifications (turn_notifications) and, for a task's first turn, the task's push configs. Rows
+// notifications (turn_notifications), their attempts (turn_attempts) and, for a task's first turn, the task's push configs. Rows
 // are picked with FOR UPDATE SKIP LOCKED, so statements of several workers share the rows instead
 // of queueing behind each other.
 //

@@ -218,25 +218,48 @@ func TestAdminTenantIsolationAndAudit(t *testing.T) {
 
 	var replayID string
 	t.Run("TimelineAndReplay", func(t *testing.T) {
+		type attempt struct {
+			Attempt      int        `json:"attempt"`
+			Worker       string     `json:"worker"`
+			FencingToken int64      `json:"fencing_token"`
+			StartedAt    *time.Time `json:"started_at"`
+			EndedAt      *time.Time `json:"ended_at"`
+			Outcome      string     `json:"outcome"`
+			Error        string     `json:"error"`
+			Events       int        `json:"events"`
+		}
 		var tl struct {
 			Turn     adminTurn `json:"turn"`
-			Attempts []struct {
-				Attempt int    `json:"attempt"`
-				Outcome string `json:"outcome"`
-				Events  int    `json:"events"`
-			} `json:"attempts"`
-			Replays []string `json:"replays"`
+			Attempts []attempt `json:"attempts"`
+			Replays  []string  `json:"replays"`
+		}
+		// checkAttempts: each attempt has its own row, with its worker, its own fencing token (they
+		// only grow), its start and end, its outcome and its events.
+		checkAttempts := func(t *testing.T, as []attempt, outcomes ...string) {
+			t.Helper()
+			require.Len(t, as, len(outcomes))
+			for i, a := range as {
+				require.Equal(t, i+1, a.Attempt)
+				require.Equal(t, outcomes[i], a.Outcome, "attempt %d", a.Attempt)
+				require.NotEmpty(t, a.Worker)
+				require.NotNil(t, a.StartedAt)
+				require.NotNil(t, a.EndedAt)
+				require.GreaterOrEqual(t, a.Events, 1)
+				if i > 0 {
+					require.Greater(t, a.FencingToken, as[i-1].FencingToken, "each attempt has a token of its own")
+				}
+				if a.Outcome != "succeeded" {
+					require.Contains(t, a.Error, "failure requested for attempt")
+				}
+			}
 		}
 		adminGet(t, base+"/v1/admin/turns/"+failing+"/timeline", acme, &tl)
-		require.Len(t, tl.Attempts, 3, "TURNSTILE_MAX_ATTEMPTS defaults to 3")
-		for i, a := range tl.Attempts {
-			require.Equal(t, i+1, a.Attempt)
-			require.GreaterOrEqual(t, a.Events, 1)
-		}
-		require.Equal(t, "turn.failed", tl.Attempts[2].Outcome)
+		// TURNSTILE_MAX_ATTEMPTS defaults to 3.
+		checkAttempts(t, tl.Attempts, "retried", "retried", "failed")
 
+		// The replay fails its first attempt and succeeds on its second.
 		status, b := adminCall(t, http.MethodPost, base+"/v1/admin/turns/"+failing+"/replay", acme,
-			map[string]any{"metadata": map[string]any{"demo": map[string]any{"fail_attempts": 0}}})
+			map[string]any{"metadata": map[string]any{"demo": map[string]any{"fail_attempts": 1}}})
 		require.Equal(t, http.StatusAccepted, status, string(b))
 		var acted struct {
 			Outcome string    `json:"outcome"`
@@ -252,6 +275,8 @@ func TestAdminTenantIsolationAndAudit(t *testing.T) {
 		require.Equal(t, "fail me", r.Input.Text)
 		orig := turnOf(acme, failing)
 		require.Equal(t, "failed", orig.Status, "the original's record is not rewritten")
+		adminGet(t, base+"/v1/admin/turns/"+replayID+"/timeline", acme, &tl)
+		checkAttempts(t, tl.Attempts, "retried", "succeeded")
 		adminGet(t, base+"/v1/admin/turns/"+failing+"/timeline", acme, &tl)
 		require.Equal(t, []string{replayID}, tl.Replays)
 
@@ -357,7 +382,8 @@ func TestAdminTenantIsolationAndAudit(t *testing.T) {
 		out, err = run(acme, "turns", "show", failing, "--timeline")
 		require.NoError(t, err, out)
 		require.Contains(t, out, "attempt 3")
-		require.Contains(t, out, "turn.failed")
+		require.Regexp(t, `attempt 1\s+worker \S+, token \d+\s.*\sretried demo agent: failure requested`, out)
+		require.Regexp(t, `attempt 3\s+worker \S+, token \d+\s.*\sfailed demo agent: failure requested`, out)
 		require.Contains(t, out, "replayed as")
 
 		out, err = run(acme, "dlq", "ls", "--output", "json")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -268,8 +269,11 @@ func TestConsoleBrowser(t *testing.T) {
 		admin.t = t
 		admin.goTo("#/turns?status=failed&tenant=acme", `#turns tr[data-turn]`)
 		admin.run(chromedp.Click(chromedp.CSS(fmt.Sprintf(`#turns tr[data-turn=%q] a.turn-link`, failing))))
-		admin.run(chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-attempt="3"][data-outcome="turn.failed"]`)))
+		admin.run(chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-attempt="3"][data-outcome="failed"]`)))
 		require.Equal(t, []string{"1", "2", "3"}, admin.attrs(`#attempts tr[data-attempt]`, "data-attempt"))
+		require.Equal(t, []string{"retried", "retried", "failed"}, admin.attrs(`#attempts tr[data-attempt]`, "data-outcome"))
+		fences := admin.attrs(`#attempts tr[data-attempt]`, "data-token")
+		require.Len(t, slices.Compact(slices.Clone(fences)), 3, "each attempt's own fencing token: %v", fences)
 		require.NotEmpty(t, eval[string](admin, `document.querySelector("#turn-dead").textContent`))
 		admin.shot("02-failed-turn-timeline")
 

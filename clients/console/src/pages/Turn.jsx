@@ -173,15 +173,17 @@ export function TurnPage({ id }) {
       <div className="panel">
         <h2>Attempts</h2>
         <table id="attempts" className="grid">
-          <thead><tr><th>#</th><th>Started</th><th>Outcome</th><th>Error</th><th>Events</th><th>Waits</th></tr></thead>
+          <thead><tr><th>#</th><th>Worker</th><th>Token</th><th>Started</th><th>Lease until</th><th>Ended</th><th>Outcome</th><th>Error</th><th>Upstream</th><th>Events</th><th>Waits</th></tr></thead>
           <tbody>
             {d.attempts.map((a) => (
-              <tr key={a.attempt} data-attempt={a.attempt} data-outcome={a.outcome || ''}>
-                <td>{a.attempt}</td><td><Time at={a.started_at} /></td><td>{a.outcome || <span className="muted">running</span>}</td>
-                <td className="err-cell">{a.error}</td><td>{a.events}</td><td>{a.waits}</td>
+              <tr key={a.attempt} data-attempt={a.attempt} data-outcome={a.outcome || ''} data-token={a.fencing_token || ''}>
+                <td>{a.attempt}</td><td>{a.worker}</td><td>{a.fencing_token}</td><td><Time at={a.started_at} /></td>
+                <td><Time at={a.lease_expires_at} /></td><td><Time at={a.ended_at} /></td>
+                <td>{a.outcome || <span className="muted">running</span>}</td>
+                <td className="err-cell">{a.error}</td><td>{a.upstream}</td><td>{a.events}</td><td>{a.waits}</td>
               </tr>
             ))}
-            {d.attempts.length === 0 ? <tr className="empty"><td colSpan={6}>No attempt recorded in its stream.</td></tr> : null}
+            {d.attempts.length === 0 ? <tr className="empty"><td colSpan={11}>No attempt recorded.</td></tr> : null}
           </tbody>
         </table>
       </div>

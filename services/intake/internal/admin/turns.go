@@ -80,15 +80,28 @@ type Lease struct {
 	Offset       *int64     `json:"kafka_offset,omitempty"`
 }
 
-// Attempt is one attempt of a turn as its events in the session's stream show it.
+// Attempt is one attempt of a turn: its row of turn_attempts (written by the worker's claim and
+// by the statement that ended it), with its events in the session's stream where the row does not
+// say. A turn that ran before the attempts were recorded has its attempts from its events only.
 type Attempt struct {
-	Attempt   int        `json:"attempt"`
-	StartedAt *time.Time `json:"started_at,omitempty"`
-	// Outcome is the attempt's last event: its terminal event, turn.retrying when another
-	// attempt followed, or "" while it runs (or when its events have been trimmed).
+	Attempt int `json:"attempt"`
+	// Worker is the identity of the worker that held the attempt's lease, under FencingToken.
+	Worker       string     `json:"worker,omitempty"`
+	FencingToken int64      `json:"fencing_token,omitempty"`
+	StartedAt    *time.Time `json:"started_at,omitempty"`
+	// LeaseExpiresAt is when the attempt's lease ends (a running attempt's, renewed) or ended had
+	// the attempt not ended first.
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+	EndedAt        *time.Time `json:"ended_at,omitempty"`
+	// Outcome is succeeded, failed, cancelled or expired (the attempt ended the turn), retried (it
+	// failed and another attempt followed), handed_off (its worker drained), lease_lost (its
+	// worker died or lost the lease, and the turn went on without it), or "" while it runs.
 	Outcome string `json:"outcome,omitempty"`
 	Error   string `json:"error,omitempty"`
-	// Events counts the attempt's events in the stream; Waits its turn.waiting events.
+	// Upstream is the endpoint of the attempt's last upstream request.
+	Upstream string `json:"upstream,omitempty"`
+	// Events counts the events the attempt published (from its row once it ended, else from the
+	// stream); Waits its announced waits on its upstream.
 	Events int `json:"events"`
 	Waits  int `json:"waits"`
 }
@@ -169,8 +182,71 @@ func (h *Handler) timeline(w http.ResponseWriter, r *http.Request) {
 	if v.ClientTurnID != "" {
 		shown = v.ClientTurnID
 	}
-	tl.Events, tl.Attempts = h.events(ctx, session, shown)
+	var streamed []Attempt
+	tl.Events, streamed = h.events(ctx, session, shown)
+	recorded, err := h.attempts(ctx, v, tl.Lease)
+	if err != nil {
+		h.storeFault(w, r, "the timeline", err)
+		return
+	}
+	tl.Attempts = mergeAttempts(recorded, streamed)
 	httpx.WriteJSON(w, http.StatusOK, tl)
+}
+
+// attempts reads the turn's rows of turn_attempts, oldest first. An attempt without an end whose
+// lease the turn no longer holds under its token was lost: its worker died or lost the lease.
+func (h *Handler) attempts(ctx context.Context, v TurnView, lease Lease) ([]Attempt, error) {
+	rows, err := h.d.Pool.Query(ctx, `SELECT attempt, worker, fencing_token, started_at, lease_expires_at, ended_at,
+		coalesce(outcome, ''), coalesce(error, ''), coalesce(upstream, ''), events, waits
+		FROM turn_attempts WHERE turn_id = $1 ORDER BY fencing_token`, v.id)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Attempt, error) {
+		var a Attempt
+		var started, expires time.Time
+		var events, waits *int
+		err := row.Scan(&a.Attempt, &a.Worker, &a.FencingToken, &started, &expires, &a.EndedAt, &a.Outcome, &a.Error,
+			&a.Upstream, &events, &waits)
+		a.StartedAt, a.LeaseExpiresAt = &started, &expires
+		if events != nil {
+			a.Events = *events
+		}
+		if waits != nil {
+			a.Waits = *waits
+		}
+		current := v.Status == string(wire.StatusRunning) && a.FencingToken == lease.FencingToken
+		switch {
+		case a.EndedAt != nil:
+		case current:
+			a.LeaseExpiresAt = lease.ExpiresAt
+		default:
+			a.Outcome = "lease_lost"
+		}
+		return a, err
+	})
+}
+
+// mergeAttempts is the recorded attempts with what their events add (the counts of one still
+// running or lost, the start of its first event), or the attempts the events show when none was
+// recorded (a turn that ran before they were).
+func mergeAttempts(recorded, streamed []Attempt) []Attempt {
+	if len(recorded) == 0 {
+		return streamed
+	}
+	byNumber := make(map[int]*Attempt, len(streamed))
+	for i := range streamed {
+		byNumber[streamed[i].Attempt] = &streamed[i]
+	}
+	for i := range recorded {
+		a := &recorded[i]
+		s, ok := byNumber[a.Attempt]
+		if !ok || a.EndedAt != nil {
+			continue
+		}
+		a.Events, a.Waits = s.Events, s.Waits
+	}
+	return recorded
 }
 
 // events reads the turn's entries of its session's stream (the turn named as its events name it)
@@ -193,8 +269,9 @@ func (h *Handler) events(ctx context.Context, session wire.SessionKey, shown str
 		}
 		e := Event{ID: m.ID, Type: fmt.Sprint(m.Values["type"]), Data: json.RawMessage(fmt.Sprint(m.Values["data"]))}
 		var d struct {
-			Attempt int    `json:"attempt"`
-			Error   string `json:"error"`
+			Attempt  int    `json:"attempt"`
+			Previous int    `json:"previous_attempt"`
+			Error    string `json:"error"`
 		}
 		if json.Unmarshal(e.Data, &d) != nil {
 			e.Data = nil
@@ -217,11 +294,21 @@ func (h *Handler) events(ctx context.Context, session wire.SessionKey, shown str
 			}
 		case "turn.waiting":
 			a.Waits++
-		case "turn.retrying", "turn.completed", "turn.failed", "turn.cancelled", "turn.expired":
-			a.Outcome, a.Error = e.Type, d.Error
+		case "turn.retrying":
+			// The next attempt's first event ends the one before it.
+			if p, ok := byAttempt[d.Previous]; ok && atts[p].Outcome == "" {
+				atts[p].Outcome = "retried"
+			}
+		case "turn.completed", "turn.failed", "turn.cancelled", "turn.expired":
+			a.Outcome, a.Error = eventOutcomes[e.Type], d.Error
 		}
 	}
 	return evs, atts
+}
+
+// eventOutcomes names an attempt's outcome after the event that ended it, as Attempt.Outcome does.
+var eventOutcomes = map[string]string{
+	"turn.completed": "succeeded", "turn.failed": "failed", "turn.cancelled": "cancelled", "turn.expired": "expired",
 }
 
 // Blockers is what holds a turn back: the live turns its session accepted before it, oldest

@@ -239,3 +239,11 @@ func when(t *time.Time) string {
 	}
 	return t.UTC().Format(time.RFC3339)
 }
+
+// dash is s, or "-" for an empty field of a line meant to be split on whitespace.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -99,7 +99,9 @@ func runTurns(ctx context.Context, env app.CommandEnv, args []string) error {
 				printTurn(w, tl.Turn)
 				fmt.Fprintf(w, "lease\t%s until %s, token %d\n", tl.Lease.Owner, when(tl.Lease.ExpiresAt), tl.Lease.FencingToken)
 				for _, a := range tl.Attempts {
-					fmt.Fprintf(w, "attempt %d\tstarted %s\t%s %s\t%d events, %d waits\n", a.Attempt, when(a.StartedAt), a.Outcome, a.Error, a.Events, a.Waits)
+					fmt.Fprintf(w, "attempt %d\tworker %s, token %d\tstarted %s, lease until %s, ended %s\t%s %s\tupstream %s\t%d events, %d waits\n",
+						a.Attempt, dash(a.Worker), a.FencingToken, when(a.StartedAt), when(a.LeaseExpiresAt), when(a.EndedAt),
+						dash(a.Outcome), a.Error, dash(a.Upstream), a.Events, a.Waits)
 				}
 				for _, n := range tl.Notifications {
 					fmt.Fprintf(w, "notification %d\t%s\t%s\t%d attempts\n", n.ID, n.URL, n.Status, n.Attempts)

@@ -103,6 +103,13 @@ type Flusher interface {
 	Flush()
 }
 
+// EndpointNoter is an optional interface of a Sink, found by type assertion: an agent's upstream
+// guard tells it the endpoint of each request it sends, so the attempt's record names the upstream
+// that served it. Implementations must be safe for concurrent use and fast.
+type EndpointNoter interface {
+	Endpoint(address string)
+}
+
 // Wait is a wait of a turn on its upstream, as a Waiter learns of it.
 type Wait struct {
 	// Reason is one of wire's Wait* reasons (rate_limited, overloaded, retry_pause,

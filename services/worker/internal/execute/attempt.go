@@ -196,7 +196,7 @@ func wireUsage(u *agent.Usage) *wire.Usage {
 // work's last step, in a function of its own so that its locals are not in work's frame, which a
 // held turn keeps under the agent for the whole answer.
 func (a *attempt) complete(output wire.Output) (step, wire.Output, error) {
-	seq, err := a.x.cfg.Completions.Do(a.ctx, lease.Completion{TurnID: a.env.TurnID, Token: a.token, Output: output})
+	seq, err := a.x.cfg.Completions.Do(a.ctx, lease.Completion{TurnID: a.env.TurnID, Token: a.token, Output: output, End: a.sink.end(true)})
 	if err != nil {
 		return stepComplete, output, err
 	}
@@ -361,7 +361,7 @@ func (a *attempt) handOff() attemptResult {
 	if err := a.sink.flushHeld(ctx); err != nil && !errors.Is(err, streams.ErrStaleToken) {
 		a.log.WarnContext(a.ctx, "publish of turn.started failed on hand-off", "err", err)
 	}
-	if err := a.x.turns.ReleaseLease(ctx, a.env.TurnID, a.token, true); err != nil && !errors.Is(err, turnstore.ErrFenced) {
+	if err := a.x.turns.EndAttempt(ctx, a.env.TurnID, a.token, true, "handed_off", "", a.sink.end(false)); err != nil && !errors.Is(err, turnstore.ErrFenced) {
 		a.log.WarnContext(a.ctx, "release on drain failed; the lease will expire instead", "err", err)
 	}
 	a.log.InfoContext(a.ctx, "turn handed off on drain", "attempt", a.number)
@@ -369,15 +369,14 @@ func (a *attempt) handOff() attemptResult {
 	return attemptHandedOff
 }
 
-// retry records err on the turn and releases it for the next attempt. The attempt began: its
-// turn.started goes out before the next attempt's turn.retrying.
+// retry records err on the turn and its attempt and releases it for the next attempt, in one
+// statement. The attempt began: its turn.started goes out before the next attempt's turn.retrying.
 func (a *attempt) retry(err error) attemptResult {
 	a.log.WarnContext(a.ctx, "attempt failed; will retry", "attempt", a.number, "err", err)
 	if err := a.sink.flushHeld(a.ctx); err != nil && !errors.Is(err, streams.ErrStaleToken) {
 		a.log.WarnContext(a.ctx, "publish of turn.started failed", "err", err)
 	}
-	_ = a.x.turns.RecordAttemptError(a.ctx, a.env.TurnID, a.token, err.Error())
-	if err := a.x.turns.ReleaseLease(a.ctx, a.env.TurnID, a.token, false); err != nil && !errors.Is(err, turnstore.ErrFenced) {
+	if err := a.x.turns.EndAttempt(a.ctx, a.env.TurnID, a.token, false, "retried", err.Error(), a.sink.end(false)); err != nil && !errors.Is(err, turnstore.ErrFenced) {
 		a.log.WarnContext(a.ctx, "release after failed attempt failed; the lease will expire instead", "err", err)
 	}
 	a.ended("retried")
@@ -394,7 +393,7 @@ func (a *attempt) stalled() attemptResult { return attemptRetry }
 // the dead-letter topic. It reports false when the attempt was fenced or the statement failed:
 // then nothing changed.
 func (a *attempt) finish(status wire.Status, msg, deadLetter string) bool {
-	if err := a.x.turns.FinishTurn(a.ctx, a.env.TurnID, a.token, status, msg, deadLetter); err != nil {
+	if err := a.x.turns.FinishTurn(a.ctx, a.env.TurnID, a.token, status, msg, deadLetter, a.sink.end(true)); err != nil {
 		if !errors.Is(err, turnstore.ErrFenced) {
 			a.log.ErrorContext(a.ctx, "finish turn failed", "status", status, "err", err)
 		}

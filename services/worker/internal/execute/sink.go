@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/telemetry"
+	"github.com/turnstile-run/turnstile/pkg/turnstore"
 	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 )
@@ -83,13 +85,40 @@ type attemptSink struct {
 	// of held events could not deliver and may still send, for publishTerminal to send first.
 	released bool
 	unsent   []wire.Event
+	// upstream is the endpoint of the agent's last upstream request (Endpoint); emitted and waited
+	// count the events the attempt was given and its announced waits. The statement that ends the
+	// attempt records them (end).
+	upstream string
+	emitted  atomic.Int32
+	waited   atomic.Int32
 }
 
 var (
-	_ agent.Sink       = (*attemptSink)(nil)
-	_ agent.CustomSink = (*attemptSink)(nil)
-	_ agent.Flusher    = (*attemptSink)(nil)
+	_ agent.Sink          = (*attemptSink)(nil)
+	_ agent.CustomSink    = (*attemptSink)(nil)
+	_ agent.Flusher       = (*attemptSink)(nil)
+	_ agent.EndpointNoter = (*attemptSink)(nil)
 )
+
+// Endpoint implements agent.EndpointNoter: the attempt's row names the last endpoint it called.
+func (s *attemptSink) Endpoint(address string) {
+	s.mu.Lock()
+	s.upstream = address
+	s.mu.Unlock()
+}
+
+// end is what the statement ending the attempt records of it: its upstream, its events (with the
+// terminal event the attempt publishes next when terminal is set) and its waits.
+func (s *attemptSink) end(terminal bool) turnstore.AttemptEnd {
+	s.mu.Lock()
+	up := s.upstream
+	s.mu.Unlock()
+	n := int(s.emitted.Load())
+	if terminal {
+		n++
+	}
+	return turnstore.AttemptEnd{Upstream: up, Events: n, Waits: int(s.waited.Load())}
+}
 
 func (s *attemptSink) base() wire.EventBase {
 	return wire.EventBase{TurnID: s.turnID, Attempt: s.attempt}
@@ -100,6 +129,7 @@ func (s *attemptSink) base() wire.EventBase {
 // not the attempt's, so that a cancel request or a lost lease that ends the attempt does not also
 // abort the publish of its turn.started.
 func (s *attemptSink) hold(ctx context.Context, ev wire.Event) {
+	s.emitted.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.held = append(s.held, ev)
@@ -221,6 +251,7 @@ func (s *attemptSink) heldFailure() error {
 // it could miss the failure of a publish still under way and send the agent's event after a
 // turn.started that never went out.
 func (s *attemptSink) agentPublish(ctx context.Context, ev wire.Event) error {
+	s.emitted.Add(1)
 	held := s.settle()
 	if err := s.heldFailure(); err != nil {
 		return err
@@ -237,6 +268,7 @@ func (s *attemptSink) agentDelta(ctx context.Context, ev wire.Event) error {
 		return s.heldFailed
 	}
 	if s.lingering && len(s.held) < maxHeld {
+		s.emitted.Add(1)
 		s.held = append(s.held, ev)
 		s.mu.Unlock()
 		return nil

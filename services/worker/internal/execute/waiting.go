@@ -26,6 +26,7 @@ func (s *attemptSink) Waiting(ctx context.Context, w agent.Wait) (func(), error)
 		data.Error = w.Err.Error()
 	}
 	if !w.Repeat {
+		s.waited.Add(1)
 		if err := s.agentPublish(ctx, wire.NewEvent(wire.EventWaiting, data)); err != nil {
 			return nil, err
 		}

@@ -403,6 +403,8 @@ type Completion struct {
 	TurnID uuid.UUID
 	Token  wire.FenceToken
 	Output wire.Output
+	// End is what the completion records of the attempt in its row (turn_attempts).
+	End turnstore.AttemptEnd
 }
 
 // CompleteMany completes every given turn in one statement (turnstore.Store.CompleteTurns), each
@@ -428,13 +430,17 @@ func (s *Store) completeRound(ctx context.Context, cs []Completion, pos []int, o
 	p := turnstore.CompleteParams{
 		TurnIDs: make(pgarray.UUIDs, 0, len(pos)), Tokens: make(pgarray.Ints, 0, len(pos)),
 		Answers: make(pgarray.Texts, 0, len(pos)), States: make(pgarray.Texts, 0, len(pos)),
-		Usages: make(pgarray.Texts, 0, len(pos)),
+		Usages: make(pgarray.Texts, 0, len(pos)), Upstreams: make(pgarray.Texts, 0, len(pos)),
+		Events: make(pgarray.Ints, 0, len(pos)), Waits: make(pgarray.Ints, 0, len(pos)),
 	}
 	for _, k := range pos {
 		p.TurnIDs, p.Tokens = append(p.TurnIDs, turnIDArg(cs[k].TurnID)), append(p.Tokens, pgarray.Int(cs[k].Token))
 		p.Answers = append(p.Answers, pgarray.Text(cs[k].Output.Text))
 		p.States = append(p.States, pgarray.Text(cs[k].Output.State))
 		p.Usages = append(p.Usages, usageText(cs[k].Output.Usage))
+		end := &cs[k].End
+		p.Upstreams = append(p.Upstreams, pgarray.Text(end.Upstream))
+		p.Events, p.Waits = append(p.Events, pgarray.Int(end.Events)), append(p.Waits, pgarray.Int(end.Waits))
 	}
 	for try := 0; ; try++ {
 		seqs, err := s.db.CompleteTurns(ctx, &p)

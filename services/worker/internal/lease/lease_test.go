@@ -74,6 +74,64 @@ func TestStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
+	t.Run("AttemptRows", func(t *testing.T) {
+		// Each claim records its attempt (worker, token, lease), and the statement that ends the
+		// attempt records its end; an attempt whose worker died keeps no end, and its stale
+		// token cannot write one.
+		t.Parallel()
+		env := setup(t)
+		a := NewStore(env.Pool, "worker-a", 200*time.Millisecond, 3)
+		b := NewStore(env.Pool, "worker-b", 200*time.Millisecond, 3)
+		db := turnstore.New(env.Pool)
+		req := request("rows")
+		id := req.Env.TurnID
+
+		c1, err := a.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, turnstore.ClaimAcquired, c1.Outcome)
+		waitExpired(t, env, id) // worker-a dies holding the lease
+		c2, err := b.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, turnstore.ClaimAcquired, c2.Outcome)
+		require.ErrorIs(t, db.EndAttempt(ctx, id, c1.Token, false, "retried", "stale", turnstore.AttemptEnd{}), turnstore.ErrFenced)
+		require.NoError(t, db.EndAttempt(ctx, id, c2.Token, false, "retried", "upstream 500",
+			turnstore.AttemptEnd{Upstream: "http://up-1", Events: 2, Waits: 1}))
+		c3, err := a.Claim(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, turnstore.ClaimAcquired, c3.Outcome, "a released lease is taken at once")
+		end := turnstore.AttemptEnd{Upstream: "http://up-2", Events: 4}
+		res := a.CompleteMany(ctx, []Completion{{TurnID: id, Token: c3.Token, Output: wire.Output{Text: "ok"}, End: end}})
+		require.NoError(t, res[0].Err)
+
+		type row struct {
+			Attempt  int
+			Worker   string
+			Token    int64
+			Ended    bool
+			Outcome  string
+			Error    string
+			Upstream string
+			Events   int
+			Waits    int
+		}
+		rows, err := env.Pool.Query(ctx, `SELECT attempt, worker, fencing_token, ended_at IS NOT NULL, coalesce(outcome, ''),
+			coalesce(error, ''), coalesce(upstream, ''), coalesce(events, 0), coalesce(waits, 0)
+			FROM turn_attempts WHERE turn_id = $1 AND started_at <= lease_expires_at ORDER BY fencing_token`, id)
+		require.NoError(t, err)
+		var got []row
+		for rows.Next() {
+			var r row
+			require.NoError(t, rows.Scan(&r.Attempt, &r.Worker, &r.Token, &r.Ended, &r.Outcome, &r.Error, &r.Upstream, &r.Events, &r.Waits))
+			got = append(got, r)
+		}
+		require.NoError(t, rows.Err())
+		require.Equal(t, []row{
+			{Attempt: 1, Worker: "worker-a", Token: int64(c1.Token)},
+			{2, "worker-b", int64(c2.Token), true, "retried", "upstream 500", "http://up-1", 2, 1},
+			{3, "worker-a", int64(c3.Token), true, "succeeded", "", "http://up-2", 4, 0},
+		}, got)
+	})
+
 	t.Run("FencingAcrossTakeover", func(t *testing.T) {
 		t.Parallel()
 		env := setup(t)
@@ -102,7 +160,7 @@ func TestStore(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, renewed)
 		require.ErrorIs(t, s.Complete(ctx, id, c1.Token, wire.Output{Text: "stale"}), turnstore.ErrFenced)
-		require.ErrorIs(t, db.FinishTurn(ctx, id, c1.Token, wire.StatusFailed, "stale", ""), turnstore.ErrFenced)
+		require.ErrorIs(t, db.FinishTurn(ctx, id, c1.Token, wire.StatusFailed, "stale", "", turnstore.AttemptEnd{}), turnstore.ErrFenced)
 		require.ErrorIs(t, db.ReleaseLease(ctx, id, c1.Token, true), turnstore.ErrFenced)
 
 		require.NoError(t, s.Complete(ctx, id, c2.Token, wire.Output{Text: "fresh"}))
@@ -350,10 +408,10 @@ func TestStoreBatches(t *testing.T) {
 		require.Len(t, renewed, 3)
 
 		res := s.CompleteMany(ctx, []Completion{
-			{reqs[0].Env.TurnID, claims[0].Token, wire.Output{Text: "one"}},
-			{reqs[1].Env.TurnID, claims[1].Token, wire.Output{Text: "zombie"}},
-			{reqs[2].Env.TurnID, claims[2].Token, wire.Output{Text: "three"}},
-			{reqs[3].Env.TurnID, claims[3].Token, wire.Output{Text: "other"}},
+			{TurnID: reqs[0].Env.TurnID, Token: claims[0].Token, Output: wire.Output{Text: "one"}},
+			{TurnID: reqs[1].Env.TurnID, Token: claims[1].Token, Output: wire.Output{Text: "zombie"}},
+			{TurnID: reqs[2].Env.TurnID, Token: claims[2].Token, Output: wire.Output{Text: "three"}},
+			{TurnID: reqs[3].Env.TurnID, Token: claims[3].Token, Output: wire.Output{Text: "other"}},
 		})
 		require.NoError(t, res[0].Err)
 		require.ErrorIs(t, res[1].Err, turnstore.ErrFenced, "the stale token is refused, and only it")
@@ -388,8 +446,8 @@ func TestStoreBatches(t *testing.T) {
 
 		// The newer attempt completes the turn; the session grows from where it was.
 		res = s.CompleteMany(ctx, []Completion{
-			{reqs[1].Env.TurnID, taken.Token, wire.Output{Text: "two"}},
-			{reqs[0].Env.TurnID, claims[0].Token, wire.Output{Text: "again"}},
+			{TurnID: reqs[1].Env.TurnID, Token: taken.Token, Output: wire.Output{Text: "two"}},
+			{TurnID: reqs[0].Env.TurnID, Token: claims[0].Token, Output: wire.Output{Text: "again"}},
 		})
 		require.NoError(t, res[0].Err)
 		require.Equal(t, int64(6), res[0].Val)
@@ -417,7 +475,7 @@ func TestStoreBatches(t *testing.T) {
 		// happened and every completion reports the error (not turnstore.ErrFenced, not success).
 		_, err = env.Pool.Exec(ctx, `ALTER TABLE session_history RENAME TO session_history_gone`)
 		require.NoError(t, err)
-		res := s.CompleteMany(ctx, []Completion{{a.Env.TurnID, ca.Token, wire.Output{}}, {b.Env.TurnID, cb.Token, wire.Output{}}})
+		res := s.CompleteMany(ctx, []Completion{{TurnID: a.Env.TurnID, Token: ca.Token}, {TurnID: b.Env.TurnID, Token: cb.Token}})
 		for _, r := range res {
 			require.Error(t, r.Err)
 			require.NotErrorIs(t, r.Err, turnstore.ErrFenced)
@@ -508,7 +566,7 @@ func TestLockOrder(t *testing.T) {
 	t.Run("CompleteMany", func(t *testing.T) {
 		t.Parallel()
 		run(t, func(s *Store, ids []uuid.UUID, tokens []wire.FenceToken) {
-			res := s.CompleteMany(ctx, []Completion{{ids[0], tokens[0], wire.Output{Text: "a"}}, {ids[1], tokens[1], wire.Output{Text: "b"}}})
+			res := s.CompleteMany(ctx, []Completion{{TurnID: ids[0], Token: tokens[0], Output: wire.Output{Text: "a"}}, {TurnID: ids[1], Token: tokens[1], Output: wire.Output{Text: "b"}}})
 			for _, r := range res {
 				assert.NoError(t, r.Err)
 			}

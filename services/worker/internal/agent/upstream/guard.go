@@ -239,6 +239,7 @@ func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn fun
 	w := &waits{g: g, ctx: ctx}
 	w.to, _ = sink.(agent.Waiter)
 	flusher, _ := sink.(agent.Flusher)
+	noter, _ := sink.(agent.EndpointNoter)
 	// A later attempt exists because an earlier one failed (after it had streamed output, or with
 	// its worker): it is itself the retry, so its failed requests are the worker's to retry.
 	maxRetries := g.cfg.MaxRetries
@@ -263,6 +264,13 @@ func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn fun
 		if err != nil {
 			permit.Release(Terminal, true, 0)
 			return g.stopped(ctx, down, last, requests, err)
+		}
+		if noter != nil {
+			addr := g.cfg.Name
+			if target != nil {
+				addr = target.Address()
+			}
+			noter.Endpoint(addr)
 		}
 		if flusher != nil {
 			// The upstream answers later than a sink's hold of the attempt's first events lasts:
