@@ -191,7 +191,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		Pool: pool, Redis: rdb, Events: events, Submit: h, Signer: signer, Authenticate: h.Authenticate,
 		Kick: func() { jobs.Kick() }, Settings: func() []config.Setting { return config.View(cfg) }, Log: log,
 	})
-	jobs = admin.NewRunner(admin.RunnerConfig{Owner: cfg.InstanceID, Lease: cfg.Intake.AdminJobLease}, adm)
+	jobs = admin.NewRunner(admin.RunnerConfig{Owner: cfg.InstanceID, Lease: cfg.Intake.AdminJobLease, Registry: d.Registry}, adm)
 	// The agent registry's write path lives here, beside the catalog it registers replicas of.
 	reg := registry.New(registry.Config{
 		Lease: cfg.Registry.Lease, MaxInflight: cfg.Registry.MaxInflight, Agents: catalog.Catalog,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -335,6 +336,23 @@ func TestAdminTenantIsolationAndAudit(t *testing.T) {
 			return j.State == "succeeded"
 		})
 		require.Equal(t, 1, j.Done)
+		// The runner's metrics count the item and the job's end, and then it runs no job (the
+		// runner counts the end just after it is recorded, which the test may see first).
+		for _, m := range []struct {
+			name  string
+			match []string
+			want  float64
+		}{
+			{"turnstile_admin_jobs_items_total", []string{`action="replay"`, `result="done"`}, 1},
+			{"turnstile_admin_jobs_items_total", []string{`result="failed"`}, 0},
+			{"turnstile_admin_jobs_finished_total", []string{`action="replay"`, `state="succeeded"`}, 1},
+			{"turnstile_admin_jobs_running", nil, 0},
+		} {
+			testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("%s %v to be %v", m.name, m.match, m.want), func() bool {
+				v, ok := metricValue(t, base, m.name, m.match...)
+				return ok && v == m.want
+			})
+		}
 		status, b = adminCall(t, http.MethodPost, base+"/v1/admin/jobs", acme, map[string]any{
 			"name": "replay-failed", "action": "replay", "filter": map[string]any{},
 		})

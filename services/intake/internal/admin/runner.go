@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
@@ -30,6 +31,8 @@ type RunnerConfig struct {
 	Owner string
 	// Lease is how long a job is held without renewal (config.AdminJobLeaseDefault).
 	Lease time.Duration
+	// Registry registers the runner's metrics (turnstile_admin_jobs_*); nil registers none.
+	Registry prometheus.Registerer
 }
 
 // Runner runs bulk jobs: it takes a job no live runner holds, acts on its pending items batch by
@@ -42,13 +45,14 @@ type Runner struct {
 	act  *actor
 	log  *slog.Logger
 	kick chan struct{}
+	m    *jobMetrics
 	// batchDone, when set (tests), is called after each batch is recorded.
 	batchDone func(job uuid.UUID, n int)
 }
 
 // NewRunner returns a runner acting through h's collaborators.
 func NewRunner(cfg RunnerConfig, h *Handler) *Runner {
-	r := &Runner{cfg: cfg, pool: h.d.Pool, act: h.actor(), log: h.d.Log, kick: make(chan struct{}, 1)}
+	r := &Runner{cfg: cfg, pool: h.d.Pool, act: h.actor(), log: h.d.Log, kick: make(chan struct{}, 1), m: newJobMetrics(cfg.Registry)}
 	r.Runner = lifecycle.Runner{Name: "admin job runner", Run: r.run}
 	return r
 }
@@ -121,6 +125,8 @@ func (r *Runner) claim(ctx context.Context) (claimed, bool, error) {
 // runJob acts on the job's pending items until none is left, the job is cancelled, the lease is
 // lost or ctx ends.
 func (r *Runner) runJob(ctx context.Context, j claimed) {
+	r.m.running.Inc()
+	defer r.m.running.Dec()
 	for ctx.Err() == nil {
 		var state string
 		err := r.pool.QueryRow(ctx, `UPDATE admin_jobs SET lease_expires_at = now() + $3 * interval '1 millisecond', updated_at = now()
@@ -269,6 +275,13 @@ func (r *Runner) record(ctx context.Context, j claimed, results []result) error 
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
+	for _, res := range results {
+		if res.retry {
+			r.m.items.WithLabelValues(j.action, "retried").Inc()
+		} else {
+			r.m.items.WithLabelValues(j.action, res.outcome).Inc()
+		}
+	}
 	if retries > 0 { // a dependency is failing: give it a moment before the next batch
 		t := time.NewTimer(r.cfg.Lease / 3)
 		defer t.Stop()
@@ -293,6 +306,7 @@ func (r *Runner) finish(ctx context.Context, j claimed, state string) {
 		}
 		return
 	}
+	r.m.finished.WithLabelValues(j.action, state).Inc()
 	writeAudit(ctx, r.pool, r.log, j.by, j.byTenant, "job.finish", r.act.showID(j.id), j.filter, state,
 		fmt.Sprintf("%s: %d of %d items done, %d failed", j.action, done, total, failed))
 }
