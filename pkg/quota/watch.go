@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/turnstile-run/turnstile/pkg/lifecycle"
 )
 
@@ -72,6 +74,20 @@ type Watcher struct {
 
 	mu       sync.Mutex
 	onChange []func(*Snapshot)
+	// refreshed is the start of the last successful refresh (Register), nil unregistered.
+	refreshed prometheus.Gauge
+}
+
+// Register exposes on reg, as turnstile_quota_refreshed_timestamp_seconds{role}, when the last
+// successful refresh began: a replica whose value is later than a change through the API holds
+// it, and one that falls behind is one that cannot read Postgres. Call before Start.
+func (w *Watcher) Register(reg prometheus.Registerer, role string) {
+	w.refreshed = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "turnstile_quota_refreshed_timestamp_seconds",
+		Help:        "Unix time at which the last successful re-read of the quotas began; a replica holds every change made before it.",
+		ConstLabels: prometheus.Labels{"role": role},
+	})
+	reg.MustRegister(w.refreshed)
 }
 
 // NewWatcher returns a watcher of store; defaultAgent names the agent of turns that name none.
@@ -114,6 +130,9 @@ func (w *Watcher) Refresh(ctx context.Context) bool {
 		return false
 	}
 	w.cur.Store(s)
+	if w.refreshed != nil {
+		w.refreshed.Set(float64(s.At.UnixNano()) / 1e9)
+	}
 	w.mu.Lock()
 	fs := w.onChange
 	w.mu.Unlock()

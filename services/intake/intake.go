@@ -145,6 +145,9 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	if pool != nil {
 		quotas = quota.NewWatcher(quota.NewStore(pool), cfg.Worker.QuotaRefresh, catalog.Catalog().Default, log)
 		quotaSnapshot = quotas.Snapshot
+		if d.Registry != nil {
+			quotas.Register(d.Registry, "intake")
+		}
 	}
 	h := api.New(api.Config{
 		Quotas:           quotaSnapshot,

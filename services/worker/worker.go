@@ -181,6 +181,9 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 	// The quotas set through /v1/admin/quotas: re-read every TURNSTILE_QUOTA_REFRESH; each lane
 	// holds a tenant at its running cap and lets it try again after each refresh.
 	quotas := quota.NewWatcher(quota.NewStore(pool), cfg.Worker.QuotaRefresh, cat.Default, log)
+	if d.Registry != nil {
+		quotas.Register(d.Registry, "worker")
+	}
 	running := quota.NewCounter(quotas)
 	quotas.OnRefresh(func(*quota.Snapshot) {
 		for _, l := range w.lanes {

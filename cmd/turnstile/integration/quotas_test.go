@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -232,4 +233,188 @@ func TestBudgetCrossedMidTest(t *testing.T) {
 	model.mu.Lock()
 	require.Zero(t, model.noUsage, "every request asked for the usage chunk")
 	model.mu.Unlock()
+}
+
+// TestQuotaLoweredOnEveryWorker runs a tenant's turns on two worker stacks with a running cap of
+// 4 and lowers it to 1 through /v1/admin/quotas while turns run on both. Each worker's
+// turnstile_quota_refreshed_timestamp_seconds tells when it read the change (printed; at most
+// 5 s). From then on, by the turns' start and finish times in Postgres, every start on either
+// worker is alone but for the race the README documents (two workers starting within one refresh
+// of each other). A held turn has turn.waiting with reason tenant_limit in its stream, and while
+// the tenant is at its cap the backlog-age gauge counts none of its queued turns, however old.
+func TestQuotaLoweredOnEveryWorker(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Partitions: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	_, acme, err := apikey.Create(ctx, env.Pool, "acme")
+	require.NoError(t, err)
+	_, root, err := apikey.CreateAdmin(ctx, env.Pool, "", "ops")
+	require.NoError(t, err)
+	const refresh = 200 * time.Millisecond
+	env.Config.Worker.QuotaRefresh = refresh
+	env.Config.Ops.BacklogInterval = 50 * time.Millisecond
+	base := "http://" + startStackCfg(t, env, authConfig(env, "intake,gateway")).Addr()
+	status, b := adminCall(t, http.MethodPut, base+"/v1/admin/quotas/acme", root, map[string]any{"max_running": 4})
+	require.Equal(t, http.StatusOK, status, string(b))
+	workers := make([]string, 2) // each worker's base URL
+	for i := range workers {
+		w := *env
+		w.Config.InstanceID = fmt.Sprintf("%s-quota-worker-%d", env.ID, i)
+		workers[i] = "http://" + startStackCfg(t, &w, authConfig(&w, "worker")).Addr()
+	}
+
+	const turns, turnMs = 24, 1500
+	sessions := map[string]string{} // turn → session
+	tokens := map[string]string{}   // turn → stream token
+	for i := range turns {
+		session := fmt.Sprintf("quota-%02d", i)
+		status, b := adminCall(t, http.MethodPost, base+"/v1/sessions/"+session+"/turns", acme,
+			map[string]any{"input": map[string]string{"text": "hold me"}, "metadata": demoMeta(turnMs)})
+		require.Equal(t, http.StatusAccepted, status, string(b))
+		var a struct {
+			TurnID      string `json:"turn_id"`
+			StreamToken string `json:"stream_token"`
+		}
+		require.NoError(t, json.Unmarshal(b, &a))
+		sessions[a.TurnID], tokens[a.TurnID] = session, a.StreamToken
+	}
+
+	// Both workers run the tenant's turns before the cap is lowered; which partitions each has.
+	owner := map[int32]string{}
+	testenv.WaitFor(t, 30*time.Second, "both workers run acme's turns", func() bool {
+		rows, err := env.Pool.Query(ctx, `SELECT kafka_partition, lease_owner FROM turns WHERE tenant = 'acme' AND status = 'running'`)
+		require.NoError(t, err)
+		defer rows.Close()
+		owners := map[string]bool{}
+		for rows.Next() {
+			var part int32
+			var o string
+			require.NoError(t, rows.Scan(&part, &o))
+			owner[part], owners[o] = o, true
+		}
+		return len(owners) == 2
+	})
+	var running int
+	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE tenant = 'acme' AND status = 'running'`).Scan(&running))
+	status, b = adminCall(t, http.MethodPut, base+"/v1/admin/quotas/acme", root, map[string]any{"max_running": 1})
+	lowered := time.Now()
+	require.Equal(t, http.StatusOK, status, string(b))
+
+	// Each worker holds the change once a refresh that began after the PUT's answer succeeded.
+	took := make([]time.Duration, len(workers))
+	testenv.WaitFor(t, 10*time.Second, "both workers read the lowered cap", func() bool {
+		done := true
+		for i, w := range workers {
+			if took[i] > 0 {
+				continue
+			}
+			v, ok := metricValue(t, w, "turnstile_quota_refreshed_timestamp_seconds", `role="worker"`)
+			require.True(t, ok, "the worker exposes its quota refreshes")
+			if v > float64(lowered.UnixNano())/1e9 {
+				took[i] = time.Since(lowered)
+			} else {
+				done = false
+			}
+		}
+		return done
+	})
+	inForce := lowered.Add(max(took[0], took[1]))
+	for i, d := range took {
+		require.LessOrEqual(t, d, 5*time.Second, "worker %d holds the lowered cap within 5 s", i)
+	}
+	t.Logf("max_running 4 -> 1 (%d running on 2 workers): worker 0 holds it %d ms after the PUT, worker 1 %d ms (refresh %s)",
+		running, took[0].Milliseconds(), took[1].Milliseconds(), refresh)
+
+	// The held phase: one turn at a time. Meanwhile the backlog gauge, read while one turn has run
+	// steadily for longer than the gauge's interval, counts none of the queued turns.
+	type sample struct{ gauge, oldest float64 }
+	var samples []sample
+	testenv.WaitFor(t, 60*time.Second, "the gauge sampled in the held phase", func() bool {
+		var id string
+		var since, oldest float64
+		err := env.Pool.QueryRow(ctx, `SELECT r.turn_id::text, extract(epoch FROM now() - r.started_at)::float8,
+				(SELECT extract(epoch FROM now() - min(accepted_at))::float8 FROM turns WHERE tenant = 'acme' AND status = 'queued')
+			FROM turns r WHERE r.tenant = 'acme' AND r.status = 'running'
+			  AND (SELECT count(*) FROM turns WHERE tenant = 'acme' AND status = 'running') = 1`).Scan(&id, &since, &oldest)
+		if err != nil || since < 0.3 || oldest < 2 {
+			return false // not one steady turn, or no old queued turn
+		}
+		gauge, ok := metricValue(t, base, "turnstile_backlog_age_seconds")
+		require.True(t, ok, "intake exposes the backlog age")
+		var still string
+		var n int
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT coalesce(min(turn_id::text), ''), count(*) FROM turns WHERE tenant = 'acme' AND status = 'running'`).Scan(&still, &n))
+		if n == 1 && still == id {
+			samples = append(samples, sample{gauge, oldest})
+		}
+		return len(samples) >= 3
+	})
+	for _, s := range samples {
+		require.Less(t, s.gauge, 0.5, "the backlog gauge counts none of the held turns (oldest queued %.1f s)", s.oldest)
+	}
+	t.Logf("backlog gauge while held: %v (gauge s, oldest queued s)", samples)
+
+	// A held turn's stream says why it waits.
+	var held string
+	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT turn_id::text FROM turns WHERE tenant = 'acme' AND status = 'queued' ORDER BY accepted_at DESC LIMIT 1`).Scan(&held))
+	stream := testenv.OpenSSE(t, base+"/v1/sessions/"+sessions[held]+"/events?access_token="+url.QueryEscape(tokens[held]), "")
+	require.Equal(t, http.StatusOK, stream.Resp.StatusCode)
+	evs := stream.Until(t, 30*time.Second, func(e testenv.Event) bool { return e.Type == "turn.waiting" })
+	var waiting struct {
+		TurnID string `json:"turn_id"`
+		Reason string `json:"reason"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(evs[len(evs)-1].Data), &waiting))
+	require.Equal(t, held, waiting.TurnID)
+	require.Equal(t, "tenant_limit", waiting.Reason)
+	stream.Close()
+
+	// Both workers started turns under the lowered cap before it is raised again.
+	startsOn := func() map[string]int {
+		rows, err := env.Pool.Query(ctx, `SELECT kafka_partition FROM turns WHERE tenant = 'acme' AND started_at > $1::timestamptz`, inForce)
+		require.NoError(t, err)
+		defer rows.Close()
+		out := map[string]int{}
+		for rows.Next() {
+			var part int32
+			require.NoError(t, rows.Scan(&part))
+			out[owner[part]]++
+		}
+		return out
+	}
+	testenv.WaitFor(t, 60*time.Second, "both workers start turns under the lowered cap", func() bool {
+		var queued int
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE tenant = 'acme' AND status = 'queued'`).Scan(&queued))
+		return len(startsOn()) == 2 || queued == 0
+	})
+	perWorker := startsOn()
+	raised := time.Now()
+	require.Len(t, perWorker, 2, "both workers had turns to start under the lowered cap: %v", perWorker)
+	status, b = adminCall(t, http.MethodPut, base+"/v1/admin/quotas/acme", root, map[string]any{"max_running": turns})
+	require.Equal(t, http.StatusOK, status, string(b))
+	testenv.WaitFor(t, 60*time.Second, "every turn succeeds", func() bool {
+		var n int
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE tenant = 'acme' AND status = 'succeeded'`).Scan(&n))
+		return n == turns
+	})
+
+	// Every start between the cap in force and its raise ran alone, or beside a turn another
+	// worker started within one refresh of it (neither could know of the other's yet).
+	rows, err := env.Pool.Query(ctx, `SELECT s.turn_id::text, (SELECT count(*) FROM turns o WHERE o.tenant = 'acme' AND o.turn_id <> s.turn_id
+				AND o.started_at <= s.started_at AND o.finished_at > s.started_at
+				AND abs(extract(epoch FROM s.started_at - o.started_at)) > $3::float8)
+		FROM turns s WHERE s.tenant = 'acme' AND s.started_at > $1::timestamptz AND s.started_at < $2::timestamptz`,
+		inForce, raised, (refresh + 300*time.Millisecond).Seconds())
+	require.NoError(t, err)
+	starts := 0
+	for rows.Next() {
+		var id string
+		var over int
+		require.NoError(t, rows.Scan(&id, &over))
+		require.Zero(t, over, "turn %s started over the lowered cap beside a turn that had run for longer than a refresh", id)
+		starts++
+	}
+	require.NoError(t, rows.Err())
+	t.Logf("under the lowered cap: %d starts (%v by worker), none over it", starts, perWorker)
 }
