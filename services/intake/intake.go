@@ -215,7 +215,7 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 		parts.Add("scheduler", i.scheduler)
 		parts.Add("registry sweeper", registry.NewSweeper(registry.SweepConfig{
 			Interval: cfg.Registry.SweepInterval, GuardShare: float64(cfg.Registry.ExpiryGuard) / 100,
-			TombstoneTTL: cfg.Registry.TombstoneTTL, Window: cfg.Registry.Lease,
+			TombstoneTTL: cfg.Registry.TombstoneTTL, Window: cfg.Registry.Lease, Lease: cfg.Registry.Lease,
 			// A third of a lease: longer than a heartbeat's jitter spreads a zone's expiries.
 			Grace: cfg.Registry.Lease / 3,
 		}, reg.Store(), log, d.Registry))

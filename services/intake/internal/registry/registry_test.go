@@ -255,17 +255,45 @@ func TestRegistry(t *testing.T) {
 		require.Equal(t, 6, list.Counts["frozen"])
 		require.Equal(t, 12, list.Counts["live"])
 
-		for i := 2; i < 8; i++ {
+		// The partition heals: the first renewals bring the expired share back within the guard
+		// before the last ones arrive.
+		renew := func(i int) {
+			t.Helper()
 			a := b.do(t, http.MethodPut, "/v1/agents/echo/instances/"+ids[i], ifMatch(leases[i].Epoch), nil)
 			require.Equal(t, http.StatusOK, a.status, "a frozen registration renews with its epoch")
 		}
+		for i := 2; i < 7; i++ {
+			renew(i)
+		}
 		c = b.sweep(t)["echo"]
-		require.False(t, c.Held)
-		require.Empty(t, c.Removed)
+		require.False(t, c.Held, "1 of 18 expired, and the 2 removals of the window: within the guard")
+		require.Empty(t, c.Removed, "the registration still frozen is not removed")
+		require.Equal(t, []string{ids[7]}, c.Thawed, "it gets one more lease")
 		require.InDelta(t, 0, testutil.ToFloat64(b.sweeper.m.guard.WithLabelValues("echo")), 0)
 		list, err = b.h.Store().List(t.Context(), "echo")
 		require.NoError(t, err)
 		require.Equal(t, 18, list.Counts["live"])
+		renew(7) // the tail of the heal renews with its old epoch: no registration again
+		c = b.sweep(t)["echo"]
+		require.False(t, c.Held)
+		require.Empty(t, c.Removed)
+		require.Empty(t, c.Thawed)
+
+		// A frozen one that did die stays silent through its extra lease, and is removed after it.
+		b.expire(t, ids[2:8]...)
+		require.True(t, b.sweep(t)["echo"].Held)
+		for i := 2; i < 7; i++ {
+			renew(i)
+		}
+		c = b.sweep(t)["echo"]
+		require.Equal(t, []string{ids[7]}, c.Thawed)
+		b.expire(t, ids[7])
+		c = b.sweep(t)["echo"]
+		require.False(t, c.Held)
+		require.Equal(t, []string{ids[7]}, c.Removed)
+		list, err = b.h.Store().List(t.Context(), "echo")
+		require.NoError(t, err)
+		require.Equal(t, 17, list.Counts["live"])
 	})
 
 	t.Run("ChangesFollowRevisions", func(t *testing.T) {
@@ -343,11 +371,11 @@ func TestSweeperSingleActive(t *testing.T) {
 	var locked bool
 	require.NoError(t, tx.QueryRow(ctx, stmt("sweep_lock")).Scan(&locked))
 	require.True(t, locked)
-	_, ran, err := b.h.Store().Sweep(ctx, 0.15, 0, time.Hour, nil)
+	_, ran, err := b.h.Store().Sweep(ctx, 0.15, 0, time.Minute, time.Hour, nil)
 	require.NoError(t, err)
 	require.False(t, ran, "a second sweeper skips while one holds the lock")
 	require.NoError(t, tx.Rollback(ctx))
-	_, ran, err = b.h.Store().Sweep(ctx, 0.15, 0, time.Hour, nil)
+	_, ran, err = b.h.Store().Sweep(ctx, 0.15, 0, time.Minute, time.Hour, nil)
 	require.NoError(t, err)
 	require.True(t, ran)
 }

@@ -77,6 +77,12 @@ func (s *Store) Renew(ctx context.Context, agent, id string, epoch int64, lease 
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = s.pool.QueryRow(ctx, stmt("renew_frozen"), agent, id, epoch, lease.Milliseconds()).Scan(&exp)
 	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		// A sweep that released the guard may have thawed the registration (frozen to live, with
+		// a lease) between the two statements: the live renewal matches now. Without this the
+		// renewal would be refused as stale and the replica would register again.
+		err = s.pool.QueryRow(ctx, stmt("renew"), agent, id, epoch, lease.Milliseconds()).Scan(&exp)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return time.Time{}, ErrStale
@@ -179,6 +185,9 @@ type AgentCount struct {
 	Held bool
 	// Removed are the registrations this sweep removed.
 	Removed []string
+	// Thawed are the frozen registrations this sweep gave one more lease because the guard
+	// released the agent.
+	Thawed []string
 }
 
 // Sweep removes expired registrations, except those of agents where more than share of the
@@ -192,7 +201,11 @@ type AgentCount struct {
 //
 // grace is how long a registration stays expired before it is removed: the guard counts it from
 // its expiry, so expiries spread over several sweeps are seen together.
-func (s *Store) Sweep(ctx context.Context, share float64, grace, tombstoneTTL time.Duration, recent func(agent string) int) ([]AgentCount, bool, error) {
+//
+// lease is what a frozen registration gets back when the guard releases its agent: it is live
+// again for one lease, so the renewals of a healing zone that arrive after the share fell back
+// within the guard still find their registrations, and one that does not renew is removed later.
+func (s *Store) Sweep(ctx context.Context, share float64, grace, lease, tombstoneTTL time.Duration, recent func(agent string) int) ([]AgentCount, bool, error) {
 	var out []AgentCount
 	locked := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -215,7 +228,7 @@ func (s *Store) Sweep(ctx context.Context, share float64, grace, tombstoneTTL ti
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		var remove, freeze []string
+		var remove, freeze, thaw []string
 		for i := range out {
 			c := &out[i]
 			switch {
@@ -228,6 +241,9 @@ func (s *Store) Sweep(ctx context.Context, share float64, grace, tombstoneTTL ti
 				freeze = append(freeze, c.Agent)
 			default:
 				remove = append(remove, c.Agent)
+				if c.Frozen > 0 {
+					thaw = append(thaw, c.Agent)
+				}
 			}
 		}
 		if len(freeze) > 0 {
@@ -235,21 +251,19 @@ func (s *Store) Sweep(ctx context.Context, share float64, grace, tombstoneTTL ti
 				return err
 			}
 		}
-		if len(remove) > 0 {
-			rows, err := tx.Query(ctx, stmt("sweep_delete"), remove, grace.Milliseconds())
+		if len(thaw) > 0 {
+			// Before the removals: a thawed registration is no longer expired.
+			thawed, err := agentIDs(ctx, tx, stmt("sweep_thaw"), thaw, lease.Milliseconds())
 			if err != nil {
 				return err
 			}
-			removed := map[string][]string{}
-			for rows.Next() {
-				var agent, id, endpoint string
-				if err := rows.Scan(&agent, &id, &endpoint); err != nil {
-					rows.Close()
-					return err
-				}
-				removed[agent] = append(removed[agent], id)
+			for i := range out {
+				out[i].Thawed = thawed[out[i].Agent]
 			}
-			if err := rows.Err(); err != nil {
+		}
+		if len(remove) > 0 {
+			removed, err := agentIDs(ctx, tx, stmt("sweep_delete"), remove, grace.Milliseconds())
+			if err != nil {
 				return err
 			}
 			for i := range out {
@@ -267,6 +281,24 @@ func (s *Store) Sweep(ctx context.Context, share float64, grace, tombstoneTTL ti
 		return nil, false, fmt.Errorf("sweep registrations: %w", err)
 	}
 	return out, locked, nil
+}
+
+// agentIDs runs a statement returning (agent, instance_id) rows and groups the IDs by agent.
+func agentIDs(ctx context.Context, tx pgx.Tx, sql string, args ...any) (map[string][]string, error) {
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var agent, id string
+		if err := rows.Scan(&agent, &id); err != nil {
+			return nil, err
+		}
+		out[agent] = append(out[agent], id)
+	}
+	return out, rows.Err()
 }
 
 // Storm is the mass-expiry guard's test: expired of total registrations is a storm (the registry

@@ -93,7 +93,7 @@ UPDATE agent_instances a SET state = 'deleted', revision = head.revision
 FROM head
 WHERE a.agent = ANY($1::text[]) AND a.state <> 'deleted'
     AND a.lease_expires_at < now() - $2 * interval '1 millisecond'
-RETURNING a.agent, a.instance_id, a.endpoint;
+RETURNING a.agent, a.instance_id;
 
 -- name: sweep_freeze
 -- Keep the expired registrations of agents where the guard tripped, marked frozen.
@@ -104,6 +104,21 @@ UPDATE agent_instances a SET state = 'frozen', revision = head.revision
 FROM head
 WHERE a.agent = ANY($1::text[]) AND a.state = 'live' AND a.lease_expires_at < now()
 RETURNING a.agent;
+
+-- name: sweep_thaw
+-- The guard released agents $1 (the expired share fell back within it, as renewals return after a
+-- partition heals): the registrations still frozen get one more lease of $2 ms, live again. Without
+-- it the tail of a healing zone, whose renewals come over a heartbeat after the first ones, would be
+-- removed as soon as the first ones had brought the share down, and would have to register again. A
+-- replica that did die is removed once that lease has run out.
+WITH head AS (
+    UPDATE registry_head SET revision = revision + 1 RETURNING revision
+)
+UPDATE agent_instances a SET state = 'live', lease_expires_at = now() + $2 * interval '1 millisecond',
+    revision = head.revision
+FROM head
+WHERE a.agent = ANY($1::text[]) AND a.state = 'frozen'
+RETURNING a.agent, a.instance_id;
 
 -- name: purge
 -- Forget tombstones older than $1 ms; a reader behind the highest purged revision reloads.

@@ -32,6 +32,9 @@ type SweepConfig struct {
 	// run out over a heartbeat's jitter, across several sweeps, and are one storm. Defaults to
 	// config.RegistryLeaseDefault; intake passes the lease.
 	Window time.Duration
+	// Lease is what the registrations still frozen get back when the guard releases their agent
+	// (see Store.Sweep). Defaults to config.RegistryLeaseDefault; intake passes the lease.
+	Lease time.Duration
 	// OnSweep, when set, learns of every sweep this replica made (ran false: another replica held
 	// the lock), after its metrics are set. A test signal.
 	OnSweep func(counts []AgentCount, ran bool, err error)
@@ -52,6 +55,9 @@ func (c *SweepConfig) defaults() {
 	}
 	if c.Window <= 0 {
 		c.Window = config.RegistryLeaseDefault
+	}
+	if c.Lease <= 0 {
+		c.Lease = config.RegistryLeaseDefault
 	}
 }
 
@@ -113,7 +119,7 @@ func (s *Sweeper) run(ctx context.Context) {
 func (s *Sweeper) Sweep(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	counts, ran, err := s.store.Sweep(ctx, s.cfg.GuardShare, s.cfg.Grace, s.cfg.TombstoneTTL, s.recent)
+	counts, ran, err := s.store.Sweep(ctx, s.cfg.GuardShare, s.cfg.Grace, s.cfg.Lease, s.cfg.TombstoneTTL, s.recent)
 	switch {
 	case err != nil:
 		s.m.sweeps.WithLabelValues("error").Inc()
@@ -136,12 +142,9 @@ func (s *Sweeper) report(counts []AgentCount) {
 	seen := map[string]bool{}
 	for _, c := range counts {
 		seen[c.Agent] = true
-		live, frozen, expired := c.Total-c.Expired, 0, c.Expired
+		live, frozen, expired := c.Total-c.Expired+len(c.Thawed), 0, max(0, c.Expired-len(c.Thawed)-len(c.Removed))
 		if c.Held {
 			frozen, expired = c.Expired, 0
-		}
-		if len(c.Removed) > 0 {
-			expired = 0
 		}
 		s.m.instances.WithLabelValues(c.Agent, registry.StateLive).Set(float64(live))
 		s.m.instances.WithLabelValues(c.Agent, registry.StateExpired).Set(float64(expired))
@@ -161,9 +164,11 @@ func (s *Sweeper) report(counts []AgentCount) {
 			s.log.Error("registry expiry storm: deletions frozen", "agent", c.Agent, "expired", c.Expired,
 				"registrations", c.Total, "guard_share", s.cfg.GuardShare)
 			s.held[c.Agent] = true
-		case s.held[c.Agent]:
+		case s.held[c.Agent] || len(c.Thawed) > 0:
+			// Thawed without a hold seen here: another intake's sweep held it.
 			s.m.guard.WithLabelValues(c.Agent).Set(0)
-			s.log.Info("registry expiry guard released", "agent", c.Agent, "expired", c.Expired, "registrations", c.Total)
+			s.log.Info("registry expiry guard released; the registrations still frozen get one more lease", "agent", c.Agent,
+				"expired", c.Expired, "registrations", c.Total, "thawed", len(c.Thawed))
 			delete(s.held, c.Agent)
 		default:
 			s.m.guard.WithLabelValues(c.Agent).Set(0)
