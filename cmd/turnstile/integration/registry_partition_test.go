@@ -20,12 +20,14 @@ import (
 )
 
 // zoneReplica is an HTTP agent replica (the http adapter's NDJSON answer) at a fixed address that
-// a partition cuts off: its listener and connections close, so a worker's requests to it are
-// refused or reset as a replica it cannot reach; healing listens on the same address again.
+// a partition cuts off in one of two ways: its listener and connections close (a worker's connect
+// is refused; healing listens on the same address again), or, while drop is set, it accepts and
+// closes every connection without an answer (as a middlebox on a cut path may).
 type zoneReplica struct {
 	addr string
 	zone string
 	hits atomic.Int64
+	drop atomic.Bool
 
 	mu   sync.Mutex
 	srv  *http.Server
@@ -46,6 +48,14 @@ func (r *zoneReplica) endpoint() string { return "http://" + r.addr + "/agent" }
 
 func (r *zoneReplica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	_, _ = io.Copy(io.Discard, req.Body)
+	if r.drop.Load() {
+		if hj, ok := w.(http.Hijacker); ok {
+			if c, _, err := hj.Hijack(); err == nil {
+				_ = c.Close()
+				return
+			}
+		}
+	}
 	if req.Method != http.MethodPost {
 		_, _ = io.WriteString(w, "ok")
 		return
@@ -165,9 +175,10 @@ func registryState(t *testing.T, env *testenv.Env) map[string]registry.Instance 
 
 // TestRegistryZonePartition is seed 002's worked example scaled down: 120 replicas of an agent
 // register across zones a, b and c; zone c is partitioned (its 40 replicas cannot renew, and the
-// worker cannot reach them). The sweeper's guard freezes their expiries instead of deleting them
-// and its metric fires; the worker keeps routing every turn to the 80 replicas it can reach,
-// ejecting the c endpoints its requests failed on, and no accepted turn fails. When the partition
+// worker cannot reach them: half refuse connections, half drop them). The sweeper's guard freezes
+// their expiries instead of deleting them and its metric fires; the worker keeps routing every turn
+// to the 80 replicas it can reach, ejecting the c endpoints its requests failed on and failing over
+// to others, and no accepted turn fails. When the partition
 // heals, c's replicas renew with their old epochs: no registration is repeated.
 func TestRegistryZonePartition(t *testing.T) {
 	t.Parallel()
@@ -242,15 +253,20 @@ func TestRegistryZonePartition(t *testing.T) {
 	_, ok := runTurns(t, env, base, "warm", 60)
 	require.Equal(t, 60, ok, "every warm-up turn succeeded")
 
-	// The partition: zone c's keepers cannot reach the registry, and nothing reaches zone c.
+	// The partition: zone c's keepers cannot reach the registry, and nothing reaches zone c:
+	// half its replicas refuse connections, the other half drop them unanswered.
 	hitsBefore := map[string]int64{}
 	for _, r := range replicas {
 		hitsBefore[r.zone] += r.hits.Load()
 	}
 	links["c"].cut.Store(true)
-	for _, r := range replicas {
-		if r.zone == "c" {
+	for i, r := range replicas {
+		switch {
+		case r.zone != "c":
+		case i%2 == 0:
 			r.cut()
+		default:
+			r.drop.Store(true)
 		}
 	}
 	cutAt := time.Now()
@@ -338,9 +354,13 @@ func TestRegistryZonePartition(t *testing.T) {
 		regBefore += k.Stats().Registrations
 	}
 	reqsBefore, _ := metricValue(t, base, "turnstile_registry_requests_total")
-	for _, r := range replicas {
-		if r.zone == "c" {
+	for i, r := range replicas {
+		switch {
+		case r.zone != "c":
+		case i%2 == 0:
 			r.heal(t)
+		default:
+			r.drop.Store(false)
 		}
 	}
 	healAt := time.Now()

@@ -40,6 +40,15 @@ func (e *Endpoint) Address() string { return e.addr }
 // Limiter is the endpoint's own adaptive concurrency limit.
 func (e *Endpoint) Limiter() *upstream.Limiter { return e.limiter }
 
+// OutOfRotation reports that the pool no longer routes to the endpoint: it left the pool, or it is
+// ejected or failing its probes while the pool is not in panic (upstream.Rotation).
+func (e *Endpoint) OutOfRotation() bool {
+	st := e.pool.current(e.pool.now())
+	e.pool.mu.Lock()
+	defer e.pool.mu.Unlock()
+	return e.removed || !e.usable && !st.panic
+}
+
 // Budget is the endpoint's own retry budget.
 func (e *Endpoint) Budget() *upstream.Budget { return e.budget }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -120,6 +121,52 @@ func BenchmarkPickSource(b *testing.B) {
 				}
 				tg.Finished(upstream.Terminal, nil, 0)
 			}
+		})
+	}
+}
+
+// TestFailoverPaced: a retry after a reset on an endpoint the pool has ejected goes to another
+// endpoint even when the upstream's total retry budget is spent (the budget paces it): a turn does
+// not fail because one replica of a healthy fleet is cut off. A retry that would stay on an
+// endpoint still in rotation is refused by the spent budget as before.
+func TestFailoverPaced(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		ejectAfter int
+		ok         bool
+	}{{"ejected", 1, true}, {"in rotation", 5, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, _ := setup(t, Config{EjectAfter: tc.ejectAfter}, Static(addrs(4)))
+			g := upstream.New(upstream.Config{Name: "agent", RetryReserve: 1, Backoff: time.Millisecond, Picker: p})
+			for g.Budget().TryRetry() {
+			}
+			ctx, cancel := context.WithTimeout(Pin(t.Context()), 30*time.Second)
+			defer cancel()
+			var first string
+			var tried []string
+			err := g.Do(ctx, turn("s"), nil, func(_ context.Context, c *upstream.Call) error {
+				tried = append(tried, c.Target.Address())
+				if first == "" {
+					first = c.Target.Address()
+				}
+				if c.Target.Address() == first {
+					return errReset
+				}
+				return nil
+			})
+			if !tc.ok {
+				require.ErrorContains(t, err, "retry budget spent")
+				require.Len(t, tried, 1)
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, tried, 2)
+			require.NotEqual(t, tried[0], tried[1], "the retry failed over")
+			require.Positive(t, p.Stats().Endpoints[slices.IndexFunc(p.Stats().Endpoints, func(e EndpointStats) bool {
+				return e.Address == first
+			})].Ejections)
 		})
 	}
 }

@@ -320,12 +320,20 @@ func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn fun
 			}
 			down.tries++
 		}
+		paced := false
 		if class == Retryable {
+			rot, _ := target.(Rotation)
 			switch {
 			case retries >= maxRetries && turn.Attempt > 1:
 				return err
 			case retries >= maxRetries:
 				return &GaveUpError{Last: err, Requests: requests, Reason: fmt.Sprintf("%d retries spent", retries)}
+			case rot != nil && rot.OutOfRotation():
+				// The pool took the endpoint out of rotation: the retry goes to another one. That
+				// is a failover, not more load on what failed, and a turn must not fail because
+				// some replicas of a healthy fleet are cut off while others serve: a spent total
+				// budget paces it, as it paces the tries of an unavailable upstream.
+				paced = !g.budget.TryRetry()
 			case target != nil && !target.Budget().TryRetry():
 				return &GaveUpError{Last: err, Requests: requests, Reason: "the retry budget of " + target.Address() + " spent"}
 			case !g.budget.TryRetry():
@@ -337,9 +345,9 @@ func (g *Guard) Do(ctx context.Context, turn agent.Turn, sink agent.Sink, fn fun
 		if pause <= 0 {
 			pause = g.backoff(requests)
 		}
-		if class == Unavailable && !g.budget.TryRetry() {
-			// The retry budget paces the tries of an unavailable upstream rather than ending
-			// them: while it is spent, a try waits the longest pause.
+		if paced || class == Unavailable && !g.budget.TryRetry() {
+			// The retry budget paces the tries of an unavailable upstream, and failovers, rather
+			// than ending them: while it is spent, a try waits the longest pause.
 			pause = max(pause, g.backoff(maxDoublings+1))
 		}
 		wait := agent.Wait{Reason: waitReason(err, class), Err: err}

@@ -26,6 +26,14 @@ type Target interface {
 	Finished(class Class, err error, latency time.Duration)
 }
 
+// Rotation is an optional interface of a Target, found by type assertion: OutOfRotation reports
+// that its picker no longer routes to it (ejected after failures, failing its probes, or gone from
+// the pool, while enough other endpoints are healthy), so a retry after its failure goes to
+// another endpoint: a failover, which a spent retry budget paces instead of ending (see Guard.Do).
+type Rotation interface {
+	OutOfRotation() bool
+}
+
 // Picker chooses the target of each request of a call. previous is the target of the call's
 // request before this one, nil for its first, and prevErr that request's error; a picker keeps a
 // call on one endpoint unless that endpoint is unusable (affinity) or picks by load. Pick may wait
