@@ -312,6 +312,8 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 		final    []string
 		finished bool
 		state    string
+		// usage is the last usage the remote agent reported in event metadata (UsageKey).
+		usage *agent.Usage
 		// streamed is the text emitted so far of each artifact, so that an update replacing an
 		// artifact (append false, e.g. the full text at the end) adds only what is new.
 		streamed = map[sdk.ArtifactID]string{}
@@ -331,6 +333,9 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 				return fmt.Errorf("a2a %s stream: %w", client.protocol(), err)
 			}
 			c.Responded()
+			if u := usageIn(ev); u != nil {
+				usage = u
+			}
 			switch e := ev.(type) {
 			case *sdk.Message:
 				if err := emit(e.Parts); err != nil {
@@ -383,9 +388,59 @@ func (a *Agent) stream(ctx context.Context, c *upstream.Call, msg *sdk.Message, 
 		if err := sink.Delta(ctx, text); err != nil {
 			return agent.Result{}, err
 		}
-		return agent.Result{Text: text, State: state}, nil
+		return agent.Result{Text: text, State: state, Usage: usage}, nil
 	}
-	return agent.Result{Text: out.String(), State: state}, nil
+	return agent.Result{Text: out.String(), State: state, Usage: usage}, nil
+}
+
+// UsageKey is the metadata key under which a remote agent may report the task's token usage, on
+// the task, a status or artifact update, its status message, or a message answer:
+// {"input_tokens", "output_tokens", "total_tokens" (their sum when absent), "model"}, the fields of
+// the http agent protocol's usage event. Each report is the task's usage so far: the last one is
+// the turn's.
+const UsageKey = "usage"
+
+// usageIn is the usage an event's metadata reports, nil for none or one that is not an object of
+// non-negative counts.
+func usageIn(ev sdk.Event) *agent.Usage {
+	var mds []map[string]any
+	switch e := ev.(type) {
+	case *sdk.Message:
+		mds = append(mds, e.Metadata)
+	case *sdk.Task:
+		mds = append(mds, e.Metadata)
+		if e.Status.Message != nil {
+			mds = append(mds, e.Status.Message.Metadata)
+		}
+	case *sdk.TaskStatusUpdateEvent:
+		mds = append(mds, e.Metadata)
+		if e.Status.Message != nil {
+			mds = append(mds, e.Status.Message.Metadata)
+		}
+	case *sdk.TaskArtifactUpdateEvent:
+		mds = append(mds, e.Metadata)
+	}
+	var out *agent.Usage
+	for _, md := range mds {
+		raw, ok := md[UsageKey]
+		if !ok {
+			continue
+		}
+		var u struct {
+			InputTokens  int64  `json:"input_tokens"`
+			OutputTokens int64  `json:"output_tokens"`
+			TotalTokens  int64  `json:"total_tokens"`
+			Model        string `json:"model"`
+		}
+		if remarshal(raw, &u) != nil || u.InputTokens < 0 || u.OutputTokens < 0 || u.TotalTokens < 0 {
+			continue
+		}
+		if u.TotalTokens == 0 {
+			u.TotalTokens = u.InputTokens + u.OutputTokens
+		}
+		out = &agent.Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens, Model: u.Model}
+	}
+	return out
 }
 
 // interrupted reports whether a remote task waits for its user: the turn ends with that state

@@ -50,6 +50,9 @@ type executor struct {
 	// custom sends that many custom data parts, one in a working status message before each of
 	// the first words.
 	custom int
+	// usage is reported in metadata "usage": each but the last on a working status update, the
+	// last on the final one.
+	usage []map[string]any
 }
 
 func (x *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
@@ -129,6 +132,17 @@ func (x *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	}
 	done := sdk.NewStatusUpdateEvent(task, end, nil)
 	done.Final = true
+	for i, u := range x.usage {
+		if i == len(x.usage)-1 {
+			done.Metadata = map[string]any{"usage": u}
+			break
+		}
+		working := sdk.NewStatusUpdateEvent(task, sdk.TaskStateWorking, nil)
+		working.Metadata = map[string]any{"usage": u}
+		if err := write(working); err != nil {
+			return err
+		}
+	}
 	return q.Write(ctx, done)
 }
 
@@ -317,4 +331,29 @@ func TestCustomEventsRelayed(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{`progress {"step":1}`, words[0], `progress {"step":2}`, words[1], words[2]}, got)
+}
+
+// TestUsageFromMetadata: a remote agent's usage in event metadata ("usage") is the turn's, the
+// last report winning (each is the task's usage so far), in both protocol versions; an agent that
+// reports none leaves the turn without usage.
+func TestUsageFromMetadata(t *testing.T) {
+	t.Parallel()
+	for _, protocol := range protocols {
+		t.Run("V"+protocol, func(t *testing.T) {
+			t.Parallel()
+			ag, _, x := setup(t, agenttest.Scenario{Tokens: 2}, protocol)
+			x.usage = []map[string]any{
+				{"input_tokens": 40, "output_tokens": 3, "model": "remote-small"},
+				{"input_tokens": 40, "output_tokens": 11, "model": "remote-small"},
+			}
+			res, err := ag.Run(t.Context(), agenttest.NewTurn("count me", time.Minute), nil, &agenttest.Sink{})
+			require.NoError(t, err)
+			require.Equal(t, &agent.Usage{PromptTokens: 40, CompletionTokens: 11, TotalTokens: 51, Model: "remote-small"}, res.Usage)
+
+			x.usage = nil
+			res, err = ag.Run(t.Context(), agenttest.NewTurn("count me not", time.Minute), nil, &agenttest.Sink{})
+			require.NoError(t, err)
+			require.Nil(t, res.Usage, "no usage reported, none recorded")
+		})
+	}
 }

@@ -40,6 +40,9 @@
 //   - failed is a retryable error, rejected is permanent (no retry can change the remote's mind),
 //     canceled ends the attempt with an error;
 //   - a plain Message answer (no task) is one delta and the output.
+//   - metadata "usage" (UsageKey: {"input_tokens", "output_tokens", "total_tokens", "model"}) on
+//     the task, an update, a status message or a message answer is the task's token usage so far;
+//     the last one reported is recorded with the turn's output (wire.Output.Usage).
 //
 // When the turn's context ends while a task is running (a cancel request, a lost lease, a drain),
 // `tasks/cancel` (1.0: `CancelTask`) is forwarded to the remote agent with a short context of its own.
