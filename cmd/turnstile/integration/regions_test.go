@@ -284,6 +284,16 @@ func TestRegionsThroughRouter(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, viaREST.status, "initech's follow-up reaches use1, where the task is not its: %s", viaREST.body)
 	viaREST = rig.call(rig.router, http.MethodPost, "/a2a/rest/tasks/"+string(gtask.ID)+":cancel", "initech", "")
 	require.Equal(t, http.StatusNotFound, viaREST.status, "a cancel reaches use1 too: %s", viaREST.body)
+
+	// An agent's own JSON-RPC endpoint (/a2a/{agent}; the default agent is named "agent") is routed
+	// by the task its body names, as /a2a is.
+	byAgent := rig.call(rig.router, http.MethodPost, "/a2a/agent", "acme",
+		`{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"id":"`+string(task.ID)+`"}}`)
+	require.Equal(t, http.StatusOK, byAgent.status, string(byAgent.body))
+	require.Contains(t, string(byAgent.body), `"id":"`+string(task.ID)+`"`)
+	byAgent = rig.call(rig.router, http.MethodPost, "/a2a/agent", "initech",
+		`{"jsonrpc":"2.0","id":8,"method":"tasks/get","params":{"id":"`+string(gtask.ID)+`"}}`)
+	require.Contains(t, string(byAgent.body), `"code":-32001`, "initech's tasks/get reaches use1, where globex's task is not its: %s", byAgent.body)
 }
 
 // TestRegionDownAndBack stops euw1 with a turn running and one queued behind it: its sessions

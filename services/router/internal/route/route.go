@@ -10,16 +10,23 @@ import (
 const RPCPath = "/a2a"
 
 // Path returns the ID in a request path that names its owner, or "" when the path carries none.
-// rpc is true for the A2A JSON-RPC endpoint, whose ID is in the body (JSONRPC).
+// rpc is true for the A2A JSON-RPC endpoints (the default agent's /a2a and an agent's
+// /a2a/{agent}), whose ID is in the body (JSONRPC).
 func Path(path string) (id string, rpc bool) {
 	if path == RPCPath {
 		return "", true
 	}
 	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	switch {
+	case len(seg) == 2 && seg[0] == "a2a" && seg[1] != "" && seg[1] != "rest":
+		// An agent's JSON-RPC endpoint, /a2a/{agent}: its owner is in the body too.
+		return "", true
 	case len(seg) >= 3 && seg[0] == "v1" && (seg[1] == "sessions" || seg[1] == "turns" || seg[1] == "chat"):
 		// /v1/sessions/{session_id}/..., /v1/turns/{turn_id}/..., /v1/chat/{chat_id}/...
 		return seg[2], false
+	case len(seg) >= 5 && seg[0] == "v1" && seg[1] == "agents" && seg[3] == "chat":
+		// An agent's chat: /v1/agents/{name}/chat/{chat_id}/...
+		return seg[4], false
 	case len(seg) >= 2 && seg[0] == "threads":
 		// /threads/{thread_id}/...; its runs live where the thread does.
 		return seg[1], false
