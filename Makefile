@@ -83,6 +83,8 @@ loadtest: build ## run every load-test scenario, each figure beside its floor; r
 	./bin/turnstile-loadtest -scenario latency -calibrate-rate 400 -calibrate-attempts 1 -calibrate 6s -level 15s -drain-max 2m -out loadtest-out
 	@# One worker process holding many 30-second model streams; INFLIGHT_TURNS sizes it.
 	./bin/turnstile-loadtest -scenario inflight -turns $(INFLIGHT_TURNS) -out loadtest-out
+	@# Tenant a's 20,000 one-second turns at once beside ten tenants at 2/s each: fair, a absent, arrival order.
+	./bin/turnstile-loadtest -scenario fairness -out loadtest-out
 
 INFLIGHT_TURNS ?= 10000
 

@@ -15,6 +15,11 @@
 //	latency POST → turn.started and → first delta at a waiting SSE reader for an agent that answers
 //	        at once, at 10%, 50% and 90% of the capacity measured first, each beside the floor
 //	        (produce → fetch → XADD → XREAD through the same broker and Redis) for -level
+//	fairness  tenant a posts -noisy-turns (20,000) at once over -noisy-sessions (1,000) while
+//	        -quiet-tenants (10) tenants post -quiet-rate (2) turns a second each, the agent's turns
+//	        taking -turn-ms (1 s): the quiet tenants' accept→start p50/p99 with the fair scheduler,
+//	        with a absent and with the arrival-order scheduler, turns a second, and a's share of
+//	        what the others leave, each beside its target (package fairness)
 //	peer    the same no-op work through turnstile, through River and through the floor (the
 //	        least a pipeline of turnstile's shape does, on the raw clients), as ratios
 //
@@ -68,11 +73,14 @@ type options struct {
 	calibrateAttempts                                              int
 	tokens, durationMs, window, perSession, jobs, sessions, rounds int
 	keep, quiet, recordQueued                                      bool
+	noisyTurns, noisySessions, quietTenants                        int
+	quietRate                                                      float64
+	quietFor                                                       time.Duration
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.scenario, "scenario", "steady", "steady, burst, soak, peer, inflight or latency")
+	flag.StringVar(&o.scenario, "scenario", "steady", "steady, burst, soak, peer, inflight, latency or fairness")
 	flag.StringVar(&o.url, "url", "", "intake base URL of a running stack; empty starts one in process")
 	flag.StringVar(&o.gatewayURL, "gateway-url", "", "gateway base URL (default: -url)")
 	flag.StringVar(&o.metricsURL, "metrics-url", "", "comma list of /metrics URLs to scrape for backlog age (default: -url/metrics)")
@@ -90,7 +98,7 @@ func main() {
 	flag.DurationVar(&o.level, "level", 20*time.Second, "latency: arrival time of each load level")
 	flag.DurationVar(&o.drainMax, "drain-max", 5*time.Minute, "longest wait for the backlog to drain")
 	flag.IntVar(&o.tokens, "tokens", 3, "demo agent: words per turn")
-	flag.IntVar(&o.durationMs, "turn-ms", 0, "demo agent: spread each turn's words over this many ms")
+	flag.IntVar(&o.durationMs, "turn-ms", 0, "demo agent: spread each turn's words over this many ms (fairness: default 1000)")
 	flag.IntVar(&o.window, "window", 64, "sessions receiving turns at once")
 	flag.IntVar(&o.perSession, "turns-per-session", 4, "turns per session")
 	flag.IntVar(&o.jobs, "jobs", 5000, "peer: no-op jobs per system")
@@ -110,6 +118,11 @@ func main() {
 	flag.StringVar(&o.chatCert, "chat-cert", "", "with -serve-chat: serve HTTPS (and HTTP/2) with a self-signed certificate written to this file")
 	flag.StringVar(&o.workerPprof, "worker-pprof", "", "inflight: serve the worker process's net/http/pprof on this address (TURNSTILE_PPROF_ADDR of the worker alone)")
 	flag.StringVar(&o.plotGateway, "plot-gateway", "", "draw the gateway's memory per idle stream by streams open into -out from BenchmarkGatewayFanout outputs: a comma list of label=file (go test -bench output) and do nothing else")
+	flag.IntVar(&o.noisyTurns, "noisy-turns", 20000, "fairness: turns tenant a posts at once")
+	flag.IntVar(&o.noisySessions, "noisy-sessions", 1000, "fairness: sessions tenant a spreads its turns over")
+	flag.IntVar(&o.quietTenants, "quiet-tenants", 10, "fairness: tenants (b, c, …) posting at -quiet-rate beside a")
+	flag.Float64Var(&o.quietRate, "quiet-rate", 2, "fairness: turns a second each quiet tenant posts")
+	flag.DurationVar(&o.quietFor, "quiet-for", 30*time.Second, "fairness: how long the quiet tenants post")
 	flag.BoolVar(&o.plainModel, "plain-model", false, "inflight: the fake model answers plain HTTP/1.1 instead of HTTPS with HTTP/2")
 	flag.Parse()
 
@@ -210,6 +223,8 @@ func run(ctx context.Context, o options) error {
 		return runInflight(ctx, o)
 	case o.scenario == "latency":
 		return runLatency(ctx, o, log)
+	case o.scenario == "fairness":
+		return runFairness(ctx, o, log)
 	}
 	if o.scenario == "peer" {
 		cfg, err := baseConfig(o)
