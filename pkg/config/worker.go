@@ -18,6 +18,7 @@ const (
 	WorkerReadAheadDefault        = 32768
 	WorkerSchedulerDefault        = "fair"
 	QuotaRefreshDefault           = time.Second
+	UsageMetricTenantsDefault     = 50
 	WorkerPresenceIntervalDefault = 2 * time.Second
 )
 
@@ -64,6 +65,10 @@ type WorkerSettings struct {
 	// /v1/admin/quotas, the running turns they count and the tenants' token usage: a change is in
 	// force on every replica within about this long. Defaults to 1s.
 	QuotaRefresh time.Duration `env:"TURNSTILE_QUOTA_REFRESH"`
+	// UsageMetricTenants bounds the tenant label of turnstile_tokens_total: the first this many
+	// tenants to report token usage in a worker's life have series of their own, the others count
+	// under tenant "other" (GET /v1/admin/usage has every tenant's). Defaults to 50.
+	UsageMetricTenants int `env:"TURNSTILE_USAGE_METRIC_TENANTS"`
 	// PresenceInterval is how often a worker writes its row of worker_heartbeats (identity,
 	// version, agents, turns in flight, draining) and reads whether an operator asked it to drain
 	// (POST /v1/admin/workers/{identity}/drain). A worker is shown alive while its row is younger
@@ -114,6 +119,9 @@ func (s *WorkerSettings) applyDefaults() {
 	if s.QuotaRefresh == 0 {
 		s.QuotaRefresh = QuotaRefreshDefault
 	}
+	if s.UsageMetricTenants == 0 {
+		s.UsageMetricTenants = UsageMetricTenantsDefault
+	}
 	if s.PresenceInterval == 0 {
 		s.PresenceInterval = WorkerPresenceIntervalDefault
 	}
@@ -133,6 +141,7 @@ func (s WorkerSettings) validate() []error {
 		{s.ReadAhead < 1 || s.ReadAhead > 10_000_000, "TURNSTILE_WORKER_READ_AHEAD: must be between 1 and 10000000"},
 		{s.Scheduler != "fair" && s.Scheduler != "arrival", "TURNSTILE_WORKER_SCHEDULER: must be fair or arrival"},
 		{s.QuotaRefresh < 10*time.Millisecond || s.QuotaRefresh > time.Minute, "TURNSTILE_QUOTA_REFRESH: must be between 10ms and 1m"},
+		{s.UsageMetricTenants < 1 || s.UsageMetricTenants > 10000, "TURNSTILE_USAGE_METRIC_TENANTS: must be between 1 and 10000"},
 		{s.PresenceInterval < 10*time.Millisecond || s.PresenceInterval > time.Minute, "TURNSTILE_WORKER_PRESENCE_INTERVAL: must be between 10ms and 1m"},
 	}
 	for _, ch := range checks {

@@ -26,6 +26,7 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/registry/snapshot"
 	"github.com/turnstile-run/turnstile/pkg/streams"
 	"github.com/turnstile-run/turnstile/pkg/turnstore"
+	"github.com/turnstile-run/turnstile/pkg/wire"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/a2a"
 	"github.com/turnstile-run/turnstile/services/worker/internal/agent/demo"
@@ -185,6 +186,11 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 		quotas.Register(d.Registry, "worker")
 	}
 	running := quota.NewCounter(quotas)
+	var tokensReg prometheus.Registerer
+	if d.Registry != nil {
+		tokensReg = d.Registry
+	}
+	tokens := quota.NewTokenMetrics(tokensReg, cfg.Worker.UsageMetricTenants)
 	quotas.OnRefresh(func(*quota.Snapshot) {
 		for _, l := range w.lanes {
 			l.consumer.Recheck()
@@ -201,7 +207,7 @@ func New(ctx context.Context, d *app.Deps) (*Worker, error) {
 			continue
 		}
 		seen[name] = true
-		l, renewer, err := w.newLane(ctx, laneDeps{weights: weights, limiter: running.Limiter(name), cfg: cfg, spec: spec, cat: cat, pool: pool, rdb: rdb, turns: turns, pub: pub, dead: deadLetters, um: um, log: log})
+		l, renewer, err := w.newLane(ctx, laneDeps{weights: weights, limiter: running.Limiter(name), cfg: cfg, spec: spec, cat: cat, pool: pool, rdb: rdb, turns: turns, pub: pub, dead: deadLetters, um: um, tokens: tokens, log: log})
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", name, err)
 		}
@@ -258,7 +264,9 @@ type laneDeps struct {
 	pub     *streams.Publisher
 	dead    *deadletter.Producer
 	um      *upstreamMetrics
-	log     *slog.Logger
+	// tokens counts the tokens of the lane's succeeded turns (turnstile_tokens_total).
+	tokens *quota.TokenMetrics
+	log    *slog.Logger
 }
 
 // newLane builds the parts serving one agent and adds all but its consumer to w.parts; it returns
@@ -314,6 +322,7 @@ func (w *Worker) newLane(ctx context.Context, ld laneDeps) (*lane, *lease.Renewe
 					m.publishRetries.WithLabelValues("other").Inc()
 				}
 			},
+			Succeeded: func(tenant string, u wire.Usage) { ld.tokens.Add(tenant, name, u) },
 		},
 	})
 	cons, err := consume.New(consume.Config{

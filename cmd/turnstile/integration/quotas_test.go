@@ -230,6 +230,12 @@ func TestBudgetCrossedMidTest(t *testing.T) {
 		require.Equal(t, int64(turns), got.Turns)
 		require.Equal(t, reported, [3]int64{got.InputTokens, got.OutputTokens, got.TotalTokens}, "usage read back is exactly what the model reported")
 	}
+	// The worker's token counter agrees, tenant by tenant.
+	for i, dir := range []string{"input", "output"} {
+		v, ok := metricValue(t, base, "turnstile_tokens_total", `tenant="acme"`, `direction="`+dir+`"`, `model="fake-counting-1"`)
+		require.True(t, ok)
+		require.Equal(t, float64(reported[i]), v, "turnstile_tokens_total %s", dir)
+	}
 	model.mu.Lock()
 	require.Zero(t, model.noUsage, "every request asked for the usage chunk")
 	model.mu.Unlock()

@@ -204,6 +204,9 @@ func (a *attempt) complete(output wire.Output) (step, wire.Output, error) {
 		msgs := agent.TurnMessages(seq, a.env.TurnID.String(), a.env.Input.Text, output.Text)
 		a.x.appended.Appended(a.session, seq, msgs[:]...)
 	}
+	if seq > 0 && output.Usage != nil && a.x.cfg.Hooks.Succeeded != nil {
+		a.x.cfg.Hooks.Succeeded(a.env.Tenant, *output.Usage)
+	}
 	return stepDone, output, nil
 }
 

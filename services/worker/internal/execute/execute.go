@@ -161,6 +161,9 @@ type Hooks struct {
 	// (unreachable, or an error of the call); terminal says the group ends the turn (see
 	// terminalPatience).
 	PublishRetried func(terminal bool)
+	// Succeeded is called with a turn's usage once its completion committed (the statement that
+	// also adds it to token_usage), so each turn's usage is counted once.
+	Succeeded func(tenant string, usage wire.Usage)
 }
 
 // Executor runs turn records.
