@@ -95,7 +95,8 @@ func TestDashboard(t *testing.T) {
 	for _, must := range []string{
 		"turnstile_intake_requests_total", "turnstile_backlog_age_seconds", "turnstile_worker_inflight_turns",
 		"turnstile_worker_upstream_limit", "turnstile_worker_upstream_failures_total", "turnstile_streams_open",
-		"turnstile_notifier_outbox_age_seconds",
+		"turnstile_notifier_outbox_age_seconds", "turnstile_registry_instances", "turnstile_registry_requests_total",
+		"turnstile_registry_snapshot_age_seconds",
 	} {
 		require.True(t, queried[must], "the dashboard has no panel on %s", must)
 	}

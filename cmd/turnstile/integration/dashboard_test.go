@@ -72,13 +72,15 @@ func exposedFamilies(t *testing.T, url string, into map[string]bool) {
 
 // TestDashboardMetricsServed runs a stack of every role and a router in front of it through the
 // work the dashboard's panels watch (turns, a poison turn dead-lettered after its retries, a
-// stream resumed with Last-Event-ID, a request through the router), then requires every metric
+// stream resumed with Last-Event-ID, a request through the router, the agent's replica registered
+// in the registry and found there by the worker, the registry's sweeps), then requires every metric
 // the dashboard queries to be served on /metrics: a renamed or removed metric fails here, not on
 // an operator's empty panel.
 func TestDashboardMetricsServed(t *testing.T) {
 	t.Parallel()
-	// The worker's http agent over a pool of one replica, so the upstream panels have series; the
-	// replica refuses the poison turn's input for good.
+	// The worker's http agent over a pool of one replica, which it finds in the registry (the
+	// stack's own intake), so the upstream and registry panels have series; the replica refuses
+	// the poison turn's input for good.
 	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if bytes.Contains(body, []byte("poison")) {
@@ -93,9 +95,18 @@ func TestDashboardMetricsServed(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Partitions: 2})
 	env.Config.MaxAttempts = 2
 	env.Config.Agent = "http"
-	env.Config.Agents.AgentEndpoints = agent.URL + "/agent"
+	env.Config.Agents.AgentEndpoints = "registry"
+	env.Config.HTTPAddr = testenv.FreeAddr(t)
+	env.Config.Registry.URL = "http://" + env.Config.HTTPAddr
+	env.Config.Registry.SweepInterval = 100 * time.Millisecond
 	stack := startStack(t, env, "intake,worker,gateway,a2a,aisdk,langgraph,notifier")
 	base := "http://" + stack.Addr()
+	reg, err := http.Post(base+"/v1/agents/agent/instances", "application/json",
+		strings.NewReader(fmt.Sprintf(`{"instance_id":"agent-0","endpoint":%q}`, agent.URL+"/agent")))
+	require.NoError(t, err)
+	regBody, _ := io.ReadAll(reg.Body)
+	require.NoError(t, reg.Body.Close())
+	require.Equal(t, http.StatusCreated, reg.StatusCode, string(regBody))
 
 	rcfg := config.Default()
 	rcfg.Roles = "router"
@@ -115,6 +126,10 @@ func TestDashboardMetricsServed(t *testing.T) {
 	resumed.Until(t, 30*time.Second, countCompleted(1))
 	resumed.Close()
 	waitTerminalEvents(t, env, "dash-poison", poison)
+	testenv.WaitFor(t, 30*time.Second, "a sweep to count the live registration", func() bool {
+		v, ok := metricValue(t, base, "turnstile_registry_instances", `state="live"`)
+		return ok && v == 1
+	})
 
 	exposed := map[string]bool{}
 	exposedFamilies(t, base+"/metrics", exposed)
