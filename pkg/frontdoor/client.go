@@ -120,6 +120,11 @@ type TurnRequest struct {
 	// Agent names the catalog's agent the turn goes to (pkg/agents); empty for the default agent.
 	// Intake refuses an agent it does not know (404 agent-not-found) before anything reaches Kafka.
 	Agent string `json:"agent,omitempty"`
+	// Priority is the turn's priority (wire.PriorityMin to PriorityMax, higher first); nil is the
+	// default. PostTurn takes it from Metadata["priority"] when it is nil: A2A, LangGraph and the AI
+	// SDK have no priority field of their own, so their clients set it in the message's, run's or
+	// chat's metadata. Intake checks it (a bad one is refused, 400, before anything reaches Kafka).
+	Priority any `json:"priority,omitempty"`
 }
 
 // PushAuthentication is a push config's authentication; Credentials are write-only.
@@ -183,6 +188,9 @@ type StreamGrant struct {
 
 // PostTurn accepts a turn for a session of the credential's tenant.
 func (c *Client) PostTurn(ctx context.Context, cred Credential, sessionID string, req TurnRequest, opt PostOptions) (Accepted, error) {
+	if p, ok := req.Metadata["priority"]; ok && req.Priority == nil {
+		req.Priority = p
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("encode turn: %w", err)

@@ -67,6 +67,9 @@ type ClaimParams struct {
 	// Agents are the turns' agents (wire.Envelope.Agent), NULL (an invalid element) for the
 	// default agent of a record that names none.
 	Agents pgarray.Texts
+	// Priorities are the turns' priorities (wire.Envelope.PriorityOf), as intake's queued rows
+	// record them: a claim may write a turn's row first.
+	Priorities pgarray.Ints
 	// Agent is the catalog name of the agent whose turns these are (a worker's lane claims one
 	// agent's turns), for the queue pauses of that agent.
 	Agent string
@@ -78,7 +81,7 @@ func (p *ClaimParams) args() []any {
 	return []any{
 		p.TurnIDs, p.SessionKeys, p.Tenants, p.Inputs, p.Metadata, p.AcceptedAt, p.Deadlines, p.Partitions,
 		p.Offsets, p.Owner, p.TTL.Milliseconds(), p.MaxAttempts, p.ClientTurnIDs, urls, tokens, configs, tasks, p.Agents,
-		p.Agent,
+		p.Agent, p.Priorities,
 	}
 }
 

@@ -1,8 +1,8 @@
 WITH req AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[],
-        $7::timestamptz[], $8::integer[], $9::bigint[], $13::uuid[], $14::text[], $15::text[], $16::jsonb[], $17::uuid[], $18::text[])
+        $7::timestamptz[], $8::integer[], $9::bigint[], $13::uuid[], $14::text[], $15::text[], $16::jsonb[], $17::uuid[], $18::text[], $20::smallint[])
         AS r(turn_id, session_id, tenant, input_text, metadata, accepted_at, deadline, kpart, koff, client_turn_id,
-            webhook_url, webhook_token, push_configs, task_id, agent)
+            webhook_url, webhook_token, push_configs, task_id, agent, priority)
 ), blocked AS (
     -- Requests that must not start yet, whatever the consumer holds in memory (per-session order).
     -- A turn that has started holds its session until it is terminal: two posts of a session in
@@ -36,10 +36,10 @@ WITH req AS (
     -- A paused turn's row is written queued if it has none yet, so the session's later turns stay
     -- behind it (blocked) while it waits, and the backlog knows it is paused rather than waiting.
     INSERT INTO turns AS t (turn_id, session_id, tenant, status, input, metadata, accepted_at, deadline,
-        kafka_partition, kafka_offset, client_turn_id, webhook_url, webhook_token, task_id, agent)
+        kafka_partition, kafka_offset, client_turn_id, webhook_url, webhook_token, task_id, agent, priority)
     SELECT r.turn_id, r.session_id, r.tenant, 'queued', jsonb_build_object('text', r.input_text), r.metadata,
         r.accepted_at, r.deadline, r.kpart, r.koff, r.client_turn_id, r.webhook_url, r.webhook_token, r.task_id,
-        NULLIF(r.agent, '')
+        NULLIF(r.agent, ''), r.priority
     FROM req r WHERE r.turn_id IN (SELECT p.turn_id FROM paused p) ORDER BY r.turn_id
     ON CONFLICT (turn_id) DO NOTHING
 ), notify AS (
@@ -52,10 +52,11 @@ WITH req AS (
 ), claimed AS (
     INSERT INTO turns AS t (turn_id, session_id, tenant, status, attempt, fencing_token, lease_owner,
         lease_expires_at, input, metadata, accepted_at, deadline, started_at, kafka_partition, kafka_offset,
-        client_turn_id, webhook_url, webhook_token, task_id, agent)
+        client_turn_id, webhook_url, webhook_token, task_id, agent, priority)
     SELECT r.turn_id, r.session_id, r.tenant, 'running', 1, nextval('fencing_token_seq'), $10,
         now() + $11 * interval '1 millisecond', jsonb_build_object('text', r.input_text), r.metadata, r.accepted_at,
-        r.deadline, clock_timestamp(), r.kpart, r.koff, r.client_turn_id, r.webhook_url, r.webhook_token, r.task_id, NULLIF(r.agent, '')
+        r.deadline, clock_timestamp(), r.kpart, r.koff, r.client_turn_id, r.webhook_url, r.webhook_token, r.task_id, NULLIF(r.agent, ''),
+        r.priority
     FROM req r WHERE r.turn_id NOT IN (SELECT b.turn_id FROM blocked b) AND r.turn_id NOT IN (SELECT p.turn_id FROM paused p)
     ORDER BY r.turn_id
     ON CONFLICT (turn_id) DO UPDATE SET
@@ -70,6 +71,8 @@ WITH req AS (
         -- clock_timestamp, not now(): a claim that waited on a lock held by the completion of the
         -- session's previous turn must not record a start before that turn's finish.
         started_at = coalesce(t.started_at, clock_timestamp()),
+        -- A claim that writes the row before intake's queued row still records the priority.
+        priority = coalesce(t.priority, EXCLUDED.priority),
         kafka_partition = EXCLUDED.kafka_partition,
         kafka_offset = EXCLUDED.kafka_offset,
         client_turn_id = coalesce(t.client_turn_id, EXCLUDED.client_turn_id),

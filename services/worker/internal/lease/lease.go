@@ -252,8 +252,9 @@ type claimRow struct {
 	// metadata names (nil: its own).
 	webhook *wire.Webhook
 	configs []wire.PushConfig
-	task    *uuid.UUID
-	agent   string
+	task     *uuid.UUID
+	agent    string
+	priority int
 }
 
 // encodeClaim lays out req as the claim statement takes it. The input goes as its text, and the
@@ -283,7 +284,7 @@ func encodeClaim(req ClaimRequest) (claimRow, error) {
 		id: e.TurnID, session: e.SessionKey(), tenant: tenant, input: e.Input.Text, metadata: md, asIs: asIs,
 		accepted: e.AcceptedAt, deadline: e.Deadline, partition: req.Partition, offset: req.Offset,
 		client: clientTurnID(e.ClientTurnID), webhook: e.Webhook, configs: e.PushConfigs, task: turnstore.TaskOf(e.Metadata),
-		agent: e.Agent,
+		agent: e.Agent, priority: e.PriorityOf(),
 	}, nil
 }
 
@@ -319,7 +320,7 @@ func (s *Store) claimParams(rows []claimRow, pos []int) turnstore.ClaimParams {
 		Inputs: make(pgarray.Texts, n), Metadata: make([][]byte, n), AcceptedAt: make(pgarray.Times, n),
 		Deadlines: make(pgarray.Times, n), Partitions: make(pgarray.Ints, n), Offsets: make(pgarray.Ints, n),
 		Owner: s.owner, TTL: s.ttl, MaxAttempts: int(s.maxAttempts.Load()), ClientTurnIDs: make([]*uuid.UUID, n),
-		Agents: make(pgarray.Texts, n), Agent: s.agent,
+		Agents: make(pgarray.Texts, n), Agent: s.agent, Priorities: make(pgarray.Ints, n),
 	}
 	for i, k := range pos {
 		r := rows[k]
@@ -329,6 +330,7 @@ func (s *Store) claimParams(rows []claimRow, pos []int) turnstore.ClaimParams {
 		p.AcceptedAt[i], p.Deadlines[i] = pgarray.Time(r.accepted), pgarray.Time(r.deadline)
 		p.Partitions[i], p.Offsets[i] = pgarray.Int(r.partition), pgarray.Int(r.offset)
 		p.Notifications.Add(i, r.webhook, r.configs, r.task, n)
+		p.Priorities[i] = pgarray.Int(r.priority)
 		if r.agent != "" {
 			p.Agents[i] = pgarray.Text(r.agent)
 		}
