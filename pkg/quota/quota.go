@@ -36,9 +36,11 @@ const (
 type Quota struct {
 	Tenant string `json:"tenant"`
 	// Agent is "" for the tenant's quota over all its agents, else the tenant×agent quota.
-	Agent         string `json:"agent,omitempty"`
-	MaxRunning    *int   `json:"max_running,omitempty"`
-	RatePerSecond *int   `json:"rate_per_second,omitempty"`
+	Agent      string `json:"agent,omitempty"`
+	MaxRunning *int   `json:"max_running,omitempty"`
+	// RatePerSecond bounds the turns accepted per second: the tenant's over every agent, or with
+	// Agent the tenant's turns of that agent, beside the tenant's own rate.
+	RatePerSecond *int `json:"rate_per_second,omitempty"`
 	// BudgetTokens bounds the tokens the tenant's turns may spend per BudgetPeriod (UTC day or
 	// month); only the tenant's quota over all agents carries one.
 	BudgetTokens *int64    `json:"budget_tokens,omitempty"`
@@ -58,8 +60,6 @@ func (q Quota) Check() error {
 		return fmt.Errorf("%w: rate_per_second must be at least 1", ErrInvalid)
 	case q.BudgetTokens != nil && *q.BudgetTokens < 0:
 		return fmt.Errorf("%w: budget_tokens must be at least 0", ErrInvalid)
-	case q.RatePerSecond != nil && q.Agent != "":
-		return fmt.Errorf("%w: a rate is the tenant's, over every agent: set it without agent", ErrInvalid)
 	case q.BudgetTokens != nil && q.Agent != "":
 		return fmt.Errorf("%w: a budget is the tenant's, over every agent: set it without agent", ErrInvalid)
 	case q.BudgetTokens != nil && q.BudgetPeriod != PeriodDay && q.BudgetPeriod != PeriodMonth:

@@ -31,7 +31,8 @@ func (h *Handler) backlogAge(agent string) (time.Duration, bool) {
 	return 0, false
 }
 
-// allowRate applies the tenant's GCRA rate limit; when Redis does not answer it admits.
+// allowRate applies the tenant's GCRA rate limit (agent "") or its tenant×agent one; when Redis
+// does not answer it admits.
 //
 // To keep the accept path at about one Redis round trip, a replica takes a small lease of the
 // tenant's tokens at a time (AllowN of a chunk of at most 1% of the rate and rateChunkMax tokens,
@@ -41,19 +42,23 @@ func (h *Handler) backlogAge(agent string) (time.Duration, bool) {
 // Redis for a tenant's next lease and the others wait for its answer: without that, every request
 // that found the lease empty asked at once (one round trip and one GCRA script run each, the
 // leases overwriting each other).
-func (h *Handler) allowRate(ctx context.Context, tenant string) (time.Duration, bool) {
+func (h *Handler) allowRate(ctx context.Context, tenant, agent string) (time.Duration, bool) {
 	if h.limiter == nil {
 		h.failOpen.WithLabelValues("rate").Inc()
 		return 0, true
+	}
+	lease := tenant
+	if agent != "" {
+		lease = tenant + "\x00" + agent // not a tenant name: tenant names have no NUL
 	}
 	var l *rateLease
 	for {
 		now := h.now()
 		h.leases.mu.Lock()
-		l = h.leases.m[tenant]
+		l = h.leases.m[lease]
 		if l == nil {
 			l = &rateLease{}
-			h.leases.m[tenant] = l
+			h.leases.m[lease] = l
 		}
 		if l.tokens > 0 && now.Before(l.expires) {
 			l.tokens--
@@ -76,7 +81,7 @@ func (h *Handler) allowRate(ctx context.Context, tenant string) (time.Duration, 
 	}
 
 	now := h.now()
-	retry, ok, tokens := h.askRate(ctx, tenant)
+	retry, ok, tokens := h.askRate(ctx, tenant, agent)
 	h.leases.mu.Lock()
 	if tokens > 0 {
 		l.tokens, l.expires = tokens, now.Add(h.cfg.RateLeaseTTL)
@@ -89,11 +94,16 @@ func (h *Handler) allowRate(ctx context.Context, tenant string) (time.Duration, 
 
 // askRate takes a chunk of the tenant's tokens from Redis (or one, near the limit) and returns the
 // tokens left to lease after this request's.
-func (h *Handler) askRate(ctx context.Context, tenant string) (retry time.Duration, ok bool, lease int) {
+func (h *Handler) askRate(ctx context.Context, tenant, agent string) (retry time.Duration, ok bool, lease int) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.RedisTimeout)
 	defer cancel()
 	key := rateKey(h.cfg.KeyPrefix, tenant)
 	rate, burst := h.rateOf(tenant)
+	if agent != "" {
+		key = agentRateKey(h.cfg.KeyPrefix, tenant, agent)
+		rate, _ = h.agentRate(tenant, agent)
+		burst = 2 * rate
+	}
 	limit := redis_rate.Limit{Rate: rate, Burst: burst, Period: time.Second}
 	chunk := min(max(rate/rateChunkShare, 1), rateChunkMax, burst)
 	res, err := h.limiter.AllowN(ctx, key, limit, chunk)
@@ -112,6 +122,11 @@ func (h *Handler) askRate(ctx context.Context, tenant string) (retry time.Durati
 
 // rateKey is the Redis key of a tenant's GCRA state.
 func rateKey(prefix, tenant string) string { return prefix + ":rate:tenant:" + tenant }
+
+// agentRateKey is the Redis key of a tenant×agent's GCRA state.
+func agentRateKey(prefix, tenant, agent string) string {
+	return prefix + ":rate:agent:" + agent + ":" + tenant
+}
 
 type rateLeases struct {
 	mu sync.Mutex
@@ -200,6 +215,15 @@ func (h *Handler) rateOf(tenant string) (rate, burst int) {
 		}
 	}
 	return h.cfg.TenantRate, h.cfg.TenantBurst
+}
+
+// agentRate is the tenant×agent rate set through /v1/admin/quotas, if one is: the agent's turns
+// of the tenant are held to it beside the tenant's own rate (burst twice the rate).
+func (h *Handler) agentRate(tenant, agent string) (int, bool) {
+	if h.cfg.Quotas == nil {
+		return 0, false
+	}
+	return h.cfg.Quotas().Rate(quota.Key{Tenant: tenant, Agent: agent})
 }
 
 // budgetExhausted reports whether the tenant has spent its token budget of the period, and when

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -50,4 +51,42 @@ func TestAdmissionBudgetExhausted(t *testing.T) {
 	require.True(t, w.Refresh(ctx))
 	resp = postTurn(t, b.srv.URL, "b3", turnBody, nil)
 	require.Equal(t, http.StatusAccepted, resp.Status, "a raised budget admits again: %s", resp.Body)
+}
+
+// TestAdmissionAgentRate: a tenant x agent rate_per_second holds the tenant's turns of that agent
+// to it (429 rate-limited past its burst of twice the rate) while the tenant's own rate, unset,
+// admits; removing it admits again.
+func TestAdmissionAgentRate(t *testing.T) {
+	t.Parallel()
+	var w *quota.Watcher
+	b := setup(t, options{cfg: func(c *Config) { c.Quotas = func() *quota.Snapshot { return w.Snapshot() } }})
+	ctx := context.Background()
+	qs := quota.NewStore(b.env.Pool)
+	w = quota.NewWatcher(qs, time.Hour, "agent", b.env.Log)
+	rate := 1
+	_, err := qs.Put(ctx, quota.Quota{Tenant: "default", Agent: "agent", RatePerSecond: &rate})
+	require.NoError(t, err)
+	require.True(t, w.Refresh(ctx))
+	accepted := 0
+	var last response
+	start := time.Now()
+	for i := range 10 {
+		last = postTurn(t, b.srv.URL, "r"+strconv.Itoa(i), turnBody, nil)
+		if last.Status != http.StatusAccepted {
+			break
+		}
+		accepted++
+	}
+	// A burst of twice the rate, and one more per second the posts took.
+	require.GreaterOrEqual(t, accepted, 2)
+	require.LessOrEqual(t, accepted, 2+int(time.Since(start).Seconds()), "then refused")
+	require.Equal(t, http.StatusTooManyRequests, last.Status, string(last.Body))
+	require.Equal(t, httpx.ProblemRateLimited.Name, last.ProblemType(t))
+	require.Contains(t, string(last.Body), "for agent agent")
+
+	_, err = qs.Delete(ctx, "default", "agent")
+	require.NoError(t, err)
+	require.True(t, w.Refresh(ctx))
+	resp := postTurn(t, b.srv.URL, "r9", turnBody, nil)
+	require.Equal(t, http.StatusAccepted, resp.Status, "without the agent's rate: %s", resp.Body)
 }

@@ -93,12 +93,20 @@ func (h *Handler) postTurn(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, route, p)
 		return
 	}
-	if retry, ok := h.allowRate(ctx, tenant); !ok {
+	if retry, ok := h.allowRate(ctx, tenant, ""); !ok {
 		rate, _ := h.rateOf(tenant)
 		p := httpx.ProblemRateLimited.Problem(fmt.Sprintf("tenant %s is over its rate of %d turns per second", tenant, rate))
 		p.RetryAfter = retry
 		h.refuse(w, route, p)
 		return
+	}
+	if rate, set := h.agentRate(tenant, agent.Name); set {
+		if retry, ok := h.allowRate(ctx, tenant, agent.Name); !ok {
+			p := httpx.ProblemRateLimited.Problem(fmt.Sprintf("tenant %s is over its rate of %d turns per second for agent %s", tenant, rate, agent.Name))
+			p.RetryAfter = retry
+			h.refuse(w, route, p)
+			return
+		}
 	}
 	if n, ok := h.queuedTurns(ctx, tenant); ok && n >= h.cfg.MaxQueuedTurns {
 		p := httpx.ProblemQueueQuota.Problem(fmt.Sprintf("tenant %s has %d queued turns, its maximum is %d", tenant, n, h.cfg.MaxQueuedTurns))
