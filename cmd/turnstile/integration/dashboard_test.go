@@ -107,6 +107,10 @@ func TestDashboardMetricsServed(t *testing.T) {
 	regBody, _ := io.ReadAll(reg.Body)
 	require.NoError(t, reg.Body.Close())
 	require.Equal(t, http.StatusCreated, reg.StatusCode, string(regBody))
+	testenv.WaitFor(t, 60*time.Second, "the worker's registry snapshot to hold the replica", func() bool {
+		v, ok := metricValue(t, base, "turnstile_registry_snapshot_endpoints", `agent="agent"`)
+		return ok && v == 1
+	})
 
 	rcfg := config.Default()
 	rcfg.Roles = "router"
