@@ -79,7 +79,8 @@ func TestFrontDoorPriority(t *testing.T) {
 
 	// The AI SDK's chat: the request's metadata.
 	parts := postChat(t, base, "prio-"+testenv.RandomHex(4), "middle", map[string]any{"priority": 7})
-	for parts.next() != nil {
+	for p := parts.next(); p != nil; p = parts.next() {
+		require.NotEqual(t, "error", p["type"], "the chat's stream: %v", p)
 	}
 	require.Equal(t, map[int]int{9: 1, 1: 1, 7: 1}, priorities())
 }

@@ -250,8 +250,8 @@ type claimRow struct {
 	client *uuid.UUID
 	// The turn's notifications: its webhook and push configs (the envelope's), and the task its
 	// metadata names (nil: its own).
-	webhook *wire.Webhook
-	configs []wire.PushConfig
+	webhook  *wire.Webhook
+	configs  []wire.PushConfig
 	task     *uuid.UUID
 	agent    string
 	priority int
