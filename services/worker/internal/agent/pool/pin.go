@@ -2,16 +2,38 @@ package pool
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
 // pinKey keys a turn's pins in its context.
 type pinKey struct{}
 
-// pins are a turn's endpoint, per pool, chosen by its first request.
+// pins are a turn's endpoint, per pool, chosen by its first request, and the endpoints the turn
+// could not reach.
 type pins struct {
-	mu sync.Mutex
-	by map[*Pool]*Endpoint
+	mu   sync.Mutex
+	by   map[*Pool]*Endpoint
+	lost map[*Pool][]*Endpoint
+}
+
+// unreachable records that the turn could not reach ep of p.
+func (pn *pins) unreachable(p *Pool, ep *Endpoint) {
+	pn.mu.Lock()
+	defer pn.mu.Unlock()
+	if pn.lost == nil {
+		pn.lost = map[*Pool][]*Endpoint{}
+	}
+	if !slices.Contains(pn.lost[p], ep) {
+		pn.lost[p] = append(pn.lost[p], ep)
+	}
+}
+
+// unreached returns the endpoints of p the turn could not reach; the slice must not be modified.
+func (pn *pins) unreached(p *Pool) []*Endpoint {
+	pn.mu.Lock()
+	defer pn.mu.Unlock()
+	return pn.lost[p]
 }
 
 // Pin returns ctx marked so that every request of the turn it carries goes to the endpoint its

@@ -205,14 +205,24 @@ func (p *Pool) Pick(ctx context.Context, turn agent.Turn, previous upstream.Targ
 	var ep *Endpoint
 	var key string
 	pn, pinned := p.pinned(ctx)
+	// A pinned turn remembers every endpoint it could not reach, so its retries do not go back
+	// and forth between two unreachable ones the ring names in turn until they are ejected.
+	var unreachable []*Endpoint
+	if pn != nil {
+		if avoid != nil && upstream.Unreachable(prevErr) {
+			pn.unreachable(p, avoid)
+		}
+		unreachable = pn.unreached(p)
+	}
 	switch {
-	case pinned != nil && pinned != avoid && slices.Contains(p.current(p.now()).candidates, pinned):
+	case pinned != nil && pinned != avoid && !slices.Contains(unreachable, pinned) &&
+		slices.Contains(p.current(p.now()).candidates, pinned):
 		ep = pinned
 	case p.cfg.Policy == LeastRequest:
 		ep = p.leastRequest(avoid)
 	default:
 		key = RouteKey(turn)
-		ep = p.affinity(key, avoid)
+		ep = p.affinity(key, avoid, unreachable)
 	}
 	if ep == nil {
 		return nil, ErrNoEndpoints
@@ -291,17 +301,17 @@ func (p *Pool) leastRequest(avoid *Endpoint) *Endpoint {
 }
 
 // affinity returns key's endpoint: where it was placed while that endpoint stays a candidate
-// (and is not avoid), else a new placement by bounded-load consistent hashing.
-func (p *Pool) affinity(key string, avoid *Endpoint) *Endpoint {
+// (and is neither avoid nor in also), else a new placement by bounded-load consistent hashing.
+func (p *Pool) affinity(key string, avoid *Endpoint, also []*Endpoint) *Endpoint {
 	now := p.now()
 	p.current(now)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if pl, ok := p.table[key]; ok && pl.ep != avoid && p.candidate(pl.ep) {
+	if pl, ok := p.table[key]; ok && pl.ep != avoid && !slices.Contains(also, pl.ep) && p.candidate(pl.ep) {
 		pl.used = now
 		return pl.ep
 	}
-	ep := p.place(key, avoid)
+	ep := p.place(key, avoid, also)
 	if ep == nil {
 		return nil
 	}

@@ -63,6 +63,11 @@ func TestPin(t *testing.T) {
 	require.NoError(t, err)
 	next.Finished(upstream.Terminal, nil, time.Millisecond)
 	require.NotEqual(t, prev.Address(), next.Address(), "a connect failure moves even a pinned turn")
+	third, err := p.Pick(st.ctx, turn(s), next, fmt.Errorf("dial: %w", syscall.ECONNREFUSED))
+	require.NoError(t, err)
+	third.Finished(upstream.Terminal, nil, time.Millisecond)
+	require.NotContains(t, []string{prev.Address(), next.Address()}, third.Address(),
+		"the turn does not go back to an endpoint it could not reach")
 	require.Equal(t, st.ctx, Pin(st.ctx), "pinning twice keeps the first pin")
 }
 

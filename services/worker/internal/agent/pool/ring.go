@@ -115,13 +115,14 @@ func (p *Pool) home(key string) *Endpoint {
 }
 
 // place finds key an endpoint: the first candidate on the ring from key's hash that is below the
-// load bound and is not avoid, else the least loaded candidate. Callers hold the pool's lock.
-func (p *Pool) place(key string, avoid *Endpoint) *Endpoint {
+// load bound and is neither avoid nor in also, else the least loaded such candidate, else (every
+// candidate is to be avoided) avoid. Callers hold the pool's lock.
+func (p *Pool) place(key string, avoid *Endpoint, also []*Endpoint) *Endpoint {
 	st := p.st.Load()
 	limit := bound(p.cfg.LoadFactor, len(p.table), len(st.candidates))
 	var chosen, least *Endpoint
 	p.ring.walk(key, func(ep *Endpoint) bool {
-		if !p.candidate(ep) || ep == avoid {
+		if !p.candidate(ep) || ep == avoid || slices.Contains(also, ep) {
 			return true
 		}
 		if least == nil || ep.sessions < least.sessions {
