@@ -2,6 +2,9 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -66,6 +69,33 @@ type IntakeSettings struct {
 	// is refused (409 push-configs-limit, A2A invalid params), a config sent with a message to a
 	// full task is not stored. Every process that writes turns reads it. Defaults to 10.
 	PushConfigsMax int `env:"TURNSTILE_PUSH_CONFIGS_MAX"`
+	// ModelPrices are the prices of models' tokens, as model=input/output pairs separated by
+	// commas, each a price per 1,000 tokens (gpt-x=0.5/1.5): GET /v1/admin/usage reports each
+	// usage row of a priced model with its cost. Defaults to none (no costs).
+	ModelPrices string `env:"TURNSTILE_MODEL_PRICES"`
+}
+
+// Price is a model's price per 1,000 input and output tokens.
+type Price struct{ Input, Output float64 }
+
+// Prices parses ModelPrices.
+func (s IntakeSettings) Prices() (map[string]Price, error) {
+	out := map[string]Price{}
+	for pair := range strings.SplitSeq(s.ModelPrices, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(pair, "=")
+		in, outp, ok2 := strings.Cut(val, "/")
+		pi, err1 := strconv.ParseFloat(strings.TrimSpace(in), 64)
+		po, err2 := strconv.ParseFloat(strings.TrimSpace(outp), 64)
+		if !ok || !ok2 || err1 != nil || err2 != nil || pi < 0 || po < 0 || strings.TrimSpace(name) == "" {
+			return nil, fmt.Errorf("TURNSTILE_MODEL_PRICES: %q is not model=input/output with prices per 1,000 tokens of at least 0", pair)
+		}
+		out[strings.TrimSpace(name)] = Price{Input: pi, Output: po}
+	}
+	return out, nil
 }
 
 func (s *IntakeSettings) applyDefaults() {
@@ -122,6 +152,9 @@ func (s IntakeSettings) validate() []error {
 		if c.bad {
 			errs = append(errs, errors.New(c.msg))
 		}
+	}
+	if _, err := s.Prices(); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }

@@ -45,3 +45,17 @@ func TestIntakeSettings(t *testing.T) {
 		}
 	})
 }
+
+// TestModelPrices: TURNSTILE_MODEL_PRICES parses model=input/output pairs, and a malformed or
+// negative one is a configuration error naming it.
+func TestModelPrices(t *testing.T) {
+	t.Parallel()
+	s := IntakeSettings{ModelPrices: " gpt-x=0.5/1.5 , small=0/0.25"}
+	got, err := s.Prices()
+	require.NoError(t, err)
+	require.Equal(t, map[string]Price{"gpt-x": {0.5, 1.5}, "small": {0, 0.25}}, got)
+	for _, bad := range []string{"gpt-x=0.5", "gpt-x=-1/1", "=1/1", "gpt-x=a/b"} {
+		_, err := IntakeSettings{ModelPrices: bad}.Prices()
+		require.ErrorContains(t, err, "TURNSTILE_MODEL_PRICES", bad)
+	}
+}

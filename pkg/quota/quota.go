@@ -208,6 +208,9 @@ type Usage struct {
 	InputTokens  int64  `json:"input_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
 	TotalTokens  int64  `json:"total_tokens"`
+	// Cost is the row's cost at its model's price (TURNSTILE_MODEL_PRICES), nil for a model
+	// without one.
+	Cost *float64 `json:"cost,omitempty"`
 }
 
 // UsageFilter selects usage rows; empty fields select all. From and To are UTC days, inclusive.

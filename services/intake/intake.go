@@ -187,9 +187,13 @@ func NewWithOptions(ctx context.Context, d *app.Deps, opts Options) (*Intake, er
 	})
 	// The admin API and its bulk jobs live here: replays are produced through intake's path.
 	var jobs *admin.Runner
+	prices, err := cfg.Intake.Prices()
+	if err != nil {
+		return nil, err
+	}
 	adm := admin.New(admin.Config{
 		Region: cfg.Region.Code, KeyPrefix: cfg.KeyPrefix, DefaultDeadline: cfg.DefaultDeadline,
-		PresenceInterval: cfg.Worker.PresenceInterval,
+		PresenceInterval: cfg.Worker.PresenceInterval, Prices: prices,
 	}, admin.Deps{
 		Pool: pool, Redis: rdb, Events: events, Submit: h, Signer: signer, Authenticate: h.Authenticate,
 		Kick: func() { jobs.Kick() }, Settings: func() []config.Setting { return config.View(cfg) }, Log: log,

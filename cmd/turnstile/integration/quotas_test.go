@@ -146,6 +146,7 @@ func TestBudgetCrossedMidTest(t *testing.T) {
 	cfg.Agent = "openai"
 	cfg.Agents.OpenAIBaseURL = srv.URL + "/v1"
 	cfg.Agents.OpenAIModel = "fake-counting-1"
+	cfg.Intake.ModelPrices = "fake-counting-1=0.5/2, other-model=1/1"
 	cfg.Worker.QuotaRefresh = 100 * time.Millisecond
 	base := "http://" + startStackCfg(t, env, cfg).Addr()
 
@@ -211,14 +212,15 @@ func TestBudgetCrossedMidTest(t *testing.T) {
 	for _, key := range []string{root, acme} {
 		var u struct {
 			Usage []struct {
-				Tenant       string `json:"tenant"`
-				Agent        string `json:"agent"`
-				Day          string `json:"day"`
-				Model        string `json:"model"`
-				Turns        int64  `json:"turns"`
-				InputTokens  int64  `json:"input_tokens"`
-				OutputTokens int64  `json:"output_tokens"`
-				TotalTokens  int64  `json:"total_tokens"`
+				Tenant       string   `json:"tenant"`
+				Agent        string   `json:"agent"`
+				Day          string   `json:"day"`
+				Model        string   `json:"model"`
+				Turns        int64    `json:"turns"`
+				InputTokens  int64    `json:"input_tokens"`
+				OutputTokens int64    `json:"output_tokens"`
+				TotalTokens  int64    `json:"total_tokens"`
+				Cost         *float64 `json:"cost"`
 			} `json:"usage"`
 		}
 		adminGet(t, base+"/v1/admin/usage?tenant=acme", key, &u)
@@ -229,6 +231,8 @@ func TestBudgetCrossedMidTest(t *testing.T) {
 		require.Equal(t, now.Format(time.DateOnly), got.Day)
 		require.Equal(t, int64(turns), got.Turns)
 		require.Equal(t, reported, [3]int64{got.InputTokens, got.OutputTokens, got.TotalTokens}, "usage read back is exactly what the model reported")
+		require.NotNil(t, got.Cost, "a priced model's usage has its cost")
+		require.InDelta(t, (float64(reported[0])*0.5+float64(reported[1])*2)/1000, *got.Cost, 1e-9)
 	}
 	// The worker's token counter agrees, tenant by tenant.
 	for i, dir := range []string{"input", "output"} {

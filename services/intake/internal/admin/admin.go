@@ -56,6 +56,9 @@ type Config struct {
 	// PresenceInterval is the workers' presence interval (config.WorkerPresenceIntervalDefault by
 	// default): a worker is alive while its row is younger than three.
 	PresenceInterval time.Duration
+	// Prices are the models' token prices (TURNSTILE_MODEL_PRICES): usage rows of a priced model
+	// report their cost.
+	Prices map[string]config.Price
 }
 
 // Deps are the API's collaborators. Redis and Events may be nil: a timeline then has no events

@@ -138,5 +138,11 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request) {
 	if rows == nil {
 		rows = []quota.Usage{}
 	}
+	for i, u := range rows {
+		if p, ok := h.cfg.Prices[u.Model]; ok {
+			cost := (float64(u.InputTokens)*p.Input + float64(u.OutputTokens)*p.Output) / 1000
+			rows[i].Cost = &cost
+		}
+	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"usage": rows})
 }
