@@ -62,6 +62,9 @@ func New(t testing.TB, opts Options) *Env {
 	cfg.Partitions = opts.Partitions
 	cfg.KeyPrefix = "ts-" + id
 	cfg.DatabaseSchema = id
+	// A worker's registry snapshots on disk are the test's own: the default directory is shared by
+	// every test on the machine, and another test's copy names replicas that are gone.
+	cfg.Registry.SnapshotDir = t.TempDir()
 	if u := os.Getenv("TURNSTILE_DATABASE_URL"); u != "" {
 		cfg.DatabaseURL = u
 	}
