@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -12,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/turnstile-run/turnstile/pkg/apikey"
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
@@ -70,20 +69,8 @@ func auditHas(t *testing.T, base, root string, want ...[4]string) {
 // action is in the audit log.
 func TestAdminPauseResume(t *testing.T) {
 	t.Parallel()
-	env := testenv.New(t, testenv.Options{Partitions: 2})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	acmeID, acme, err := apikey.Create(ctx, env.Pool, "acme")
-	require.NoError(t, err)
-	globexID, globex, err := apikey.Create(ctx, env.Pool, "globex")
-	require.NoError(t, err)
-	rootID, root, err := apikey.CreateAdmin(ctx, env.Pool, "", "ops")
-	require.NoError(t, err)
-	cfg := authConfig(env, "intake,worker,gateway")
-	cfg.Ops.BacklogInterval = 100 * time.Millisecond
-	stack := startStackCfg(t, env, cfg)
-	base := "http://" + stack.Addr()
-	s := &tenantStack{env: env, base: base}
+	k, s := startAdminStack(t, func(cfg *config.Config) { cfg.Ops.BacklogInterval = 100 * time.Millisecond })
+	acmeID, acme, globexID, globex, rootID, root, base := k.acmeID, k.acme, k.globexID, k.globex, k.rootID, k.root, s.base
 	turnOf := func(key, id string) adminTurn {
 		var v adminTurn
 		adminGet(t, base+"/v1/admin/turns/"+id, key, &v)
@@ -94,7 +81,9 @@ func TestAdminPauseResume(t *testing.T) {
 		require.Equal(t, http.StatusOK, getJSON(t, base+"/v1/backlog?agent=agent", &b))
 		return b
 	}
-	paused := func() float64 { return scrape(t, stack.Addr(), "turnstile_worker_claims_paused_total") }
+	paused := func() float64 {
+		return scrape(t, strings.TrimPrefix(base, "http://"), "turnstile_worker_claims_paused_total")
+	}
 
 	status, b := adminCall(t, http.MethodPost, base+"/v1/admin/pauses", acme, map[string]any{"reason": "bad deploy"})
 	require.Equal(t, http.StatusCreated, status, string(b))
@@ -214,20 +203,9 @@ func TestAdminPauseResume(t *testing.T) {
 // secrets. Every action is in the audit log.
 func TestAdminWorkersDrainAndConfig(t *testing.T) {
 	t.Parallel()
-	env := testenv.New(t, testenv.Options{Partitions: 2})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	acmeID, acme, err := apikey.Create(ctx, env.Pool, "acme")
-	require.NoError(t, err)
-	_, globex, err := apikey.Create(ctx, env.Pool, "globex")
-	require.NoError(t, err)
-	rootID, root, err := apikey.CreateAdmin(ctx, env.Pool, "", "ops")
-	require.NoError(t, err)
-	cfg := authConfig(env, "intake,worker,gateway")
-	cfg.Worker.PresenceInterval = 100 * time.Millisecond
-	stack := startStackCfg(t, env, cfg)
-	base := "http://" + stack.Addr()
-	s := &tenantStack{env: env, base: base}
+	k, s := startAdminStack(t, func(cfg *config.Config) { cfg.Worker.PresenceInterval = 100 * time.Millisecond })
+	acmeID, acme, globex, rootID, root, base := k.acmeID, k.acme, k.globex, k.rootID, k.root, s.base
+	env := s.env
 	workers := func(key string) []adminWorker {
 		var l struct {
 			Workers []adminWorker `json:"workers"`
@@ -237,7 +215,7 @@ func TestAdminWorkersDrainAndConfig(t *testing.T) {
 	}
 	testenv.WaitFor(t, 10*time.Second, "the worker's presence row", func() bool { return len(workers(root)) == 1 })
 	wk := workers(root)[0]
-	require.Equal(t, cfg.InstanceID, wk.Identity)
+	require.Equal(t, env.Config.InstanceID, wk.Identity)
 	require.Equal(t, []string{"agent"}, wk.Agents)
 	require.NotEmpty(t, wk.Version)
 	require.True(t, wk.Alive)

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/turnstile-run/turnstile/pkg/apikey"
+	"github.com/turnstile-run/turnstile/pkg/config"
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
@@ -100,26 +101,44 @@ func auditLog(t *testing.T, base, key string) []auditEntry {
 	return p.Entries
 }
 
+// adminKeys are the keys an admin test acts with: two tenants' (acme, globex) and an admin's.
+type adminKeys struct {
+	acmeID, acme, globexID, globex, rootID, root string
+}
+
+// startAdminStack creates the keys and starts intake, worker and gateway with auth on, tune
+// changing the configuration first (nil: none), and returns the keys and the stack as a tenant's
+// client sees it.
+func startAdminStack(t *testing.T, tune func(*config.Config)) (adminKeys, *tenantStack) {
+	t.Helper()
+	env := testenv.New(t, testenv.Options{Partitions: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var k adminKeys
+	var err error
+	k.acmeID, k.acme, err = apikey.Create(ctx, env.Pool, "acme")
+	require.NoError(t, err)
+	k.globexID, k.globex, err = apikey.Create(ctx, env.Pool, "globex")
+	require.NoError(t, err)
+	k.rootID, k.root, err = apikey.CreateAdmin(ctx, env.Pool, "", "ops")
+	require.NoError(t, err)
+	cfg := authConfig(env, "intake,worker,gateway")
+	if tune != nil {
+		tune(&cfg)
+	}
+	stack := startStackCfg(t, env, cfg)
+	return k, &tenantStack{env: env, base: "http://" + stack.Addr()}
+}
+
 // TestAdminTenantIsolationAndAudit: a tenant's key sees only its tenant's turns and jobs on every
 // admin route, another tenant's turn or job is a 404 there, an admin key sees every tenant, a
 // failed turn is replayed on other agent settings as a new turn linked to it (the original
 // unchanged), and every action the test takes is in the audit log.
 func TestAdminTenantIsolationAndAudit(t *testing.T) {
 	t.Parallel()
-	env := testenv.New(t, testenv.Options{Partitions: 2})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	acmeID, acme, err := apikey.Create(ctx, env.Pool, "acme")
-	require.NoError(t, err)
-	globexID, globex, err := apikey.Create(ctx, env.Pool, "globex")
-	require.NoError(t, err)
-	_, root, err := apikey.CreateAdmin(ctx, env.Pool, "", "ops")
-	require.NoError(t, err)
-	cfg := authConfig(env, "intake,worker,gateway")
-	cfg.DemoFaults = "allow" // the failing turn fails on purpose
-	stack := startStackCfg(t, env, cfg)
-	base := "http://" + stack.Addr()
-	s := &tenantStack{env: env, base: base}
+	// The failing turn fails on purpose.
+	k, s := startAdminStack(t, func(cfg *config.Config) { cfg.DemoFaults = "allow" })
+	acmeID, acme, globexID, globex, root, base := k.acmeID, k.acme, k.globexID, k.globex, k.root, s.base
 
 	failing := s.post(t, acme, "s1", `{"input":{"text":"fail me"},"metadata":{"demo":{"fail_attempts":99}}}`).TurnID
 	fine := s.post(t, acme, "s2", `{"input":{"text":"fine"}}`).TurnID
