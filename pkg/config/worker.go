@@ -44,8 +44,8 @@ type WorkerSettings struct {
 	// RetentionBatch is how many rows one retention delete statement removes at most, so
 	// retention never holds long locks. Defaults to 1000.
 	RetentionBatch int `env:"TURNSTILE_RETENTION_BATCH"`
-	// Vacuum is "auto" or "off". With auto, while Postgres's autovacuum does not cover the turns
-	// and sessions tables (it is off), workers vacuum them when dead rows pass 5% of live rows (at
+	// Vacuum is "auto" or "off". With auto, while Postgres's autovacuum does not cover the turns,
+	// sessions and turn_attempts tables (it is off), workers vacuum them when dead rows pass 5% of live rows (at
 	// least 5,000; services/worker/internal/vacuum). Defaults to auto.
 	Vacuum string `env:"TURNSTILE_WORKER_VACUUM"`
 	// ReadAhead bounds the turns each of a worker's agents has fetched and not started (its

@@ -9,8 +9,9 @@ import (
 )
 
 // HotTables are the tables the hot path rewrites: every claim, lease renewal and completion
-// rewrites a turn's row, and every completion its session's.
-var HotTables = []string{"turns", "sessions"}
+// rewrites a turn's row, every completion its session's, and every attempt's end its
+// turn_attempts row (written at its claim).
+var HotTables = []string{"turns", "sessions", "turn_attempts"}
 
 // TableStat is what TableStats reports of one table.
 type TableStat struct {

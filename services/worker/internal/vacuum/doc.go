@@ -1,5 +1,5 @@
-// Package vacuum keeps the dead rows of the turns and sessions tables bounded when Postgres's
-// autovacuum does not.
+// Package vacuum keeps the dead rows of the hot tables (turns, sessions, turn_attempts:
+// turnstore.HotTables) bounded when Postgres's autovacuum does not.
 //
 // Every claim, lease renewal and completion rewrites a turn's row (status and lease expiry are
 // indexed, so the updates are not HOT), so a busy worker pool leaves thousands of dead row versions
