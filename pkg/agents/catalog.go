@@ -137,6 +137,13 @@ func (a Agent) FollowsRegistry() bool {
 	return false
 }
 
+// SwapsEndpoints reports whether a running worker can move from old's endpoints to a's in place:
+// the same adapter, and the registry snapshot (a follower started with the worker) neither added
+// nor dropped.
+func (a Agent) SwapsEndpoints(old Agent) bool {
+	return a.Adapter == old.Adapter && a.FollowsRegistry() == old.FollowsRegistry()
+}
+
 // restartSettings are the agent's settings less its endpoints and upstream limits, which Diff
 // compares on their own.
 func (a Agent) restartSettings() config.AgentSettings {

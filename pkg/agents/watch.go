@@ -70,8 +70,7 @@ func Diff(old, cur *Catalog) Changes {
 		field(true, "limits.upstream_total", b.Limits.UpstreamTotal, a.Limits.UpstreamTotal)
 		// The workers swap an agent's endpoints in place, unless the change adds or drops its
 		// registry snapshot (a follower the worker starts with it) or the adapter changes too.
-		sameKind := a.Adapter == b.Adapter && a.FollowsRegistry() == b.FollowsRegistry()
-		field(sameKind, "endpoints", b.Endpoints(), a.Endpoints())
+		field(a.SwapsEndpoints(b), "endpoints", b.Endpoints(), a.Endpoints())
 		field(false, "adapter", b.Adapter, a.Adapter)
 		field(false, "settings", b.restartSettings(), a.restartSettings())
 		field(false, "limits.upstream_initial/max", [2]int{b.Limits.UpstreamInitial, b.Limits.UpstreamMax},

@@ -98,8 +98,7 @@ func (l *lane) apply(spec agents.Agent, log *slog.Logger) {
 		l.exec.SetMaxAttempts(n)
 		applied = append(applied, "limits.max_attempts")
 	}
-	sameKind := spec.Adapter == old.Adapter && spec.FollowsRegistry() == old.FollowsRegistry()
-	if sameKind && (spec.Limits.UpstreamTotal != old.Limits.UpstreamTotal || !slices.Equal(spec.Endpoints(), old.Endpoints())) {
+	if spec.SwapsEndpoints(old) && (spec.Limits.UpstreamTotal != old.Limits.UpstreamTotal || !slices.Equal(spec.Endpoints(), old.Endpoints())) {
 		if err := l.upstream.apply(spec); err != nil {
 			log.Error("agents catalog: the new endpoints are refused; keeping the old ones", "agent", l.agent, "err", err)
 			spec.Settings = old.Settings
