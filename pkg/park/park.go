@@ -272,8 +272,11 @@ func (s *Stream) release() {
 type loops struct {
 	users int // streams using them; guarded by Lot.mu
 	stop  chan struct{}
-	wheel wheel
-	poll  poller
+	// signal is Config.Signal's channel, taken when the loops start, inside the first stream's
+	// Enter: a signal fired after Enter returned is never missed, however late housekeep runs.
+	signal <-chan struct{}
+	wheel  wheel
+	poll   poller
 }
 
 // acquireLoops registers a newly entered stream with the lot's loops, starting them if none run.
@@ -284,6 +287,9 @@ func (lot *Lot) acquireLoops() *loops {
 		return l
 	}
 	l := &loops{users: 1, stop: make(chan struct{})}
+	if lot.cfg.Signal != nil {
+		l.signal = lot.cfg.Signal()
+	}
 	l.wheel.init(lot.cfg.KeepAlive)
 	p, err := newPoller()
 	if err != nil {
@@ -321,10 +327,7 @@ func (lot *Lot) releaseLoops(l *loops) {
 func (lot *Lot) housekeep(l *loops) {
 	t := time.NewTicker(l.wheel.tick)
 	defer t.Stop()
-	var signal <-chan struct{}
-	if lot.cfg.Signal != nil {
-		signal = lot.cfg.Signal()
-	}
+	signal := l.signal
 	var due []*Stream
 	for {
 		select {

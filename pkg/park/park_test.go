@@ -137,3 +137,40 @@ func recv(t *testing.T, c <-chan struct{}) {
 		t.Fatal("the stream did not run")
 	}
 }
+
+// TestSignalTakenAtEnter: the lot takes Config.Signal's channel inside the first stream's Enter,
+// not when its goroutine first runs, so a signal fired right after Enter (on a busy machine,
+// before that goroutine is scheduled) still wakes the stream.
+func TestSignalTakenAtEnter(t *testing.T) {
+	var calls atomic.Int32
+	signal := make(chan struct{})
+	var chosen atomic.Bool
+	lot := New(Config{
+		KeepAlive: time.Hour,
+		Signal: func() <-chan struct{} {
+			if calls.Add(1) == 1 {
+				return signal
+			}
+			return make(chan struct{})
+		},
+		Select: func(string) bool { return chosen.Load() },
+	})
+	srv, cli := net.Pipe()
+	defer cli.Close()
+	events := make(chan Event, 8)
+	ended := make(chan struct{})
+	s := lot.Enter("key-1", srv, func(ev Event) bool {
+		events <- ev
+		return ev&Signal != 0
+	}, func() { close(ended) })
+	require.Equal(t, int32(1), calls.Load(), "Enter took the signal's channel")
+	s.Run(context.Background(), func(ctx context.Context) bool { return ctx.Err() == nil }, User)
+	require.Equal(t, User, <-events, "the first round")
+	chosen.Store(true)
+	close(signal)
+	recv(t, ended)
+	require.NotZero(t, <-events&Signal, "the stream was woken by the signal taken at Enter")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, lot.Wait(ctx))
+}

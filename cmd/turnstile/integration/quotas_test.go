@@ -273,6 +273,9 @@ func TestQuotaLoweredOnEveryWorker(t *testing.T) {
 		w.Config.InstanceID = fmt.Sprintf("%s-quota-worker-%d", env.ID, i)
 		workers[i] = "http://" + startStackCfg(t, &w, authConfig(&w, "worker")).Addr()
 	}
+	// Both workers fetch before the turns go in: a worker that joined late would find the first
+	// one running all of them under the cap of 4.
+	testenv.WaitFor(t, 60*time.Second, "both workers hold partitions", func() bool { return groupBalanced(t, env, 2) })
 
 	const turns, turnMs = 24, 1500
 	sessions := map[string]string{} // turn → session

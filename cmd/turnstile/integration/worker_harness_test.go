@@ -391,6 +391,41 @@ func groupSettled(t *testing.T, env *testenv.Env, members int) bool {
 	return settled
 }
 
+// groupBalanced reports whether the worker group is stable with exactly members members, each of
+// which holds at least one of the turns topic's partitions and all of them between them: a
+// cooperative rebalance's last round is done, so every member fetches.
+func groupBalanced(t *testing.T, env *testenv.Env, members int) bool {
+	t.Helper()
+	balanced := false
+	withAdmin(t, env, func(ctx context.Context, adm *kadm.Client) {
+		groups, err := adm.DescribeGroups(ctx, env.Config.ConsumerGroup)
+		if err != nil {
+			return
+		}
+		g, ok := groups[env.Config.ConsumerGroup]
+		if !ok || g.Err != nil || g.State != "Stable" || len(g.Members) != members {
+			return
+		}
+		total := 0
+		for _, m := range g.Members {
+			held := 0
+			if c, ok := m.Assigned.AsConsumer(); ok {
+				for _, tp := range c.Topics {
+					if tp.Topic == env.Config.Topic {
+						held += len(tp.Partitions)
+					}
+				}
+			}
+			if held == 0 {
+				return
+			}
+			total += held
+		}
+		balanced = total == env.Config.Partitions
+	})
+	return balanced
+}
+
 // committedOffset is the worker group's committed offset of partition 0 of the turns topic.
 func committedOffset(t *testing.T, env *testenv.Env) int64 {
 	t.Helper()
