@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -129,18 +128,6 @@ func (p *Process) Wait(ctx context.Context) error {
 
 // Logs returns everything the process wrote.
 func (p *Process) Logs() string { return p.logs.String() }
-
-// FreeAddr returns a loopback address with a port that was free a moment ago.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writers (a child process's output, a logger).
 type SyncBuffer struct {
