@@ -18,17 +18,6 @@ import (
 	"github.com/turnstile-run/turnstile/pkg/testenv"
 )
 
-// freeAddr returns a loopback address nothing listens on: a listener's, closed. A request to it is
-// refused until something listens there again.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 // serveHTTPAgent starts, on addr, an agent that speaks the http agent protocol: it answers every
 // turn with two deltas and done. It stops at cleanup.
 func serveHTTPAgent(t *testing.T, addr string) {
@@ -131,7 +120,7 @@ func waitings(evs []streamEvent, turnID string) []streamEvent {
 // its deadline, its stream says why, and it fails only when its deadline leaves no useful time.
 func TestAgentOutage(t *testing.T) {
 	t.Run("TurnWaitsUntilTheAgentIsBack", func(t *testing.T) {
-		addr := freeAddr(t)
+		addr := testenv.FreeAddr(t)
 		env := testenv.New(t, testenv.Options{Partitions: 1})
 		env.Config.Agent = "http"
 		env.Config.Agents.HTTPAgentURL = "http://" + addr + "/turn"
@@ -170,6 +159,7 @@ func TestAgentOutage(t *testing.T) {
 		require.Equal(t, "succeeded", row.Status, row.Error)
 		require.Equal(t, 1, row.Attempt, "the wait spent no attempt")
 		require.Empty(t, deadLetterReason(t, env, a.TurnID))
+		waitTerminalEvents(t, env, session, a.TurnID) // Postgres records the end a moment before it is published
 
 		var kinds []string
 		var text strings.Builder
@@ -200,7 +190,7 @@ func TestAgentOutage(t *testing.T) {
 	})
 
 	t.Run("TurnFailsAtItsDeadline", func(t *testing.T) {
-		addr := freeAddr(t)
+		addr := testenv.FreeAddr(t)
 		env := testenv.New(t, testenv.Options{Partitions: 1})
 		env.Config.Agent = "http"
 		env.Config.Agents.HTTPAgentURL = "http://" + addr + "/turn"
@@ -227,6 +217,7 @@ func TestAgentOutage(t *testing.T) {
 		require.Contains(t, row.Error, "upstream_unavailable")
 		require.Contains(t, row.Error, "connection refused")
 		require.Empty(t, deadLetterReason(t, env, a.TurnID), "a turn its deadline ended is not poison")
+		waitTerminalEvents(t, env, session, a.TurnID)
 
 		evs := readStream(t, env, session)
 		ws := waitings(evs, a.TurnID)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -143,7 +142,7 @@ func TestFrontDoorClient(t *testing.T) {
 		require.ErrorAs(t, err, &p)
 		require.Equal(t, http.StatusBadRequest, p.Status)
 
-		down := frontdoor.New(frontdoor.Config{IntakeURL: "http://" + closedAddr(t), GatewayURL: base, Timeout: 2 * time.Second})
+		down := frontdoor.New(frontdoor.Config{IntakeURL: "http://" + testenv.FreeAddr(t), GatewayURL: base, Timeout: 2 * time.Second})
 		_, err = down.GetTurn(ctx, "", "0190b1d2-0000-7000-8000-000000000000")
 		require.ErrorAs(t, err, &p)
 		require.Equal(t, http.StatusServiceUnavailable, p.Status)
@@ -152,14 +151,4 @@ func TestFrontDoorClient(t *testing.T) {
 		require.True(t, frontdoor.IsUnavailable(err))
 		require.Contains(t, fmt.Sprint(err), "native api: 503")
 	})
-}
-
-// closedAddr is a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
 }
