@@ -224,3 +224,22 @@ func (f flushOnly) Header() http.Header         { return f.w.Header() }
 func (f flushOnly) Write(p []byte) (int, error) { return f.w.Write(p) }
 func (f flushOnly) WriteHeader(code int)        { f.w.WriteHeader(code) }
 func (f flushOnly) Flush()                      { f.w.(http.Flusher).Flush() }
+
+// opens makes r report each stream's open and returns a wait for the next one's result. A stream
+// subscribes to its session before it reads the stream's state, so a test that changes the stream
+// as soon as a subscriber shows up races the open; OnOpen fires after that read.
+func (r *replica) opens(t *testing.T) func() string {
+	t.Helper()
+	ch := make(chan sse.OpenInfo, 64)
+	r.handler.SetHooks(&sse.Hooks{OnOpen: func(i sse.OpenInfo) { ch <- i }})
+	return func() string {
+		t.Helper()
+		select {
+		case o := <-ch:
+			return o.Result
+		case <-time.After(wait):
+			t.Fatal("no stream opened")
+			return ""
+		}
+	}
+}
