@@ -168,8 +168,10 @@ func pct(d []time.Duration, p float64) time.Duration {
 // 16 run at once. It runs three consumers side by side — fair with a, fair without a, and the
 // arrival-order scheduler with a — and holds b..k's accept→start p99 under the fair scheduler to
 // their p99 without a plus a bound, while the arrival order makes them wait behind a's backlog;
-// a gets the slots b..k leave, so the fair run starts at least 0.95× the arrival run's turns per
-// second.
+// a gets the slots b..k leave, so the fair scheduler keeps every slot busy as the arrival order
+// does. That throughput claim (at least 0.95× the arrival order's) is measured by the load test's
+// fairness scenario; here the three runs share two busy cores, so the check only tells a
+// work-conserving scheduler (about 1×) from one that leaves slots idle (b..k's own rate, about 0.3×).
 func TestFairnessSmoke(t *testing.T) {
 	t.Parallel()
 	runs := []fairnessRun{{SchedulerFair, true}, {SchedulerFair, false}, {SchedulerArrival, true}}
@@ -195,9 +197,10 @@ func TestFairnessSmoke(t *testing.T) {
 	require.Greater(t, pct(arrival.quiet, 0.99), 2*pct(fair.quiet, 0.99),
 		"the arrival order makes b..k wait behind a's backlog (the scenario shows a difference)")
 	require.Positive(t, fair.aStarted, "a gets the slots b..k leave")
-	// The full scenario's target is 0.95; two runs a few seconds apart on CI's two shared cores
-	// differ by more than that on their own (fair 267 vs arrival 308 turns/s in one CI run).
-	require.GreaterOrEqual(t, fair.perSec, 0.75*arrival.perSec, "fairness costs no throughput")
+	// Runs side by side on CI's two shared cores differ by more than the full scenario's 0.95 on
+	// their own: fair 267 vs arrival 308 turns/s in one CI run (0.87), 243 vs 348 (0.70) in another.
+	// A scheduler that left a's turns waiting beside idle slots would start b..k's ~90 turns/s.
+	require.GreaterOrEqual(t, fair.perSec, 0.5*arrival.perSec, "the fair scheduler leaves no slot idle while a waits")
 }
 
 // TestPriorityBehindBacklog posts 5,000 turns of one tenant, then one of priority 9 behind them,
