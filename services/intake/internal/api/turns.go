@@ -193,8 +193,11 @@ func (h *Handler) produceRecord(ctx context.Context, rec *kgo.Record) error {
 		// refuses the new incarnation until the topic is purged from it, then produces to it.
 		p.PurgeTopicsFromProducing(rec.Topic)
 		again := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Context: rec.Context}
-		err = h.produceOnce(ctx, again)
-		*rec = *again // the caller records where the record went
+		if err = h.produceOnce(ctx, again); err == nil {
+			// The caller records where the record went. Only once its promise ran: after a
+			// timeout the client may still be writing the record's offset and partition.
+			*rec = *again
+		}
 	}
 	if err != nil {
 		return err
