@@ -375,55 +375,53 @@ func withAdmin(t *testing.T, env *testenv.Env, f func(ctx context.Context, adm *
 	f(ctx, adm)
 }
 
+// workerGroup describes the worker group; ok is false when the broker could not.
+func workerGroup(t *testing.T, env *testenv.Env) (g kadm.DescribedGroup, ok bool) {
+	t.Helper()
+	withAdmin(t, env, func(ctx context.Context, adm *kadm.Client) {
+		groups, err := adm.DescribeGroups(ctx, env.Config.ConsumerGroup)
+		if err != nil {
+			return
+		}
+		g, ok = groups[env.Config.ConsumerGroup]
+		ok = ok && g.Err == nil
+	})
+	return g, ok
+}
+
 // groupSettled reports whether the worker group is stable with exactly members members: no
 // rebalance under way and no killed worker still counted as a member.
 func groupSettled(t *testing.T, env *testenv.Env, members int) bool {
 	t.Helper()
-	settled := false
-	withAdmin(t, env, func(ctx context.Context, adm *kadm.Client) {
-		groups, err := adm.DescribeGroups(ctx, env.Config.ConsumerGroup)
-		if err != nil {
-			return
-		}
-		g, ok := groups[env.Config.ConsumerGroup]
-		settled = ok && g.Err == nil && g.State == "Stable" && len(g.Members) == members
-	})
-	return settled
+	g, ok := workerGroup(t, env)
+	return ok && g.State == "Stable" && len(g.Members) == members
 }
 
-// groupBalanced reports whether the worker group is stable with exactly members members, each of
-// which holds at least one of the turns topic's partitions and all of them between them: a
-// cooperative rebalance's last round is done, so every member fetches.
+// groupBalanced reports whether the worker group is settled with members members, each of which
+// holds at least one of the turns topic's partitions and all of them between them: a cooperative
+// rebalance's last round is done, so every member fetches.
 func groupBalanced(t *testing.T, env *testenv.Env, members int) bool {
 	t.Helper()
-	balanced := false
-	withAdmin(t, env, func(ctx context.Context, adm *kadm.Client) {
-		groups, err := adm.DescribeGroups(ctx, env.Config.ConsumerGroup)
-		if err != nil {
-			return
-		}
-		g, ok := groups[env.Config.ConsumerGroup]
-		if !ok || g.Err != nil || g.State != "Stable" || len(g.Members) != members {
-			return
-		}
-		total := 0
-		for _, m := range g.Members {
-			held := 0
-			if c, ok := m.Assigned.AsConsumer(); ok {
-				for _, tp := range c.Topics {
-					if tp.Topic == env.Config.Topic {
-						held += len(tp.Partitions)
-					}
+	g, ok := workerGroup(t, env)
+	if !ok || g.State != "Stable" || len(g.Members) != members {
+		return false
+	}
+	total := 0
+	for _, m := range g.Members {
+		held := 0
+		if c, ok := m.Assigned.AsConsumer(); ok {
+			for _, tp := range c.Topics {
+				if tp.Topic == env.Config.Topic {
+					held += len(tp.Partitions)
 				}
 			}
-			if held == 0 {
-				return
-			}
-			total += held
 		}
-		balanced = total == env.Config.Partitions
-	})
-	return balanced
+		if held == 0 {
+			return false
+		}
+		total += held
+	}
+	return total == env.Config.Partitions
 }
 
 // committedOffset is the worker group's committed offset of partition 0 of the turns topic.
